@@ -1,0 +1,1 @@
+"""The platform core. Named ``evalplatform`` because ``platform`` would shadow the stdlib module."""

@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.http import Http404
+
+from evalplatform.accounts import policy, services
+from evalplatform.accounts.models import ApiToken, Membership, Team
+from evalplatform.accounts.roles import ACCOUNTS_MANAGE, ACCOUNTS_VIEW, ROLE_FEATURES
+from evalplatform.admin_site import TeamScopedAdmin, TeamScopedInline
+
+
+def _user_choices(request):
+    """Superusers pick any user; team admins pick among the people already in their teams
+    (adding people from outside goes through a superuser or an invitation)."""
+    users = get_user_model().objects.order_by("username")
+    if policy.is_superuser(request.user):
+        return users
+    return users.filter(
+        memberships__team__in=policy.teams_with(request.user, ACCOUNTS_MANAGE)
+    ).distinct()
+
+
+class MembershipInline(TeamScopedInline):
+    model = Membership
+    change_feature = ACCOUNTS_MANAGE
+    extra = 0
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "user":
+            kwargs["queryset"] = _user_choices(request)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+@admin.register(Team)
+class TeamAdmin(TeamScopedAdmin):
+    view_feature = ACCOUNTS_VIEW
+    change_feature = ACCOUNTS_MANAGE
+    list_display = ["name", "slug", "created_at"]
+    search_fields = ["name", "slug"]
+    prepopulated_fields = {"slug": ["name"]}
+    inlines = [MembershipInline]
+
+    def has_add_permission(self, request, *args):
+        return policy.is_superuser(request.user)
+
+    def has_delete_permission(self, request, obj=None):
+        return policy.is_superuser(request.user)
+
+
+@admin.register(Membership)
+class MembershipAdmin(TeamScopedAdmin):
+    view_feature = ACCOUNTS_VIEW
+    change_feature = ACCOUNTS_MANAGE
+    list_display = ["user", "team", "role", "features", "created_at"]
+    list_filter = ["role", "team"]
+    search_fields = ["user__username", "user__email", "team__name"]
+    list_select_related = ["user", "team"]
+
+    @admin.display(description="Feature count")
+    def features(self, obj: Membership) -> int:
+        return len(ROLE_FEATURES.get(obj.role, ()))
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "user":
+            kwargs["queryset"] = _user_choices(request)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request, obj, form, change):
+        services.membership_set(team=obj.team, user=obj.user, role=obj.role)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """API tokens. Everyone with console access manages their own; superusers all."""
+
+    list_display = ["name", "user", "prefix", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["revoked_at"]
+    search_fields = ["name", "user__username", "prefix"]
+    readonly_fields = ["prefix", "created_at", "last_used_at"]
+    actions = ["revoke"]
+
+    def get_queryset(self, request):
+        qs = super().get_queryset(request).select_related("user")
+        return qs if policy.is_superuser(request.user) else qs.filter(user=request.user)
+
+    def get_object(self, request, object_id, from_field=None):
+        obj = super().get_object(request, object_id, from_field)
+        if obj is None:
+            raise Http404("Not found.")
+        return obj
+
+    def get_fields(self, request, obj=None):
+        fields = ["name"]
+        if policy.is_superuser(request.user):
+            fields.append("user")
+        return [*fields, "revoked_at", *self.readonly_fields]
+
+    def has_module_permission(self, request):
+        return request.user.is_active
+
+    def has_view_permission(self, request, obj=None):
+        return obj is None or policy.is_superuser(request.user) or obj.user_id == request.user.pk
+
+    has_change_permission = has_view_permission
+    has_delete_permission = has_view_permission
+
+    def has_add_permission(self, request):
+        return request.user.is_active
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            obj.save()
+            return
+        user = obj.user if policy.is_superuser(request.user) and obj.user_id else request.user
+        token, key = services.token_create(user=user, name=obj.name)
+        obj.pk, obj.user, obj.prefix, obj.key_hash = token.pk, token.user, token.prefix, token.key_hash
+        obj.created_at = token.created_at
+        messages.warning(
+            request,
+            f"The token key is {key} — copy it now: it is stored hashed and will not be shown again.",
+        )
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request, queryset):
+        for token in queryset:
+            services.token_revoke(token=token)

@@ -1,0 +1,38 @@
+"""One exception handler: every expected failure becomes JSON with a ``detail`` message.
+
+Validation failures are 400 ``{"detail": "Invalid input.", "errors": {field: [messages]}}``
+whether they come from a serializer, a model's ``full_clean`` or a service's ``FieldErrors``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.serializers import as_serializer_error
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from evalplatform.errors import ApplicationError
+
+
+def _field_errors(detail: Any) -> dict[str, Any]:
+    if isinstance(detail, dict):
+        return {key: value if isinstance(value, list | dict) else [value] for key, value in detail.items()}
+    if isinstance(detail, list):
+        return {"non_field_errors": detail}
+    return {"non_field_errors": [detail]}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, ApplicationError):
+        return Response({"detail": exc.message, **exc.extra}, status=exc.status_code)
+    if isinstance(exc, DjangoValidationError):
+        exc = exceptions.ValidationError(as_serializer_error(exc))
+    if isinstance(exc, exceptions.ValidationError):
+        return Response(
+            {"detail": "Invalid input.", "errors": _field_errors(exc.detail)},
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    return drf_exception_handler(exc, context)

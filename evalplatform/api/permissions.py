@@ -1,0 +1,95 @@
+"""DRF glue over the one policy (``evalplatform.accounts.policy``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Model, QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import permissions, serializers
+
+from evalplatform.accounts import policy
+from evalplatform.accounts.models import Team
+
+
+class FeaturePermission(permissions.BasePermission):
+    """The user must hold the view's feature for this action in at least one team.
+
+    Object-level checks happen in ``TeamScopedMixin.get_object`` through ``policy.access``,
+    so another team's object is a 404 and never a 403.
+    """
+
+    def has_permission(self, request, view) -> bool:
+        return bool(
+            request.user
+            and request.user.is_authenticated
+            and policy.has_feature_anywhere(request.user, view.feature_for_action())
+        )
+
+
+class TeamScopedMixin:
+    """For viewsets over a team-scoped model.
+
+    ``queryset`` is the unfiltered base, ``view_feature`` decides what the user sees in it,
+    ``action_features`` maps each action to the feature it needs (default: ``view_feature``).
+    Every check goes through ``evalplatform.accounts.policy``.
+    """
+
+    view_feature: str
+    action_features: dict[str, str] = {}
+    permission_classes = [FeaturePermission]
+    lookup_field = "pk"
+
+    request: Any
+    action: str | None
+    kwargs: dict[str, Any]
+
+    def feature_for_action(self) -> str:
+        """``action_features`` keys are an action (``"create"``) or an action and method
+        (``"versions:POST"``) for actions that serve several methods."""
+        action = self.action or ""
+        method = getattr(self.request, "method", "")
+        return self.action_features.get(
+            f"{action}:{method}", self.action_features.get(action, self.view_feature)
+        )
+
+    queryset: QuerySet  # the unfiltered base; ``get_queryset`` applies the policy
+
+    def get_base_queryset(self) -> QuerySet:
+        return self.queryset.all()
+
+    def get_queryset(self) -> QuerySet:
+        return policy.visible(self.request.user, self.view_feature, self.get_base_queryset())
+
+    def get_object(self) -> Model:
+        obj = policy.access(
+            self.request.user,
+            self.feature_for_action(),
+            self.get_base_queryset(),
+            view_feature=self.view_feature,
+            **{self.lookup_field: self.kwargs[self.lookup_field]},
+        )
+        return obj
+
+
+@extend_schema_field(OpenApiTypes.STR)
+class TeamField(serializers.SlugRelatedField):
+    """A team given by slug, limited to the teams where the user holds ``feature``.
+
+    Another team's slug gets the same error as an unknown one.
+    """
+
+    def __init__(self, feature: str, **kwargs: Any):
+        self.feature = feature
+        kwargs.setdefault("slug_field", "slug")
+        super().__init__(**kwargs)
+
+    def get_queryset(self) -> QuerySet[Team]:
+        return policy.teams_with(self.context["request"].user, self.feature)
+
+
+def default_team(user: Any, feature: str) -> Team | None:
+    """The user's only team holding ``feature``, if there is exactly one."""
+    teams = list(policy.teams_with(user, feature)[:2])
+    return teams[0] if len(teams) == 1 else None

@@ -1,0 +1,22 @@
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import SimpleRouter
+
+from evalplatform.accounts.api import MeView, TokenViewSet
+from evalplatform.prompts.api import TemplateViewSet, VersionViewSet
+from evalplatform.providers.api import ConnectionViewSet, LLMModelViewSet
+
+# No trailing slashes, as the generation spec's endpoints (/api/generation/jobs/:id/start).
+router = SimpleRouter(trailing_slash=False)
+router.register("providers/connections", ConnectionViewSet, basename="connection")
+router.register("providers/models", LLMModelViewSet, basename="llmmodel")
+router.register("prompts/templates", TemplateViewSet, basename="prompttemplate")
+router.register("prompts/versions", VersionViewSet, basename="promptversion")
+router.register("tokens", TokenViewSet, basename="apitoken")
+
+urlpatterns = [
+    path("me", MeView.as_view(), name="api-me"),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("", include(router.urls)),
+]

@@ -1,0 +1,76 @@
+"""Reading configuration from the environment, and the secrets the embedded mode keeps on disk."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (1/0, true/false), not {raw!r}.")
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be an integer, not {raw!r}.") from exc
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def read_or_create_secret(path: Path, make) -> str:
+    """Return the secret stored at ``path``, creating it (mode 0600) the first time.
+
+    ``O_EXCL`` makes concurrent first starts (web and worker processes) agree on one value:
+    whoever loses the race reads the winner's file.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        value = path.read_text().strip()
+        if not value:
+            raise ImproperlyConfigured(f"{path} is empty; delete it to generate a new one.")
+        return value
+    value = make()
+    with os.fdopen(fd, "w") as handle:
+        handle.write(value + "\n")
+    return value
+
+
+def generate_secret_key() -> str:
+    return secrets.token_urlsafe(50)
+
+
+def validate_secret_key(value: str, *, debug: bool) -> str:
+    if debug:
+        return value
+    if value.startswith("django-insecure") or len(value) < 32 or len(set(value)) < 5:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is too weak for DEBUG=0: use at least 32 random characters "
+            "(or unset it to let the platform generate one in the data directory)."
+        )
+    return value

@@ -1,0 +1,157 @@
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin
+from django.db import transaction
+from django.db.models import Max
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+
+from evalplatform.accounts import policy
+from evalplatform.accounts.roles import PROMPTS_EDIT, PROMPTS_VIEW
+from evalplatform.admin_site import TeamScopedAdmin, TeamScopedInline
+from evalplatform.errors import ApplicationError
+from evalplatform.prompts import services
+from evalplatform.prompts.models import PromptBlock, PromptTemplate, PromptVersion
+from evalplatform.prompts.rendering import MissingVariables, variables_in
+
+
+class VersionListInline(admin.TabularInline):
+    model = PromptVersion
+    fields = ["link", "note", "locked_at", "created_at"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_view_permission(self, request, obj=None):
+        return True
+
+    @admin.display(description="Version")
+    def link(self, version: PromptVersion) -> str:
+        url = reverse("admin:prompts_promptversion_change", args=[version.pk])
+        return format_html('<a href="{}">v{}</a>', url, version.number)
+
+
+@admin.register(PromptTemplate)
+class PromptTemplateAdmin(TeamScopedAdmin):
+    view_feature = PROMPTS_VIEW
+    change_feature = PROMPTS_EDIT
+    list_display = ["name", "team", "updated_at"]
+    list_filter = ["team"]
+    search_fields = ["name", "description"]
+    list_select_related = ["team"]
+    fields = ["team", "name", "description"]
+    inlines = [VersionListInline]
+
+    def save_model(self, request, obj, form, change):
+        if obj.pk is None:
+            obj.created_by = request.user
+        super().save_model(request, obj, form, change)
+
+    def delete_model(self, request, obj):
+        services.template_delete(user=request.user, template=obj)
+
+
+class BlockInline(TeamScopedInline):
+    model = PromptBlock
+    change_feature = PROMPTS_EDIT
+    fields = ["position", "title", "body"]
+    extra = 1
+    ordering = ["position"]
+
+
+class VersionForm(forms.ModelForm):
+    saving_as_new = False
+
+    class Meta:
+        model = PromptVersion
+        fields = ["template", "note", "default_variables", "sample_item"]
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.instance.pk and self.instance.is_locked and not self.saving_as_new:
+            raise forms.ValidationError(
+                "This version is used by a job and can no longer change. "
+                "Use “Save as new version” to keep your edits as the next version."
+            )
+        return cleaned
+
+
+@admin.register(PromptVersion)
+class PromptVersionAdmin(TeamScopedAdmin):
+    view_feature = PROMPTS_VIEW
+    change_feature = PROMPTS_EDIT
+    team_fk_fields = ()
+    form = VersionForm
+    save_as = True
+    save_as_continue = True
+    list_display = ["__str__", "template", "number", "note", "locked_at", "created_at"]
+    list_filter = ["template__team", "locked_at"]
+    search_fields = ["template__name", "note"]
+    list_select_related = ["template__team"]
+    readonly_fields = ["number", "locked_at", "variables", "preview"]
+    inlines = [BlockInline]
+
+    def get_fields(self, request, obj=None):
+        return ["template", "number", "note", "locked_at", "default_variables", "sample_item",
+                "variables", "preview"]
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)
+        return type("BoundVersionForm", (form,), {"saving_as_new": "_saveasnew" in request.POST})
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "template":
+            kwargs["queryset"] = policy.visible(
+                request.user, PROMPTS_EDIT, PromptTemplate.objects.all()
+            )
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request, obj, form, change):
+        if obj.pk is None:
+            with transaction.atomic():
+                last = PromptVersion.objects.filter(template=obj.template).aggregate(
+                    n=Max("number")
+                )["n"]
+                obj.number = (last or 0) + 1
+                obj.created_by = request.user
+                obj.locked_at = None
+                obj.save()
+            return
+        super().save_model(request, obj, form, change)
+
+    def delete_model(self, request, obj):
+        services.version_delete(user=request.user, version=obj)
+
+    @admin.display(description="Variables")
+    def variables(self, obj: PromptVersion) -> str:
+        if not obj.pk:
+            return "-"
+        names = variables_in(obj.as_blocks())
+        return ", ".join(f"{{{{{n}}}}}" for n in names) or "none"
+
+    @admin.display(description="Rendered preview (sample item)")
+    def preview(self, obj: PromptVersion) -> str:
+        if not obj.pk:
+            return "Save the version to see a preview."
+        try:
+            [rendered] = services.version_render(version=obj, items=[("sample", obj.sample_item)])
+        except MissingVariables as exc:
+            return format_html(
+                "<p>The sample item lacks: {}</p>",
+                format_html_join(", ", "<code>{}</code>", ((m.variable,) for m in exc.missing)),
+            )
+        except ApplicationError as exc:
+            return exc.message
+        return format_html(
+            "<strong>System</strong><pre>{}</pre><strong>User</strong><pre>{}</pre>",
+            rendered.system or "(none)",
+            rendered.user,
+        )

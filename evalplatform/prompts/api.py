@@ -1,0 +1,238 @@
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from evalplatform.accounts.roles import PROMPTS_EDIT, PROMPTS_VIEW
+from evalplatform.api.permissions import TeamField, TeamScopedMixin, default_team
+from evalplatform.errors import FieldErrors
+from evalplatform.prompts import selectors, services
+from evalplatform.prompts.models import PromptTemplate, PromptVersion
+from evalplatform.prompts.rendering import variables_in
+
+
+class BlockSerializer(serializers.Serializer):
+    title = serializers.CharField(allow_blank=True, required=False, default="", max_length=200)
+    body = serializers.CharField(trim_whitespace=False)
+
+
+class VersionSerializer(serializers.ModelSerializer):
+    blocks = serializers.SerializerMethodField()
+    variables = serializers.SerializerMethodField()
+    locked = serializers.BooleanField(source="is_locked", read_only=True)
+    created_by = serializers.CharField(source="created_by.username", default=None, read_only=True)
+
+    class Meta:
+        model = PromptVersion
+        fields = [
+            "id",
+            "template",
+            "number",
+            "note",
+            "blocks",
+            "variables",
+            "default_variables",
+            "sample_item",
+            "locked",
+            "locked_at",
+            "created_by",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(BlockSerializer(many=True))
+    def get_blocks(self, version: PromptVersion) -> list[dict]:
+        return [{"title": b.title, "body": b.body} for b in version.blocks.all()]
+
+    def get_variables(self, version: PromptVersion) -> list[str]:
+        return variables_in(version.as_blocks())
+
+
+class TemplateSerializer(serializers.ModelSerializer):
+    team = serializers.CharField(source="team.slug", read_only=True)
+    latest_version = serializers.SerializerMethodField()
+    version_count = serializers.SerializerMethodField()
+
+    class Meta:
+        model = PromptTemplate
+        fields = [
+            "id",
+            "team",
+            "name",
+            "description",
+            "latest_version",
+            "version_count",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(VersionSerializer)
+    def get_latest_version(self, template: PromptTemplate) -> dict | None:
+        versions = list(template.versions.all())
+        return VersionSerializer(versions[-1]).data if versions else None
+
+    def get_version_count(self, template: PromptTemplate) -> int:
+        return len(template.versions.all())
+
+
+class VersionInputSerializer(serializers.Serializer):
+    blocks = BlockSerializer(many=True, allow_empty=False)
+    note = serializers.CharField(allow_blank=True, required=False, default="", max_length=300)
+    default_variables = serializers.DictField(required=False, default=dict)
+    sample_item = serializers.DictField(required=False, default=dict)
+
+
+class VersionUpdateSerializer(VersionInputSerializer):
+    blocks = BlockSerializer(many=True, allow_empty=False, required=False)
+    note = serializers.CharField(allow_blank=True, required=False, max_length=300)
+    default_variables = serializers.DictField(required=False)
+    sample_item = serializers.DictField(required=False)
+
+
+class TemplateCreateSerializer(VersionInputSerializer):
+    team = TeamField(PROMPTS_EDIT, required=False)
+    name = serializers.CharField(max_length=200)
+    description = serializers.CharField(allow_blank=True, required=False, default="")
+
+
+class TemplateUpdateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200, required=False)
+    description = serializers.CharField(allow_blank=True, required=False)
+
+
+class RenderInputSerializer(serializers.Serializer):
+    items = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        help_text="Items to render for; each may carry an 'id'. Default: the version's sample item.",
+    )
+
+
+class RenderedSerializer(serializers.Serializer):
+    item_id = serializers.CharField()
+    system = serializers.CharField()
+    user = serializers.CharField()
+
+
+def _version_input(data: dict) -> dict:
+    data = dict(data)
+    if "blocks" in data:
+        data["blocks"] = [dict(block) for block in data["blocks"]]
+    return data
+
+
+class TemplateViewSet(TeamScopedMixin, viewsets.ModelViewSet):
+    """Prompt templates of the user's teams, each with immutable-once-used versions."""
+
+    queryset = selectors.templates_with_versions()
+    serializer_class = TemplateSerializer
+    view_feature = PROMPTS_VIEW
+    action_features = {
+        "create": PROMPTS_EDIT,
+        "update": PROMPTS_EDIT,
+        "partial_update": PROMPTS_EDIT,
+        "destroy": PROMPTS_EDIT,
+        "versions:POST": PROMPTS_EDIT,
+    }
+    filterset_fields = {"name": ["exact", "icontains"], "team__slug": ["exact"]}
+
+    def _reload(self, pk: int) -> PromptTemplate:
+        return selectors.templates_with_versions().get(pk=pk)
+
+    @extend_schema(request=TemplateCreateSerializer, responses={201: TemplateSerializer})
+    def create(self, request, *args, **kwargs):
+        data = TemplateCreateSerializer(data=request.data, context={"request": request})
+        data.is_valid(raise_exception=True)
+        values = _version_input(data.validated_data)
+        team = values.pop("team", None) or default_team(request.user, PROMPTS_EDIT)
+        if team is None:
+            raise FieldErrors({"team": "Name the team (slug): you edit prompts in several."})
+        template = services.template_create(user=request.user, team=team, **values)
+        return Response(TemplateSerializer(self._reload(template.pk)).data, status.HTTP_201_CREATED)
+
+    @extend_schema(request=TemplateUpdateSerializer, responses=TemplateSerializer)
+    def update(self, request, *args, **kwargs):
+        template = self.get_object()
+        data = TemplateUpdateSerializer(data=request.data, partial=kwargs.get("partial", False))
+        data.is_valid(raise_exception=True)
+        services.template_update(user=request.user, template=template, **data.validated_data)
+        return Response(TemplateSerializer(self._reload(template.pk)).data)
+
+    def perform_destroy(self, instance):
+        services.template_delete(user=self.request.user, template=instance)
+
+    @extend_schema(
+        methods=["GET"], responses=VersionSerializer(many=True), description="All versions."
+    )
+    @extend_schema(
+        methods=["POST"],
+        request=VersionInputSerializer,
+        responses={201: VersionSerializer},
+        description="Create the next version (editing a used version means this).",
+    )
+    @action(detail=True, methods=["get", "post"], url_path="versions")
+    def versions(self, request, pk=None):
+        template = self.get_object()
+        if request.method == "GET":
+            return Response(VersionSerializer(template.versions.all(), many=True).data)
+        data = VersionInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        version = services.version_create(
+            user=request.user, template=template, **_version_input(data.validated_data)
+        )
+        version = selectors.versions_with_blocks().get(pk=version.pk)
+        return Response(VersionSerializer(version).data, status=status.HTTP_201_CREATED)
+
+
+class VersionViewSet(
+    TeamScopedMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Single prompt versions. A used (locked) version refuses edits and deletion with 409."""
+
+    queryset = selectors.versions_with_blocks()
+    serializer_class = VersionSerializer
+    view_feature = PROMPTS_VIEW
+    action_features = {
+        "update": PROMPTS_EDIT,
+        "partial_update": PROMPTS_EDIT,
+        "destroy": PROMPTS_EDIT,
+    }
+    filterset_fields = ["template", "number"]
+
+    @extend_schema(request=VersionUpdateSerializer, responses=VersionSerializer)
+    def update(self, request, *args, **kwargs):
+        version = self.get_object()
+        data = VersionUpdateSerializer(data=request.data, partial=kwargs.get("partial", False))
+        data.is_valid(raise_exception=True)
+        services.version_update(
+            user=request.user, version=version, **_version_input(data.validated_data)
+        )
+        return Response(VersionSerializer(selectors.versions_with_blocks().get(pk=version.pk)).data)
+
+    def perform_destroy(self, instance):
+        services.version_delete(user=self.request.user, version=instance)
+
+    @extend_schema(request=RenderInputSerializer, responses=RenderedSerializer(many=True))
+    @action(detail=True, methods=["post"])
+    def render(self, request, pk=None):
+        """Render the version for the given items; 400 lists every missing variable by item."""
+        version = self.get_object()
+        data = RenderInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        raw_items = data.validated_data.get("items") or [version.sample_item]
+        items = [(str(item.get("id", index + 1)), item) for index, item in enumerate(raw_items)]
+        rendered = services.version_render(version=version, items=items)
+        return Response(
+            [
+                {"item_id": item_id, "system": r.system, "user": r.user}
+                for (item_id, _), r in zip(items, rendered, strict=True)
+            ]
+        )

@@ -1,0 +1,205 @@
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from evalplatform.accounts import policy
+from evalplatform.accounts.models import Team
+from evalplatform.accounts.roles import PROMPTS_EDIT
+from evalplatform.errors import Conflict, FieldErrors, Forbidden
+from evalplatform.prompts.models import PromptBlock, PromptTemplate, PromptVersion, VersionLocked
+from evalplatform.prompts.rendering import Block, RenderedPrompt, render_all
+
+MAX_BLOCKS = 100
+
+
+def _require_edit(user: Any, team: Team | int) -> None:
+    if not policy.has_feature(user, PROMPTS_EDIT, team):
+        raise Forbidden()
+
+
+def blocks_validate(blocks: Any) -> list[Block]:
+    """Check a list of ``{"title", "body"}``; errors name the block index and field."""
+    if not isinstance(blocks, list) or not blocks:
+        raise FieldErrors({"blocks": "Give at least one block as a list of {title, body}."})
+    if len(blocks) > MAX_BLOCKS:
+        raise FieldErrors({"blocks": f"At most {MAX_BLOCKS} blocks."})
+    errors: dict[str, str] = {}
+    result: list[Block] = []
+    for index, raw in enumerate(blocks):
+        if not isinstance(raw, Mapping):
+            errors[f"blocks[{index}]"] = "A block is an object with 'title' and 'body'."
+            continue
+        title, body = raw.get("title", ""), raw.get("body")
+        if not isinstance(title, str):
+            errors[f"blocks[{index}].title"] = "The title must be text."
+        if not isinstance(body, str) or not body.strip():
+            errors[f"blocks[{index}].body"] = "The body must be non-empty text."
+        unknown = set(raw) - {"title", "body"}
+        if unknown:
+            errors[f"blocks[{index}]"] = f"Unknown keys: {', '.join(sorted(unknown))}."
+        if f"blocks[{index}]" not in errors and isinstance(title, str) and isinstance(body, str):
+            result.append(Block(title=title.strip(), body=body))
+    if errors:
+        raise FieldErrors(errors)
+    return result
+
+
+def _mapping(name: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise FieldErrors({name: "Must be an object of variable names to values."})
+    return dict(value)
+
+
+def _write_blocks(version: PromptVersion, blocks: Sequence[Block]) -> None:
+    PromptBlock.objects.bulk_create(
+        PromptBlock(version=version, position=i, title=b.title, body=b.body)
+        for i, b in enumerate(blocks)
+    )
+
+
+def template_create(
+    *,
+    user: Any,
+    team: Team,
+    name: str,
+    blocks: Any,
+    description: str = "",
+    default_variables: Any = None,
+    sample_item: Any = None,
+    note: str = "",
+) -> PromptTemplate:
+    _require_edit(user, team)
+    checked = blocks_validate(blocks)
+    defaults, sample = _mapping("default_variables", default_variables), _mapping(
+        "sample_item", sample_item
+    )
+    template = PromptTemplate(team=team, name=name.strip(), description=description, created_by=user)
+    template.full_clean()
+    with transaction.atomic():
+        template.save()
+        version = PromptVersion.objects.create(
+            template=template,
+            number=1,
+            note=note,
+            default_variables=defaults,
+            sample_item=sample,
+            created_by=user,
+        )
+        _write_blocks(version, checked)
+    return template
+
+
+def template_update(
+    *, user: Any, template: PromptTemplate, name: str | None = None, description: str | None = None
+) -> PromptTemplate:
+    _require_edit(user, template.team_id)
+    if name is not None:
+        template.name = name.strip()
+    if description is not None:
+        template.description = description
+    template.full_clean()
+    template.save()
+    return template
+
+
+def template_delete(*, user: Any, template: PromptTemplate) -> None:
+    _require_edit(user, template.team_id)
+    with transaction.atomic():
+        if template.versions.filter(locked_at__isnull=False).exists():
+            raise Conflict("This template has versions used by jobs and cannot be deleted.")
+        template.delete()
+
+
+def version_create(
+    *,
+    user: Any,
+    template: PromptTemplate,
+    blocks: Any,
+    default_variables: Any = None,
+    sample_item: Any = None,
+    note: str = "",
+) -> PromptVersion:
+    """A new version numbered after the highest existing one."""
+    _require_edit(user, template.team_id)
+    checked = blocks_validate(blocks)
+    defaults, sample = _mapping("default_variables", default_variables), _mapping(
+        "sample_item", sample_item
+    )
+    with transaction.atomic():
+        # The template row lock serializes concurrent version creation (PostgreSQL);
+        # SQLite's IMMEDIATE transactions already serialize writers.
+        PromptTemplate.objects.select_for_update().filter(pk=template.pk).first()
+        last = template.versions.aggregate(n=Max("number"))["n"] or 0
+        version = PromptVersion.objects.create(
+            template=template,
+            number=last + 1,
+            note=note,
+            default_variables=defaults,
+            sample_item=sample,
+            created_by=user,
+        )
+        _write_blocks(version, checked)
+        PromptTemplate.objects.filter(pk=template.pk).update(updated_at=timezone.now())
+    return version
+
+
+def version_update(
+    *,
+    user: Any,
+    version: PromptVersion,
+    blocks: Any = None,
+    default_variables: Any = None,
+    sample_item: Any = None,
+    note: str | None = None,
+) -> PromptVersion:
+    """Edit a draft version in place; a used (locked) version refuses with 409."""
+    _require_edit(user, version.template.team_id)
+    checked = blocks_validate(blocks) if blocks is not None else None
+    with transaction.atomic():
+        current = PromptVersion.objects.select_for_update().get(pk=version.pk)
+        if current.is_locked:
+            raise VersionLocked(
+                f"Version {current.number} is used by a job and can no longer change; "
+                f"create a new version instead."
+            )
+        if default_variables is not None:
+            current.default_variables = _mapping("default_variables", default_variables)
+        if sample_item is not None:
+            current.sample_item = _mapping("sample_item", sample_item)
+        if note is not None:
+            current.note = note
+        current.save()
+        if checked is not None:
+            current.blocks.all().delete()
+            _write_blocks(current, checked)
+    return current
+
+
+def version_delete(*, user: Any, version: PromptVersion) -> None:
+    _require_edit(user, version.template.team_id)
+    with transaction.atomic():
+        if version.template.versions.count() == 1:
+            raise Conflict("A template keeps at least one version; delete the template instead.")
+        version.delete()
+
+
+def version_lock(*, version: PromptVersion) -> None:
+    """Mark the version as used. Idempotent; called by whatever runs the prompt."""
+    PromptVersion.objects.filter(pk=version.pk, locked_at__isnull=True).update(
+        locked_at=timezone.now()
+    )
+    version.refresh_from_db(fields=["locked_at"])
+
+
+def version_render(
+    *, version: PromptVersion, items: Sequence[tuple[str, Mapping[str, Any]]]
+) -> list[RenderedPrompt]:
+    """Render for each ``(item_id, values)``; ``MissingVariables`` lists every gap."""
+    return render_all(version.as_blocks(), items, version.default_variables)

@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from evalplatform.accounts.models import Team
+from evalplatform.providers import crypto
+
+
+class ProviderKind(models.TextChoices):
+    OPENAI = "openai", "OpenAI-compatible"
+    ANTHROPIC = "anthropic", "Anthropic"
+    GEMINI = "gemini", "Gemini"
+    MOCK = "mock", "Mock (offline)"
+
+
+DEFAULT_BASE_URLS = {
+    ProviderKind.OPENAI: "https://api.openai.com",
+    ProviderKind.ANTHROPIC: "https://api.anthropic.com",
+    ProviderKind.GEMINI: "https://generativelanguage.googleapis.com",
+    ProviderKind.MOCK: "",
+}
+
+
+class MaxTokensParam(models.TextChoices):
+    MAX_COMPLETION_TOKENS = "max_completion_tokens", "max_completion_tokens (OpenAI)"
+    MAX_TOKENS = "max_tokens", "max_tokens (Ollama, vLLM, older servers)"
+
+
+class ProviderConnection(models.Model):
+    """How to reach one provider account. The API key is stored encrypted, never returned."""
+
+    team_lookup = "team"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="provider_connections")
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=20, choices=ProviderKind.choices)
+    base_url = models.URLField(blank=True, help_text="Blank for the provider's public endpoint.")
+    api_key_encrypted = models.TextField(blank=True, editable=False)
+    max_tokens_param = models.CharField(
+        max_length=30,
+        choices=MaxTokensParam.choices,
+        default=MaxTokensParam.MAX_COMPLETION_TOKENS,
+        help_text="Name of the output-length field for OpenAI-compatible servers.",
+    )
+    max_concurrency = models.PositiveIntegerField(
+        default=8, validators=[MinValueValidator(1), MaxValueValidator(1000)]
+    )
+    requests_per_minute = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Optional client-side rate limit."
+    )
+    timeout_s = models.FloatField(
+        default=120.0, validators=[MinValueValidator(1.0), MaxValueValidator(3600.0)]
+    )
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["team__name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "name"], name="connection_team_name_unique"),
+            models.CheckConstraint(
+                condition=models.Q(kind__in=ProviderKind.values), name="connection_kind_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"
+
+    def __repr__(self) -> str:
+        # Never put the key, even encrypted, in a repr that may reach a log.
+        return f"<ProviderConnection {self.pk} {self.name!r} {self.kind}>"
+
+    @property
+    def has_api_key(self) -> bool:
+        return bool(self.api_key_encrypted)
+
+    @property
+    def effective_base_url(self) -> str:
+        return (self.base_url or DEFAULT_BASE_URLS[ProviderKind(self.kind)]).rstrip("/")
+
+    def set_api_key(self, api_key: str) -> None:
+        self.api_key_encrypted = crypto.encrypt(api_key) if api_key else ""
+
+    def get_api_key(self) -> str:
+        return crypto.decrypt(self.api_key_encrypted) if self.api_key_encrypted else ""
+
+
+class LLMModel(models.Model):
+    """A model reachable through a connection, with its list prices (USD per 1M tokens)."""
+
+    team_lookup = "connection__team"
+
+    connection = models.ForeignKey(
+        ProviderConnection, on_delete=models.CASCADE, related_name="models"
+    )
+    model_id = models.CharField(max_length=200, help_text="The provider's model name.")
+    display_name = models.CharField(max_length=200)
+    input_price_per_mtok = models.DecimalField(
+        max_digits=12, decimal_places=6, default=Decimal(0), validators=[MinValueValidator(0)]
+    )
+    output_price_per_mtok = models.DecimalField(
+        max_digits=12, decimal_places=6, default=Decimal(0), validators=[MinValueValidator(0)]
+    )
+    batch_discount = models.DecimalField(
+        max_digits=4,
+        decimal_places=3,
+        default=Decimal("0.5"),
+        validators=[MinValueValidator(0), MaxValueValidator(1)],
+        help_text="Share taken off both prices for batch requests (0.5 = half price).",
+    )
+    supports_batch = models.BooleanField(default=False)
+    context_window = models.PositiveIntegerField(null=True, blank=True)
+    active = models.BooleanField(default=True)
+    catalog_date = models.DateField(
+        null=True, blank=True, help_text="Date of the catalog the prices came from."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["connection__name", "display_name"]
+        verbose_name = "LLM model"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["connection", "model_id"], name="model_connection_model_id_unique"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(input_price_per_mtok__gte=0, output_price_per_mtok__gte=0),
+                name="model_prices_non_negative",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(batch_discount__gte=0, batch_discount__lte=1),
+                name="model_batch_discount_share",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.display_name
+
+    def cost_usd(self, input_tokens: int, output_tokens: int, *, batch: bool = False) -> Decimal:
+        factor = (Decimal(1) - self.batch_discount) if batch else Decimal(1)
+        per_token = Decimal(1_000_000)
+        return (
+            (Decimal(input_tokens) * self.input_price_per_mtok
+             + Decimal(output_tokens) * self.output_price_per_mtok)
+            * factor
+            / per_token
+        )

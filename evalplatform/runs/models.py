@@ -1,0 +1,1 @@
+"""The execution engine's models (batch registry, ...) arrive with the generation issue."""

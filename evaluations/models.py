@@ -1,0 +1,1 @@
+"""Models of the evaluations app (arrive with the evaluations issue)."""

@@ -1,0 +1,1 @@
+"""Models of the generation app (arrive with the generation issue)."""

@@ -1,0 +1,1 @@
+"""Models of the scenarios app (arrive with the scenarios issue)."""
