@@ -80,6 +80,11 @@ class TeamField(serializers.SlugRelatedField):
     Another team's slug gets the same error as an unknown one.
     """
 
+    default_error_messages = {
+        "does_not_exist": "Unknown team, or one where you may not do this.",
+        "invalid": "Give the team's slug.",
+    }
+
     def __init__(self, feature: str, **kwargs: Any):
         self.feature = feature
         kwargs.setdefault("slug_field", "slug")

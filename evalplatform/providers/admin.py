@@ -37,6 +37,8 @@ class ConnectionForm(forms.ModelForm):
         model = ProviderConnection
         fields = _CONNECTION_FORM_FIELDS
 
+    base_url = forms.URLField(required=False, assume_scheme="https")
+
     def clean_kind(self):
         kind = self.cleaned_data["kind"]
         instance = self.instance

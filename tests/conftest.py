@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from evalplatform.accounts.roles import Role
+from tests.factories import MembershipFactory, TeamFactory, UserFactory
+
+
+@pytest.fixture
+def team_a(db):
+    return TeamFactory(name="Team A", slug="team-a")
+
+
+@pytest.fixture
+def team_b(db):
+    return TeamFactory(name="Team B", slug="team-b")
+
+
+@pytest.fixture
+def member(db):
+    """``member(team, role)`` → a user holding ``role`` in ``team``."""
+
+    def make(team, role=Role.VIEWER, **user_fields):
+        user = UserFactory(**user_fields)
+        MembershipFactory(user=user, team=team, role=role)
+        return user
+
+    return make
+
+
+@pytest.fixture
+def api():
+    """``api(user)`` → an APIClient authenticated as ``user`` (``None``: anonymous)."""
+
+    def make(user=None):
+        client = APIClient()
+        if user is not None:
+            client.force_authenticate(user)
+        return client
+
+    return make
+
+
+@pytest.fixture
+def superuser(db):
+    return UserFactory(username="root", is_superuser=True, is_staff=True)
