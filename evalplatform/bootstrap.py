@@ -23,7 +23,10 @@ class BootstrapResult:
 
 
 def bootstrap() -> BootstrapResult:
-    """Idempotent. Reads ``EVAL_ADMIN_USERNAME`` / ``EVAL_ADMIN_PASSWORD`` / ``EVAL_ADMIN_EMAIL``."""
+    """Idempotent; does nothing once a superuser exists.
+
+    Reads ``EVAL_ADMIN_USERNAME``, ``EVAL_ADMIN_PASSWORD`` and ``EVAL_ADMIN_EMAIL``.
+    """
     User = get_user_model()
     username = os.environ.get("EVAL_ADMIN_USERNAME", "admin")
     with transaction.atomic():

@@ -53,7 +53,9 @@ def read_or_create_secret(path: Path, make) -> str:
     except FileExistsError:
         value = path.read_text().strip()
         if not value:
-            raise ImproperlyConfigured(f"{path} is empty; delete it to generate a new one.")
+            raise ImproperlyConfigured(
+                f"{path} is empty; delete it to generate a new one."
+            ) from None
         return value
     value = make()
     with os.fdopen(fd, "w") as handle:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -20,7 +21,7 @@ class FieldErrors(ApplicationError):
 
     default_message = "Invalid input."
 
-    def __init__(self, errors: dict[str, list[str] | str], message: str | None = None):
+    def __init__(self, errors: Mapping[str, Sequence[str] | str], message: str | None = None):
         normalized = {k: [v] if isinstance(v, str) else list(v) for k, v in errors.items()}
         super().__init__(message, extra={"errors": normalized})
         self.errors = normalized

@@ -113,7 +113,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": DATA_DIR / "db.sqlite3",
+            "NAME": str(DATA_DIR / "db.sqlite3"),
             "OPTIONS": {
                 # WAL lets readers run beside one writer (web + worker processes); IMMEDIATE
                 # takes the write lock at BEGIN so a read-then-write never fails half-way
@@ -122,7 +122,7 @@ else:
                 "transaction_mode": "IMMEDIATE",
                 "timeout": SQLITE_BUSY_TIMEOUT_S,
             },
-            "TEST": {"NAME": DATA_DIR / "test.sqlite3"},
+            "TEST": {"NAME": str(DATA_DIR / "test.sqlite3")},
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -72,7 +72,9 @@ class PromptTemplateFactory(factory.django.DjangoModelFactory):
     name = factory.Sequence(lambda n: f"prompt-{n}")
 
 
-def make_version(template: PromptTemplate, blocks: list[tuple[str, str]], **fields) -> PromptVersion:
+def make_version(
+    template: PromptTemplate, blocks: list[tuple[str, str]], **fields
+) -> PromptVersion:
     number = template.versions.count() + 1
     version = PromptVersion.objects.create(template=template, number=number, **fields)
     for position, (title, body) in enumerate(blocks):

@@ -114,11 +114,17 @@ class ApiTokenAdmin(admin.ModelAdmin):
             return
         user = obj.user if policy.is_superuser(request.user) and obj.user_id else request.user
         token, key = services.token_create(user=user, name=obj.name)
-        obj.pk, obj.user, obj.prefix, obj.key_hash = token.pk, token.user, token.prefix, token.key_hash
+        obj.pk, obj.user, obj.prefix, obj.key_hash = (
+            token.pk,
+            token.user,
+            token.prefix,
+            token.key_hash,
+        )
         obj.created_at = token.created_at
         messages.warning(
             request,
-            f"The token key is {key} — copy it now: it is stored hashed and will not be shown again.",
+            f"The token key is {key} — copy it now: it is stored hashed and will not be "
+            "shown again.",
         )
 
     @admin.action(description="Revoke selected tokens")

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any, cast
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.permissions import IsAuthenticated
@@ -15,7 +17,9 @@ class MeTeamSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     slug = serializers.CharField()
     name = serializers.CharField()
-    role = serializers.CharField(allow_null=True, help_text="Null for superusers who are not members.")
+    role = serializers.CharField(
+        allow_null=True, help_text="Null for superusers who are not members."
+    )
     features = serializers.ListField(child=serializers.CharField())
 
 
@@ -56,9 +60,7 @@ class TokenCreatedSerializer(TokenSerializer):
         read_only_fields = fields
 
 
-class TokenViewSet(
-    mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
-):
+class TokenViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
     """The signed-in user's own API tokens. ``DELETE`` revokes."""
 
     serializer_class = TokenSerializer
@@ -68,7 +70,7 @@ class TokenViewSet(
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return ApiToken.objects.none()
-        return ApiToken.objects.filter(user=self.request.user)
+        return ApiToken.objects.filter(user=cast(Any, self.request.user))
 
     @extend_schema(request=TokenCreateSerializer, responses={201: TokenCreatedSerializer})
     def create(self, request):

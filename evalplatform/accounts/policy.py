@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Model, QuerySet
 
 from evalplatform.accounts.models import Membership, Team
@@ -118,7 +119,7 @@ def access(
     """
     try:
         obj = visible(user, view_feature or feature, queryset).get(**lookup)
-    except (queryset.model.DoesNotExist, ValueError, TypeError) as exc:
+    except (ObjectDoesNotExist, ValueError, TypeError) as exc:
         raise NotFound() from exc
     if view_feature and view_feature != feature and not may(user, feature, obj):
         raise Forbidden()

@@ -15,9 +15,7 @@ def me_summary(user: Any) -> dict[str, Any]:
         seen.add(membership.team_id)
         teams.append(_team_entry(user, membership.team, membership.role))
     if policy.is_superuser(user):
-        teams.extend(
-            _team_entry(user, team, None) for team in Team.objects.exclude(pk__in=seen)
-        )
+        teams.extend(_team_entry(user, team, None) for team in Team.objects.exclude(pk__in=seen))
     return {
         "id": user.pk,
         "username": user.get_username(),

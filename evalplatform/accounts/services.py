@@ -47,7 +47,9 @@ def team_create(*, name: str, slug: str = "", owner: Any | None = None) -> Team:
 def membership_set(*, team: Team, user: Any, role: str) -> Membership:
     """Add ``user`` to ``team`` with ``role``, or change the role they have."""
     if role not in Role.values:
-        raise FieldErrors({"role": f"Unknown role {role!r}; choose one of {', '.join(Role.values)}."})
+        raise FieldErrors(
+            {"role": f"Unknown role {role!r}; choose one of {', '.join(Role.values)}."}
+        )
     membership, _ = Membership.objects.update_or_create(
         user=user, team=team, defaults={"role": role}
     )

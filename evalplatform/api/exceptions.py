@@ -19,7 +19,10 @@ from evalplatform.errors import ApplicationError
 
 def _field_errors(detail: Any) -> dict[str, Any]:
     if isinstance(detail, dict):
-        return {key: value if isinstance(value, list | dict) else [value] for key, value in detail.items()}
+        return {
+            key: value if isinstance(value, list | dict) else [value]
+            for key, value in detail.items()
+        }
     if isinstance(detail, list):
         return {"non_field_errors": detail}
     return {"non_field_errors": [detail]}

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import Model, QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
-from rest_framework import permissions, serializers
+from rest_framework import permissions, serializers, viewsets
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.models import Team
@@ -16,7 +16,7 @@ from evalplatform.accounts.models import Team
 class FeaturePermission(permissions.BasePermission):
     """The user must hold the view's feature for this action in at least one team.
 
-    Object-level checks happen in ``TeamScopedMixin.get_object`` through ``policy.access``,
+    Object-level checks happen in ``TeamScopedViewSet.get_object`` through ``policy.access``,
     so another team's object is a 404 and never a 403.
     """
 
@@ -28,8 +28,8 @@ class FeaturePermission(permissions.BasePermission):
         )
 
 
-class TeamScopedMixin:
-    """For viewsets over a team-scoped model.
+class TeamScopedViewSet(viewsets.GenericViewSet):
+    """Base for viewsets over a team-scoped model (add DRF's mixins for the actions).
 
     ``queryset`` is the unfiltered base, ``view_feature`` decides what the user sees in it,
     ``action_features`` maps each action to the feature it needs (default: ``view_feature``).
@@ -41,10 +41,6 @@ class TeamScopedMixin:
     permission_classes = [FeaturePermission]
     lookup_field = "pk"
 
-    request: Any
-    action: str | None
-    kwargs: dict[str, Any]
-
     def feature_for_action(self) -> str:
         """``action_features`` keys are an action (``"create"``) or an action and method
         (``"versions:POST"``) for actions that serve several methods."""
@@ -54,10 +50,10 @@ class TeamScopedMixin:
             f"{action}:{method}", self.action_features.get(action, self.view_feature)
         )
 
-    queryset: QuerySet  # the unfiltered base; ``get_queryset`` applies the policy
-
     def get_base_queryset(self) -> QuerySet:
-        return self.queryset.all()
+        base = cast(QuerySet | None, getattr(self, "queryset", None))
+        assert base is not None, f"{type(self).__name__} names no queryset"
+        return base.all()
 
     def get_queryset(self) -> QuerySet:
         return policy.visible(self.request.user, self.view_feature, self.get_base_queryset())

@@ -18,7 +18,7 @@ from evalplatform.prompts.rendering import MissingVariables, variables_in
 
 class VersionListInline(admin.TabularInline):
     model = PromptVersion
-    fields = ["link", "note", "locked_at", "created_at"]
+    fields = ("link", "note", "locked_at", "created_at")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -100,8 +100,16 @@ class PromptVersionAdmin(TeamScopedAdmin):
     inlines = [BlockInline]
 
     def get_fields(self, request, obj=None):
-        return ["template", "number", "note", "locked_at", "default_variables", "sample_item",
-                "variables", "preview"]
+        return [
+            "template",
+            "number",
+            "note",
+            "locked_at",
+            "default_variables",
+            "sample_item",
+            "variables",
+            "preview",
+        ]
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change, **kwargs)

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+from typing import cast
+
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from evalplatform.accounts.roles import PROMPTS_EDIT, PROMPTS_VIEW
-from evalplatform.api.permissions import TeamField, TeamScopedMixin, default_team
+from evalplatform.api.permissions import TeamField, TeamScopedViewSet, default_team
 from evalplatform.errors import FieldErrors
 from evalplatform.prompts import selectors, services
 from evalplatform.prompts.models import PromptTemplate, PromptVersion
@@ -107,7 +109,8 @@ class RenderInputSerializer(serializers.Serializer):
     items = serializers.ListField(
         child=serializers.DictField(),
         required=False,
-        help_text="Items to render for; each may carry an 'id'. Default: the version's sample item.",
+        help_text="Items to render for; each may carry an 'id'. "
+        "Default: the version's sample item.",
     )
 
 
@@ -124,7 +127,7 @@ def _version_input(data: dict) -> dict:
     return data
 
 
-class TemplateViewSet(TeamScopedMixin, viewsets.ModelViewSet):
+class TemplateViewSet(TeamScopedViewSet, viewsets.ModelViewSet):
     """Prompt templates of the user's teams, each with immutable-once-used versions."""
 
     queryset = selectors.templates_with_versions()
@@ -155,7 +158,7 @@ class TemplateViewSet(TeamScopedMixin, viewsets.ModelViewSet):
 
     @extend_schema(request=TemplateUpdateSerializer, responses=TemplateSerializer)
     def update(self, request, *args, **kwargs):
-        template = self.get_object()
+        template = cast(PromptTemplate, self.get_object())
         data = TemplateUpdateSerializer(data=request.data, partial=kwargs.get("partial", False))
         data.is_valid(raise_exception=True)
         services.template_update(user=request.user, template=template, **data.validated_data)
@@ -175,7 +178,7 @@ class TemplateViewSet(TeamScopedMixin, viewsets.ModelViewSet):
     )
     @action(detail=True, methods=["get", "post"], url_path="versions")
     def versions(self, request, pk=None):
-        template = self.get_object()
+        template = cast(PromptTemplate, self.get_object())
         if request.method == "GET":
             return Response(VersionSerializer(template.versions.all(), many=True).data)
         data = VersionInputSerializer(data=request.data)
@@ -188,12 +191,11 @@ class TemplateViewSet(TeamScopedMixin, viewsets.ModelViewSet):
 
 
 class VersionViewSet(
-    TeamScopedMixin,
+    TeamScopedViewSet,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
     mixins.UpdateModelMixin,
     mixins.DestroyModelMixin,
-    viewsets.GenericViewSet,
 ):
     """Single prompt versions. A used (locked) version refuses edits and deletion with 409."""
 
@@ -209,7 +211,7 @@ class VersionViewSet(
 
     @extend_schema(request=VersionUpdateSerializer, responses=VersionSerializer)
     def update(self, request, *args, **kwargs):
-        version = self.get_object()
+        version = cast(PromptVersion, self.get_object())
         data = VersionUpdateSerializer(data=request.data, partial=kwargs.get("partial", False))
         data.is_valid(raise_exception=True)
         services.version_update(
@@ -224,7 +226,7 @@ class VersionViewSet(
     @action(detail=True, methods=["post"])
     def render(self, request, pk=None):
         """Render the version for the given items; 400 lists every missing variable by item."""
-        version = self.get_object()
+        version = cast(PromptVersion, self.get_object())
         data = RenderInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         raw_items = data.validated_data.get("items") or [version.sample_item]

@@ -23,7 +23,9 @@ class PromptTemplate(models.Model):
     class Meta:
         ordering = ["team__name", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["team", "name"], name="prompt_template_team_name_unique")
+            models.UniqueConstraint(
+                fields=["team", "name"], name="prompt_template_team_name_unique"
+            )
         ]
 
     def __str__(self) -> str:
@@ -72,16 +74,6 @@ class PromptVersion(models.Model):
     def __str__(self) -> str:
         return f"{self.template.name} v{self.number}"
 
-    @property
-    def is_locked(self) -> bool:
-        return self.locked_at is not None
-
-    def _locked_in_db(self) -> bool:
-        return (
-            self.pk is not None
-            and PromptVersion.objects.filter(pk=self.pk, locked_at__isnull=False).exists()
-        )
-
     def save(self, *args, **kwargs):
         if self._locked_in_db():
             raise VersionLocked()
@@ -91,6 +83,16 @@ class PromptVersion(models.Model):
         if self._locked_in_db():
             raise VersionLocked("This prompt version is used by a job and cannot be deleted.")
         return super().delete(*args, **kwargs)
+
+    @property
+    def is_locked(self) -> bool:
+        return self.locked_at is not None
+
+    def _locked_in_db(self) -> bool:
+        return (
+            self.pk is not None
+            and PromptVersion.objects.filter(pk=self.pk, locked_at__isnull=False).exists()
+        )
 
     def as_blocks(self) -> list[Block]:
         """The blocks for rendering; uses prefetched blocks when present."""
@@ -102,7 +104,9 @@ class PromptBlock(models.Model):
 
     version = models.ForeignKey(PromptVersion, on_delete=models.CASCADE, related_name="blocks")
     position = models.PositiveIntegerField(default=0)
-    title = models.CharField(max_length=200, blank=True, help_text="'System' makes it the system prompt.")
+    title = models.CharField(
+        max_length=200, blank=True, help_text="'System' makes it the system prompt."
+    )
     body = models.TextField(blank=True)
 
     class Meta:
@@ -116,9 +120,6 @@ class PromptBlock(models.Model):
     def __str__(self) -> str:
         return self.title or f"Block {self.position}"
 
-    def _version_locked(self) -> bool:
-        return PromptVersion.objects.filter(pk=self.version_id, locked_at__isnull=False).exists()
-
     def save(self, *args, **kwargs):
         if self._version_locked():
             raise VersionLocked()
@@ -128,3 +129,6 @@ class PromptBlock(models.Model):
         if self._version_locked():
             raise VersionLocked()
         return super().delete(*args, **kwargs)
+
+    def _version_locked(self) -> bool:
+        return PromptVersion.objects.filter(pk=self.version_id, locked_at__isnull=False).exists()

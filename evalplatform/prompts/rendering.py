@@ -62,7 +62,9 @@ class MissingVariables(ApplicationError):
         summary = "; ".join(lines) + (f"; and {more} more" if more > 0 else "")
         super().__init__(
             f"Missing variables: {summary}.",
-            extra={"missing": [{"item_id": m.item_id, "variable": m.variable} for m in self.missing]},
+            extra={
+                "missing": [{"item_id": m.item_id, "variable": m.variable} for m in self.missing]
+            },
         )
 
 
@@ -115,8 +117,11 @@ def missing_for(
 
 
 def render(
-    blocks: Sequence[Block], item: Mapping[str, Any], defaults: Mapping[str, Any] | None = None,
-    *, item_id: str = "-",
+    blocks: Sequence[Block],
+    item: Mapping[str, Any],
+    defaults: Mapping[str, Any] | None = None,
+    *,
+    item_id: str = "-",
 ) -> RenderedPrompt:
     defaults = defaults or {}
     missing = missing_for(blocks, [(item_id, item)], defaults)

@@ -77,10 +77,13 @@ def template_create(
 ) -> PromptTemplate:
     _require_edit(user, team)
     checked = blocks_validate(blocks)
-    defaults, sample = _mapping("default_variables", default_variables), _mapping(
-        "sample_item", sample_item
+    defaults, sample = (
+        _mapping("default_variables", default_variables),
+        _mapping("sample_item", sample_item),
     )
-    template = PromptTemplate(team=team, name=name.strip(), description=description, created_by=user)
+    template = PromptTemplate(
+        team=team, name=name.strip(), description=description, created_by=user
+    )
     template.full_clean()
     with transaction.atomic():
         template.save()
@@ -129,8 +132,9 @@ def version_create(
     """A new version numbered after the highest existing one."""
     _require_edit(user, template.team_id)
     checked = blocks_validate(blocks)
-    defaults, sample = _mapping("default_variables", default_variables), _mapping(
-        "sample_item", sample_item
+    defaults, sample = (
+        _mapping("default_variables", default_variables),
+        _mapping("sample_item", sample_item),
     )
     with transaction.atomic():
         # The template row lock serializes concurrent version creation (PostgreSQL);

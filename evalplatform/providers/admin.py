@@ -132,7 +132,11 @@ class LLMModelAdmin(TeamScopedAdmin):
         return [*self.readonly_fields, "connection"] if obj else self.readonly_fields
 
     def save_model(self, request, obj, form, change):
-        data = {name: form.cleaned_data[name] for name in services.MODEL_FIELDS if name in form.cleaned_data}
+        data = {
+            name: form.cleaned_data[name]
+            for name in services.MODEL_FIELDS
+            if name in form.cleaned_data
+        }
         if change:
             services.model_update(user=request.user, model=obj, **data)
         else:

@@ -5,7 +5,7 @@ from rest_framework import serializers, viewsets
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import PROVIDERS_MANAGE, PROVIDERS_VIEW
-from evalplatform.api.permissions import TeamField, TeamScopedMixin, default_team
+from evalplatform.api.permissions import TeamField, TeamScopedViewSet, default_team
 from evalplatform.errors import FieldErrors
 from evalplatform.providers import services
 from evalplatform.providers.models import LLMModel, ProviderConnection
@@ -51,7 +51,7 @@ class ConnectionSerializer(serializers.ModelSerializer):
         return attrs
 
 
-class ConnectionViewSet(TeamScopedMixin, viewsets.ModelViewSet):
+class ConnectionViewSet(TeamScopedViewSet, viewsets.ModelViewSet):
     """Provider connections of the user's teams. Needs ``feature:providers:manage``."""
 
     queryset = ProviderConnection.objects.select_related("team")
@@ -126,7 +126,7 @@ class LLMModelSerializer(serializers.ModelSerializer):
         return attrs
 
 
-class LLMModelViewSet(TeamScopedMixin, viewsets.ModelViewSet):
+class LLMModelViewSet(TeamScopedViewSet, viewsets.ModelViewSet):
     """The team's models and prices. Reading needs ``feature:providers:view``; changes
     need ``feature:providers:manage``."""
 

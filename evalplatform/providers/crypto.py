@@ -19,8 +19,9 @@ def _fernet(keys: tuple[str, ...]) -> MultiFernet:
         return MultiFernet([Fernet(key.encode()) for key in keys])
     except (ValueError, TypeError) as exc:
         raise ImproperlyConfigured(
-            "ENCRYPTION_KEYS must hold url-safe base64 Fernet keys "
-            '(python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())").'
+            "ENCRYPTION_KEYS must hold url-safe base64 Fernet keys; make one with "
+            "python -c 'from cryptography.fernet import Fernet; "
+            "print(Fernet.generate_key().decode())'"
         ) from exc
 
 

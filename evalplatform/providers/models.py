@@ -145,8 +145,10 @@ class LLMModel(models.Model):
         factor = (Decimal(1) - self.batch_discount) if batch else Decimal(1)
         per_token = Decimal(1_000_000)
         return (
-            (Decimal(input_tokens) * self.input_price_per_mtok
-             + Decimal(output_tokens) * self.output_price_per_mtok)
+            (
+                Decimal(input_tokens) * self.input_price_per_mtok
+                + Decimal(output_tokens) * self.output_price_per_mtok
+            )
             * factor
             / per_token
         )

@@ -1,4 +1,4 @@
-"""The role × feature matrix, written out here on purpose: a change to a role is a change to
+"""The role-by-feature matrix, written out here on purpose: a change to a role is a change to
 this table, reviewed like any other contract."""
 
 from __future__ import annotations

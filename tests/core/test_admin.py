@@ -127,8 +127,14 @@ def test_api_key_saved_in_admin_is_never_shown_again(manager_a, team_a, caplog):
 def test_manager_cannot_create_in_another_team(manager_a, team_b):
     response = login(manager_a).post(
         "/admin/providers/providerconnection/add/",
-        {"team": team_b.pk, "name": "x", "kind": "mock", "max_tokens_param": "max_tokens",
-         "max_concurrency": 1, "timeout_s": 10},
+        {
+            "team": team_b.pk,
+            "name": "x",
+            "kind": "mock",
+            "max_tokens_param": "max_tokens",
+            "max_concurrency": 1,
+            "timeout_s": 10,
+        },
     )
     assert response.status_code == 200  # the form again, with an error on team
     assert "Select a valid choice" in response.content.decode()
@@ -138,8 +144,11 @@ def test_manager_cannot_create_in_another_team(manager_a, team_b):
 @pytest.mark.django_db
 def test_admin_locked_version_refuses_save_and_saves_as_new(manager_a, team_a):
     template = PromptTemplateFactory(team=team_a)
-    version = make_version(template, [("System", "Be kind."), ("", "{{content}}")],
-                           sample_item={"content": "<b>hi</b>"})
+    version = make_version(
+        template,
+        [("System", "Be kind."), ("", "{{content}}")],
+        sample_item={"content": "<b>hi</b>"},
+    )
     prompt_services.version_lock(version=version)
     client = login(manager_a)
     page = client.get(_change_url(version)).content.decode()
@@ -169,7 +178,10 @@ def test_admin_locked_version_refuses_save_and_saves_as_new(manager_a, team_a):
     assert refused.status_code == 200
     assert "can no longer change" in refused.content.decode()
     version.refresh_from_db()
-    assert version.note == "" and [b.body for b in version.blocks.all()] == ["Be kind.", "{{content}}"]
+    assert version.note == "" and [b.body for b in version.blocks.all()] == [
+        "Be kind.",
+        "{{content}}",
+    ]
 
     saved = client.post(_change_url(version), form | {"_saveasnew": "Save as new"})
     assert saved.status_code == 302, saved.content.decode()[:3000]

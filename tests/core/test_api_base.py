@@ -14,13 +14,23 @@ from evalplatform.accounts.roles import Role
 def test_schema_is_valid_openapi_3_without_warnings(tmp_path):
     target = tmp_path / "schema.yaml"
     call_command(
-        "spectacular", "--validate", "--fail-on-warn", "--file", str(target),
-        stdout=io.StringIO(), stderr=io.StringIO(),
+        "spectacular",
+        "--validate",
+        "--fail-on-warn",
+        "--file",
+        str(target),
+        stdout=io.StringIO(),
+        stderr=io.StringIO(),
     )
     text = target.read_text()
     assert text.startswith("openapi: 3")
-    for path in ("/api/me:", "/api/prompts/templates:", "/api/providers/connections:",
-                 "/api/providers/models:", "/api/prompts/versions/{id}/render:"):
+    for path in (
+        "/api/me:",
+        "/api/prompts/templates:",
+        "/api/providers/connections:",
+        "/api/providers/models:",
+        "/api/prompts/versions/{id}/render:",
+    ):
         assert path in text
 
 

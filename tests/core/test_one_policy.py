@@ -55,10 +55,16 @@ def test_api_and_admin_follow_a_withdrawn_feature(grants, api, team_a, member):
     client = Client()
     client.force_login(manager)
     assert api(manager).get(f"/api/providers/connections/{connection.pk}").status_code == 200
-    assert client.get(f"/admin/providers/providerconnection/{connection.pk}/change/").status_code == 200
+    assert (
+        client.get(f"/admin/providers/providerconnection/{connection.pk}/change/").status_code
+        == 200
+    )
 
     grants(Role.MANAGER, set(ROLE_FEATURES[Role.MANAGER]) - {PROVIDERS_MANAGE})
     manager = type(manager).objects.get(pk=manager.pk)
     assert api(manager).get(f"/api/providers/connections/{connection.pk}").status_code == 403
     assert client.get("/admin/providers/providerconnection/").status_code == 403
-    assert client.get(f"/admin/providers/providerconnection/{connection.pk}/change/").status_code == 404
+    assert (
+        client.get(f"/admin/providers/providerconnection/{connection.pk}/change/").status_code
+        == 404
+    )

@@ -26,13 +26,20 @@ def free_port() -> int:
 @pytest.fixture
 def server(tmp_path):
     port = free_port()
-    env = {k: v for k, v in os.environ.items()
-           if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ENCRYPTION_KEYS"}}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ENCRYPTION_KEYS"}
+    }
     env |= {"EVAL_DATA_DIR": str(tmp_path / "data"), "EVAL_ADMIN_PASSWORD": "first-Admin-pw-7"}
     log = (tmp_path / "serve.log").open("w+")
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "serve", "--port", str(port)],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
@@ -64,8 +71,11 @@ def test_serve_starts_the_platform_with_a_first_admin(server):
         token = page.text.split('name="csrfmiddlewaretoken" value="')[1].split('"')[0]
         signed_in = client.post(
             "/login/",
-            data={"username": "admin", "password": "first-Admin-pw-7",
-                  "csrfmiddlewaretoken": token},
+            data={
+                "username": "admin",
+                "password": "first-Admin-pw-7",
+                "csrfmiddlewaretoken": token,
+            },
             headers={"Referer": f"{base}/login/"},
         )
         assert signed_in.status_code == 302, signed_in.text[:500]

@@ -30,12 +30,19 @@ print(json.dumps({
 
 
 def run_settings(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items()
-             if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG", "ENCRYPTION_KEYS"}}
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG", "ENCRYPTION_KEYS"}
+    }
     clean |= {"EVAL_DATA_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "evalplatform.settings"}
     clean |= env
     return subprocess.run(
-        [sys.executable, "-c", PROBE], cwd=ROOT, env=clean, capture_output=True, text=True,
+        [sys.executable, "-c", PROBE],
+        cwd=ROOT,
+        env=clean,
+        capture_output=True,
+        text=True,
         timeout=60,
     )
 

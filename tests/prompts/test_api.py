@@ -139,26 +139,41 @@ def test_prompt_permissions_and_team_scoping(api, team_a, team_b, member, creato
     viewer = member(team_a, Role.VIEWER)
     evaluator = member(team_a, Role.EVALUATOR)
 
-    for path in (f"/api/prompts/templates/{theirs.pk}", f"/api/prompts/versions/{their_version.pk}"):
+    for path in (
+        f"/api/prompts/templates/{theirs.pk}",
+        f"/api/prompts/versions/{their_version.pk}",
+    ):
         assert api(creator_a).get(path).status_code == 404
         assert api(creator_a).patch(path, {"name": "x"}, format="json").status_code == 404
         assert api(creator_a).delete(path).status_code == 404
-    assert api(creator_a).post(
-        f"/api/prompts/templates/{theirs.pk}/versions", {"blocks": BLOCKS}, format="json"
-    ).status_code == 404
-    assert api(creator_a).post(
-        f"/api/prompts/versions/{their_version.pk}/render", {}, format="json"
-    ).status_code == 404
+    assert (
+        api(creator_a)
+        .post(f"/api/prompts/templates/{theirs.pk}/versions", {"blocks": BLOCKS}, format="json")
+        .status_code
+        == 404
+    )
+    assert (
+        api(creator_a)
+        .post(f"/api/prompts/versions/{their_version.pk}/render", {}, format="json")
+        .status_code
+        == 404
+    )
 
     assert [t["id"] for t in api(viewer).get("/api/prompts/templates").json()["results"]] == [
         mine_id
     ]
-    assert api(viewer).patch(
-        f"/api/prompts/templates/{mine_id}", {"name": "x"}, format="json"
-    ).status_code == 403
-    assert api(viewer).post(
-        f"/api/prompts/templates/{mine_id}/versions", {"blocks": BLOCKS}, format="json"
-    ).status_code == 403
+    assert (
+        api(viewer)
+        .patch(f"/api/prompts/templates/{mine_id}", {"name": "x"}, format="json")
+        .status_code
+        == 403
+    )
+    assert (
+        api(viewer)
+        .post(f"/api/prompts/templates/{mine_id}/versions", {"blocks": BLOCKS}, format="json")
+        .status_code
+        == 403
+    )
     assert _create(api, viewer, name="Other").status_code == 403
     assert api(evaluator).get("/api/prompts/templates").status_code == 403
     assert PromptTemplate.objects.filter(team=team_a).count() == 1

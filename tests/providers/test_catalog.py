@@ -32,7 +32,10 @@ def test_default_catalog_is_dated_and_holds_the_published_prices():
     by_id = {e.model_id: e for e in catalog.entries}
     for model_id, (inp, out) in PUBLISHED.items():
         entry = by_id[model_id]
-        assert (entry.input_price_per_mtok, entry.output_price_per_mtok) == (Decimal(inp), Decimal(out))
+        assert (entry.input_price_per_mtok, entry.output_price_per_mtok) == (
+            Decimal(inp),
+            Decimal(out),
+        )
         assert entry.batch_discount == Decimal("0.5") and entry.supports_batch
     assert {e.model_id for e in catalog.for_kind("mock")} >= {"mock-small", "mock-large"}
 
@@ -44,7 +47,12 @@ def test_command_loads_matching_kinds_and_refreshes_prices(team_a):
     out = io.StringIO()
     call_command("load_model_catalog", "--team", "team-a", stdout=out)
     assert set(openai.models.values_list("model_id", flat=True)) == {
-        "gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-mini", "gemma-4-31b"}
+        "gpt-4o",
+        "gpt-4o-mini",
+        "gpt-4.1",
+        "gpt-4.1-mini",
+        "gemma-4-31b",
+    }
     assert set(mock.models.values_list("model_id", flat=True)) >= {"mock-small"}
     first = out.getvalue()
     assert "created" in first

@@ -101,17 +101,21 @@ def test_other_teams_connection_is_404(api, team_a, team_b, member, manager_a):
     client = api(manager_a)
     assert client.get(f"/api/providers/connections/{theirs.pk}").status_code == 404
     assert client.get("/api/providers/connections/999999").status_code == 404
-    assert client.patch(
-        f"/api/providers/connections/{theirs.pk}", {"name": "x"}, format="json"
-    ).status_code == 404
+    assert (
+        client.patch(
+            f"/api/providers/connections/{theirs.pk}", {"name": "x"}, format="json"
+        ).status_code
+        == 404
+    )
     assert client.delete(f"/api/providers/connections/{theirs.pk}").status_code == 404
     assert [c["id"] for c in client.get("/api/providers/connections").json()["results"]] == []
     # Naming another team's slug on create is the same error as an unknown slug.
     r = _create(api, manager_a, team="team-b")
     assert r.status_code == 400 and "team" in r.json()["errors"]
-    assert _create(api, manager_a, team="no-such-team").json()["errors"]["team"] == r.json()[
-        "errors"
-    ]["team"]
+    assert (
+        _create(api, manager_a, team="no-such-team").json()["errors"]["team"]
+        == r.json()["errors"]["team"]
+    )
     ProviderConnection.objects.get(pk=theirs.pk)  # untouched
 
 
@@ -126,14 +130,21 @@ def test_models_view_and_manage(api, team_a, team_b, member, manager_a):
     assert [m["id"] for m in listed] == [mine.pk]
     assert api(viewer).get(f"/api/providers/models/{theirs.pk}").status_code == 404
     # Visible but not changeable: 403 for a viewer of the same team.
-    assert api(viewer).patch(
-        f"/api/providers/models/{mine.pk}", {"active": False}, format="json"
-    ).status_code == 403
+    assert (
+        api(viewer)
+        .patch(f"/api/providers/models/{mine.pk}", {"active": False}, format="json")
+        .status_code
+        == 403
+    )
 
     created = api(manager_a).post(
         "/api/providers/models",
-        {"connection": conn.pk, "model_id": "gpt-x", "input_price_per_mtok": "1.5",
-         "output_price_per_mtok": "6"},
+        {
+            "connection": conn.pk,
+            "model_id": "gpt-x",
+            "input_price_per_mtok": "1.5",
+            "output_price_per_mtok": "6",
+        },
         format="json",
     )
     assert created.status_code == 201, created.json()
@@ -146,8 +157,12 @@ def test_models_view_and_manage(api, team_a, team_b, member, manager_a):
     assert other_conn.status_code == 400 and "connection" in other_conn.json()["errors"]
     bad = api(manager_a).post(
         "/api/providers/models",
-        {"connection": conn.pk, "model_id": "neg", "input_price_per_mtok": "-1",
-         "batch_discount": "1.5"},
+        {
+            "connection": conn.pk,
+            "model_id": "neg",
+            "input_price_per_mtok": "-1",
+            "batch_discount": "1.5",
+        },
         format="json",
     )
     assert bad.status_code == 400

@@ -46,7 +46,11 @@ class Command(BaseCommand):
         self.stdout.flush()
         try:
             uvicorn.run(
-                "evalplatform.asgi:application", host=host, port=port, log_level="info", lifespan="off"
+                "evalplatform.asgi:application",
+                host=host,
+                port=port,
+                log_level="info",
+                lifespan="off",
             )
         finally:
             if worker is not None and worker.poll() is None:
