@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from functools import cached_property
 from typing import cast
 
 from drf_spectacular.utils import extend_schema, extend_schema_field
@@ -55,7 +56,7 @@ class VersionSerializer(serializers.ModelSerializer):
 class TemplateSerializer(serializers.ModelSerializer):
     team = serializers.CharField(source="team.slug", read_only=True)
     latest_version = serializers.SerializerMethodField()
-    version_count = serializers.SerializerMethodField()
+    version_count = serializers.IntegerField(read_only=True)
 
     class Meta:
         model = PromptTemplate
@@ -71,13 +72,16 @@ class TemplateSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
+    @cached_property
+    def _version_serializer(self) -> VersionSerializer:
+        # One instance for all rows: building a serializer's fields per row is the slow part.
+        return VersionSerializer()
+
     @extend_schema_field(VersionSerializer)
     def get_latest_version(self, template: PromptTemplate) -> dict | None:
-        versions = list(template.versions.all())
-        return VersionSerializer(versions[-1]).data if versions else None
-
-    def get_version_count(self, template: PromptTemplate) -> int:
-        return len(template.versions.all())
+        # ``latest_versions`` comes from ``selectors.templates_with_latest_version``.
+        latest = template.latest_versions  # type: ignore[attr-defined]
+        return self._version_serializer.to_representation(latest[0]) if latest else None
 
 
 class VersionInputSerializer(serializers.Serializer):
@@ -130,7 +134,7 @@ def _version_input(data: dict) -> dict:
 class TemplateViewSet(TeamScopedViewSet, viewsets.ModelViewSet):
     """Prompt templates of the user's teams, each with immutable-once-used versions."""
 
-    queryset = selectors.templates_with_versions()
+    queryset = selectors.templates_with_latest_version()
     serializer_class = TemplateSerializer
     view_feature = PROMPTS_VIEW
     action_features = {
@@ -143,7 +147,7 @@ class TemplateViewSet(TeamScopedViewSet, viewsets.ModelViewSet):
     filterset_fields = {"name": ["exact", "icontains"], "team__slug": ["exact"]}
 
     def _reload(self, pk: int) -> PromptTemplate:
-        return selectors.templates_with_versions().get(pk=pk)
+        return selectors.templates_with_latest_version().get(pk=pk)
 
     @extend_schema(request=TemplateCreateSerializer, responses={201: TemplateSerializer})
     def create(self, request, *args, **kwargs):
@@ -180,7 +184,9 @@ class TemplateViewSet(TeamScopedViewSet, viewsets.ModelViewSet):
     def versions(self, request, pk=None):
         template = cast(PromptTemplate, self.get_object())
         if request.method == "GET":
-            return Response(VersionSerializer(template.versions.all(), many=True).data)
+            return Response(
+                VersionSerializer(selectors.template_versions(template), many=True).data
+            )
         data = VersionInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         version = services.version_create(

@@ -199,5 +199,12 @@ def test_template_list_query_count_is_constant(api, team_a, member):
     for _ in range(15):
         template = PromptTemplateFactory(team=team_a)
         make_version(template, [("", "a")])
-        make_version(template, [("", "b"), ("", "c")])
+        make_version(template, [("", "b"), ("", "{{c}}")])
     assert count() == few
+
+    listed = api(viewer).get("/api/prompts/templates", {"page_size": 100}).json()["results"]
+    latest = {t["id"]: t for t in listed}[template.pk]
+    assert latest["version_count"] == 2
+    assert latest["latest_version"]["number"] == 2
+    assert latest["latest_version"]["variables"] == ["c"]
+    assert [b["body"] for b in latest["latest_version"]["blocks"]] == ["b", "{{c}}"]
