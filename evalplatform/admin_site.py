@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
+from django.contrib.admin.forms import AdminAuthenticationForm
 from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest
 
@@ -16,7 +18,19 @@ from evalplatform.accounts import policy
 from evalplatform.accounts.roles import ADMIN_ACCESS
 
 
+class PlatformAdminAuthenticationForm(AdminAuthenticationForm):
+    """Signs in whoever the policy lets into the console (not Django's ``is_staff``)."""
+
+    def confirm_login_allowed(self, user) -> None:
+        if not (user.is_active and policy.has_feature_anywhere(user, ADMIN_ACCESS)):
+            raise forms.ValidationError(
+                "This account may not use the admin console. Team admins and managers may.",
+                code="invalid_login",
+            )
+
+
 class PlatformAdminSite(admin.AdminSite):
+    login_form = PlatformAdminAuthenticationForm
     site_header = "Evaluation platform"
     site_title = "Evaluation platform admin"
     index_title = "Console"

@@ -53,7 +53,7 @@ class MembershipAdmin(TeamScopedAdmin):
     view_feature = ACCOUNTS_VIEW
     change_feature = ACCOUNTS_MANAGE
     list_display = ["user", "team", "role", "features", "created_at"]
-    list_filter = ["role", "team"]
+    list_filter = ["role", ("team", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["user__username", "user__email", "team__name"]
     list_select_related = ["user", "team"]
 

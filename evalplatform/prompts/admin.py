@@ -44,7 +44,7 @@ class PromptTemplateAdmin(TeamScopedAdmin):
     view_feature = PROMPTS_VIEW
     change_feature = PROMPTS_EDIT
     list_display = ["name", "team", "updated_at"]
-    list_filter = ["team"]
+    list_filter = [("team", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["name", "description"]
     list_select_related = ["team"]
     fields = ["team", "name", "description"]
@@ -93,7 +93,7 @@ class PromptVersionAdmin(TeamScopedAdmin):
     save_as = True
     save_as_continue = True
     list_display = ["__str__", "template", "number", "note", "locked_at", "created_at"]
-    list_filter = ["template__team", "locked_at"]
+    list_filter = [("template__team", admin.RelatedOnlyFieldListFilter), "locked_at"]
     search_fields = ["template__name", "note"]
     list_select_related = ["template__team"]
     readonly_fields = ["number", "locked_at", "variables", "preview"]

@@ -53,7 +53,7 @@ class ProviderConnectionAdmin(TeamScopedAdmin):
     view_feature = PROVIDERS_MANAGE
     change_feature = PROVIDERS_MANAGE
     list_display = ["name", "kind", "team", "base_url", "api_key_status", "active"]
-    list_filter = ["kind", "active", "team"]
+    list_filter = ["kind", "active", ("team", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["name", "base_url"]
     list_select_related = ["team"]
     readonly_fields = ["api_key_status", "created_at", "updated_at"]
@@ -122,7 +122,12 @@ class LLMModelAdmin(TeamScopedAdmin):
         "active",
         "catalog_date",
     ]
-    list_filter = ["active", "supports_batch", "connection__kind", "connection__team"]
+    list_filter = [
+        "active",
+        "supports_batch",
+        "connection__kind",
+        ("connection__team", admin.RelatedOnlyFieldListFilter),
+    ]
     search_fields = ["display_name", "model_id"]
     list_select_related = ["connection__team"]
     readonly_fields = ["catalog_date", "created_at", "updated_at"]

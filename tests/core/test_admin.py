@@ -188,3 +188,57 @@ def test_admin_locked_version_refuses_save_and_saves_as_new(manager_a, team_a):
     new = PromptVersion.objects.get(template=template, number=2)
     assert new.note == "edited" and not new.is_locked
     assert [b.body for b in new.blocks.all()] == ["Be kind. (edited)", "{{content}} (edited)"]
+
+
+@pytest.mark.django_db
+def test_filters_list_only_the_managers_teams(manager_a, objects):
+    client = login(manager_a)
+    for url in (
+        "/admin/providers/providerconnection/",
+        "/admin/providers/llmmodel/",
+        "/admin/prompts/prompttemplate/",
+        "/admin/prompts/promptversion/",
+        "/admin/accounts/membership/",
+        "/admin/accounts/team/",
+    ):
+        page = client.get(url)
+        assert page.status_code == 200, url
+        assert "Team B" not in page.content.decode(), url
+
+
+@pytest.mark.django_db
+def test_managers_sign_in_to_the_console_without_is_staff(team_a, member):
+    manager = member(team_a, Role.MANAGER, username="mona")
+    creator = member(team_a, Role.CREATOR, username="cleo")
+    assert not manager.is_staff
+    client = Client()
+    response = client.post(
+        "/admin/login/?next=/admin/", {"username": "mona", "password": "pw-Secret-123"}
+    )
+    assert response.status_code == 302 and response["Location"] == "/admin/"
+    assert client.get("/admin/").status_code == 200
+    refused = Client().post("/admin/login/", {"username": "cleo", "password": "pw-Secret-123"})
+    assert refused.status_code == 200
+    assert "may not use the admin console" in refused.content.decode()
+    assert creator.check_password("pw-Secret-123")  # right password, still refused
+
+
+@pytest.mark.django_db
+def test_token_created_in_admin_is_shown_once_and_works(manager_a):
+    from evalplatform.accounts.models import ApiToken
+
+    client = login(manager_a)
+    response = client.post("/admin/accounts/apitoken/add/", {"name": "ci"}, follow=True)
+    assert response.status_code == 200
+    [message] = [str(m) for m in response.context["messages"] if "token key" in str(m)]
+    key = message.split("The token key is ")[1].split(" ")[0]
+    token = ApiToken.objects.get(name="ci")
+    assert token.user == manager_a and key.startswith(token.prefix)
+    assert key not in client.get(_change_url(token)).content.decode()
+    assert key not in client.get("/admin/accounts/apitoken/").content.decode()
+
+    from rest_framework.test import APIClient
+
+    api_client = APIClient()
+    api_client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    assert api_client.get("/api/me").json()["username"] == "mgr-a"
