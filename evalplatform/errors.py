@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from django.core.exceptions import NON_FIELD_ERRORS
+from django.core.exceptions import ValidationError as DjangoValidationError
+
 
 class ApplicationError(Exception):
     status_code = 400
@@ -42,3 +45,25 @@ class Forbidden(ApplicationError):
 class Conflict(ApplicationError):
     status_code = 409
     default_message = "The object is not in a state that allows this."
+
+
+_UNIQUE_CODES = {"unique", "unique_together"}
+
+
+def validate_instance(instance: Any, *, unique_field: str | None = None) -> None:
+    """``full_clean`` the model instance; raise ``FieldErrors`` naming the fields.
+
+    Unique-together violations land on ``unique_field`` (the one a user chose, e.g. a name
+    within a team) instead of on ``non_field_errors``.
+    """
+    try:
+        instance.full_clean()
+    except DjangoValidationError as exc:
+        errors: dict[str, list[str]] = {}
+        for field, items in exc.error_dict.items():
+            for item in items:
+                target = field
+                if field == NON_FIELD_ERRORS and unique_field and item.code in _UNIQUE_CODES:
+                    target = unique_field
+                errors.setdefault(target, []).extend(item.messages)
+        raise FieldErrors(errors) from exc

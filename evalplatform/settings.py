@@ -26,6 +26,19 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("EVAL_DATA_DIR", BASE_DIR / "var")).resolve()
 
 DEBUG = env_bool("DEBUG", False)
+DATABASE_URL = os.environ.get("DATABASE_URL", "")
+REDIS_URL = os.environ.get("REDIS_URL", "")
+
+# Scale mode runs processes on several hosts: they must share one SECRET_KEY (sessions,
+# signed task payloads) and one set of ENCRYPTION_KEYS (stored API keys). Generating them per
+# host would fail later and far away, so refuse to start instead.
+if DATABASE_URL or REDIS_URL:
+    _missing = [name for name in ("SECRET_KEY", "ENCRYPTION_KEYS") if not os.environ.get(name)]
+    if _missing:
+        raise ImproperlyConfigured(
+            f"Scale mode (DATABASE_URL or REDIS_URL set) needs {' and '.join(_missing)} in the "
+            "environment, the same on every host; see docs/deploy.md."
+        )
 
 _secret = os.environ.get("SECRET_KEY")
 if _secret is None:
@@ -100,12 +113,15 @@ TEMPLATES = [
 ]
 
 # --- Database -------------------------------------------------------------------------------
-DATABASE_URL = os.environ.get("DATABASE_URL", "")
 SQLITE_BUSY_TIMEOUT_S = env_int("SQLITE_BUSY_TIMEOUT_S", 20)
 if DATABASE_URL:
     DATABASES = {
         "default": dj_database_url.parse(
-            DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60), conn_health_checks=True
+            # 0 (a connection per request) is what Django advises under ASGI; a pooler such
+            # as PgBouncer is the way to reuse connections there.
+            DATABASE_URL,
+            conn_max_age=env_int("DB_CONN_MAX_AGE", 0),
+            conn_health_checks=True,
         )
     }
 else:
@@ -128,7 +144,6 @@ else:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Queue and live events ------------------------------------------------------------------
-REDIS_URL = os.environ.get("REDIS_URL", "")
 Q_CLUSTER: dict = {
     "name": os.environ.get("Q_CLUSTER_NAME", "evalplatform"),
     "workers": env_int("Q_WORKERS", 2),
@@ -211,6 +226,8 @@ SECURE_REFERRER_POLICY = "same-origin"
 
 # --- Platform limits ------------------------------------------------------------------------
 UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 50 * 1024 * 1024)
+# Request bodies other than file parts (JSON, form fields) are capped at the same size.
+DATA_UPLOAD_MAX_MEMORY_SIZE = UPLOAD_MAX_BYTES
 
 LOGGING = {
     "version": 1,

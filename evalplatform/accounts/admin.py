@@ -66,9 +66,6 @@ class MembershipAdmin(TeamScopedAdmin):
             kwargs["queryset"] = _user_choices(request)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
-    def save_model(self, request, obj, form, change):
-        services.membership_set(team=obj.team, user=obj.user, role=obj.role)
-
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
@@ -77,7 +74,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ["name", "user", "prefix", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["revoked_at"]
     search_fields = ["name", "user__username", "prefix"]
-    readonly_fields = ["prefix", "created_at", "last_used_at"]
+    readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
 
     def get_queryset(self, request):
@@ -91,10 +88,13 @@ class ApiTokenAdmin(admin.ModelAdmin):
         return obj
 
     def get_fields(self, request, obj=None):
-        fields = ["name"]
-        if policy.is_superuser(request.user):
-            fields.append("user")
-        return [*fields, "revoked_at", *self.readonly_fields]
+        # The owner is chosen once (superusers only) and never changes: a token is a key to
+        # one account. Revoking is the list action; a revoked token stays revoked.
+        owner = ["user"] if policy.is_superuser(request.user) else []
+        return ["name", *owner, *self.readonly_fields]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [*self.readonly_fields, "user"] if obj else self.readonly_fields
 
     def has_module_permission(self, request):
         return request.user.is_active
@@ -129,5 +129,5 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request, queryset):
-        for token in queryset:
-            services.token_revoke(token=token)
+        count = services.tokens_revoke(tokens=queryset)
+        messages.success(request, f"{count} tokens revoked.")

@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 
 from evalplatform.accounts.models import ApiToken
 from evalplatform.accounts.selectors import me_summary
-from evalplatform.accounts.services import token_create, token_revoke
+from evalplatform.accounts.services import token_create, tokens_revoke
 
 
 class MeTeamSerializer(serializers.Serializer):
@@ -81,4 +81,4 @@ class TokenViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.Gen
         return Response(body, status=status.HTTP_201_CREATED)
 
     def perform_destroy(self, instance):
-        token_revoke(token=instance)
+        tokens_revoke(tokens=ApiToken.objects.filter(pk=instance.pk))

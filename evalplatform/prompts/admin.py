@@ -3,7 +3,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Count, Max
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
@@ -55,8 +55,23 @@ class PromptTemplateAdmin(TeamScopedAdmin):
             obj.created_by = request.user
         super().save_model(request, obj, form, change)
 
+    def get_deleted_objects(self, objs, request):
+        # Templates with used versions stay (the service's rule); the admin lists them as
+        # protected and deletes nothing, for one object and for the bulk action alike.
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        used = PromptTemplate.objects.filter(
+            pk__in=[t.pk for t in objs], versions__locked_at__isnull=False
+        ).distinct()
+        protected = [*protected, *(f"{t.name} (has versions used by jobs)" for t in used)]
+        return deleted, counts, perms_needed, protected
+
     def delete_model(self, request, obj):
         services.template_delete(user=request.user, template=obj)
+
+    def delete_queryset(self, request, queryset):
+        with transaction.atomic():
+            for template in queryset:
+                services.template_delete(user=request.user, template=template)
 
 
 class BlockInline(TeamScopedInline):
@@ -135,8 +150,33 @@ class PromptVersionAdmin(TeamScopedAdmin):
             return
         super().save_model(request, obj, form, change)
 
+    def get_deleted_objects(self, objs, request):
+        # Used versions, and the last versions of a template, stay (the service's rules).
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        versions = list(objs)
+        chosen: dict[int, int] = {}
+        for version in versions:
+            chosen[version.template_id] = chosen.get(version.template_id, 0) + 1
+        totals = dict(
+            PromptVersion.objects.filter(template_id__in=chosen)
+            .values_list("template_id")
+            .annotate(n=Count("id"))
+        )
+        extra = [f"{v} (used by a job)" for v in versions if v.is_locked]
+        extra += [
+            f"every version of {v.template.name} (a template keeps one)"
+            for v in {v.template_id: v for v in versions}.values()
+            if totals.get(v.template_id) == chosen[v.template_id]
+        ]
+        return deleted, counts, perms_needed, [*protected, *extra]
+
     def delete_model(self, request, obj):
         services.version_delete(user=request.user, version=obj)
+
+    def delete_queryset(self, request, queryset):
+        with transaction.atomic():
+            for version in queryset.select_related("template"):
+                services.version_delete(user=request.user, version=version)
 
     @admin.display(description="Variables")
     def variables(self, obj: PromptVersion) -> str:

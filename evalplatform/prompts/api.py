@@ -3,6 +3,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import cast
 
+import django_filters
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -196,6 +197,16 @@ class TemplateViewSet(TeamScopedViewSet, viewsets.ModelViewSet):
         return Response(VersionSerializer(version).data, status=status.HTTP_201_CREATED)
 
 
+class VersionFilter(django_filters.FilterSet):
+    # A plain number, not a model choice: a choice field would answer "invalid choice" for a
+    # missing id but not for another team's, telling them apart.
+    template = django_filters.NumberFilter(field_name="template_id")
+
+    class Meta:
+        model = PromptVersion
+        fields = ["template", "number"]
+
+
 class VersionViewSet(
     TeamScopedViewSet,
     mixins.ListModelMixin,
@@ -213,7 +224,7 @@ class VersionViewSet(
         "partial_update": PROMPTS_EDIT,
         "destroy": PROMPTS_EDIT,
     }
-    filterset_fields = ["template", "number"]
+    filterset_class = VersionFilter
 
     @extend_schema(request=VersionUpdateSerializer, responses=VersionSerializer)
     def update(self, request, *args, **kwargs):

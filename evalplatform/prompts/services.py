@@ -10,7 +10,7 @@ from django.utils import timezone
 from evalplatform.accounts import policy
 from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import PROMPTS_EDIT
-from evalplatform.errors import Conflict, FieldErrors, Forbidden
+from evalplatform.errors import Conflict, FieldErrors, Forbidden, validate_instance
 from evalplatform.prompts.models import PromptBlock, PromptTemplate, PromptVersion, VersionLocked
 from evalplatform.prompts.rendering import Block, RenderedPrompt, render_all
 
@@ -84,7 +84,7 @@ def template_create(
     template = PromptTemplate(
         team=team, name=name.strip(), description=description, created_by=user
     )
-    template.full_clean()
+    validate_instance(template, unique_field="name")
     with transaction.atomic():
         template.save()
         version = PromptVersion.objects.create(
@@ -107,7 +107,7 @@ def template_update(
         template.name = name.strip()
     if description is not None:
         template.description = description
-    template.full_clean()
+    validate_instance(template, unique_field="name")
     template.save()
     return template
 

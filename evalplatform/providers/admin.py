@@ -3,7 +3,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.utils.decorators import method_decorator
-from django.views.decorators.debug import sensitive_post_parameters
+from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import PROVIDERS_MANAGE, PROVIDERS_VIEW
@@ -38,6 +38,26 @@ class ConnectionForm(forms.ModelForm):
         fields = _CONNECTION_FORM_FIELDS
 
     base_url = forms.URLField(required=False, assume_scheme="https")
+
+    def clean(self):
+        cleaned = super().clean() or {}
+        instance = self.instance
+        if (
+            instance.pk
+            and instance.has_api_key
+            and not (cleaned.get("api_key") or cleaned.get("clear_api_key"))
+        ):
+            before = ProviderConnection.objects.get(pk=instance.pk)
+            if (cleaned.get("kind"), (cleaned.get("base_url") or "").rstrip("/")) != (
+                before.kind,
+                before.base_url.rstrip("/"),
+            ):
+                self.add_error(
+                    "api_key",
+                    "Give the API key again when changing the base URL or kind: the stored "
+                    "key is never sent to a new address.",
+                )
+        return cleaned
 
     def clean_kind(self):
         kind = self.cleaned_data["kind"]
@@ -74,9 +94,11 @@ class ProviderConnectionAdmin(TeamScopedAdmin):
         return "stored (encrypted)" if obj.pk and obj.has_api_key else "not set"
 
     @method_decorator(sensitive_post_parameters("api_key"))
+    @method_decorator(sensitive_variables())
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
         return super().changeform_view(request, object_id, form_url, extra_context)
 
+    @method_decorator(sensitive_variables())
     def save_model(self, request, obj, form, change):
         data = {name: form.cleaned_data[name] for name in _CONNECTION_FORM_FIELDS}
         api_key = form.cleaned_data.get("api_key") or None

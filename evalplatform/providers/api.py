@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import django_filters
 from django.db.models import QuerySet
+from django.utils.decorators import method_decorator
+from django.views.decorators.debug import sensitive_variables
 from rest_framework import serializers, viewsets
 
 from evalplatform.accounts import policy
@@ -59,6 +62,7 @@ class ConnectionViewSet(TeamScopedViewSet, viewsets.ModelViewSet):
     view_feature = PROVIDERS_MANAGE
     filterset_fields = ["kind", "active"]
 
+    @method_decorator(sensitive_variables())
     def perform_create(self, serializer):
         data = dict(serializer.validated_data)
         team = data.pop("team", None) or default_team(self.request.user, PROVIDERS_MANAGE)
@@ -66,6 +70,7 @@ class ConnectionViewSet(TeamScopedViewSet, viewsets.ModelViewSet):
             raise FieldErrors({"team": "Name the team (slug): you manage several."})
         serializer.instance = services.connection_create(user=self.request.user, team=team, **data)
 
+    @method_decorator(sensitive_variables())
     def perform_update(self, serializer):
         data = dict(serializer.validated_data)
         data.pop("team", None)
@@ -126,6 +131,17 @@ class LLMModelSerializer(serializers.ModelSerializer):
         return attrs
 
 
+class LLMModelFilter(django_filters.FilterSet):
+    # A plain number, not a model choice, so another team's connection id answers like a
+    # missing one (an empty list) rather than differently.
+    connection = django_filters.NumberFilter(field_name="connection_id")
+    kind = django_filters.CharFilter(field_name="connection__kind")
+
+    class Meta:
+        model = LLMModel
+        fields = ["connection", "kind", "active", "supports_batch"]
+
+
 class LLMModelViewSet(TeamScopedViewSet, viewsets.ModelViewSet):
     """The team's models and prices. Reading needs ``feature:providers:view``; changes
     need ``feature:providers:manage``."""
@@ -139,7 +155,7 @@ class LLMModelViewSet(TeamScopedViewSet, viewsets.ModelViewSet):
         "partial_update": PROVIDERS_MANAGE,
         "destroy": PROVIDERS_MANAGE,
     }
-    filterset_fields = ["connection", "active", "supports_batch", "connection__kind"]
+    filterset_class = LLMModelFilter
 
     def perform_create(self, serializer):
         data = dict(serializer.validated_data)

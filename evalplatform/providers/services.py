@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from django.db import transaction
+from django.views.decorators.debug import sensitive_variables
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import PROVIDERS_MANAGE
-from evalplatform.errors import FieldErrors, Forbidden
+from evalplatform.errors import FieldErrors, Forbidden, validate_instance
 from evalplatform.providers.models import LLMModel, ProviderConnection, ProviderKind
 
 DEFAULT_CATALOG = Path(__file__).resolve().parent / "catalog" / "default_catalog.json"
@@ -50,6 +51,7 @@ def _unknown(fields: dict[str, Any], allowed: set[str]) -> None:
         raise FieldErrors({name: "Unknown field." for name in sorted(extra)})
 
 
+@sensitive_variables("api_key")
 def connection_create(
     *, user: Any, team: Team, api_key: str = "", **fields: Any
 ) -> ProviderConnection:
@@ -57,24 +59,38 @@ def connection_create(
     _unknown(fields, CONNECTION_FIELDS)
     connection = ProviderConnection(team=team, **fields)
     connection.set_api_key(api_key)
-    connection.full_clean()
+    validate_instance(connection, unique_field="name")
     connection.save()
     return connection
 
 
+@sensitive_variables("api_key")
 def connection_update(
     *, user: Any, connection: ProviderConnection, api_key: str | None = None, **fields: Any
 ) -> ProviderConnection:
-    """Change fields. ``api_key=None`` keeps the stored key, ``""`` clears it."""
+    """Change fields. ``api_key=None`` keeps the stored key, ``""`` clears it.
+
+    The stored key is never sent to a new address: changing where the connection points
+    (base URL or kind) while keeping a stored key needs the key again.
+    """
     _require_manage(user, connection.team_id)
     _unknown(fields, CONNECTION_FIELDS)
     if "kind" in fields and fields["kind"] != connection.kind and connection.models.exists():
         raise FieldErrors({"kind": "The kind cannot change while the connection has models."})
+    before = (connection.kind, connection.effective_base_url)
     for name, value in fields.items():
         setattr(connection, name, value)
     if api_key is not None:
         connection.set_api_key(api_key)
-    connection.full_clean()
+    elif connection.has_api_key and (connection.kind, connection.effective_base_url) != before:
+        connection.refresh_from_db()
+        raise FieldErrors(
+            {
+                "api_key": "Give the API key again when changing the base URL or kind: the stored "
+                "key is never sent to a new address."
+            }
+        )
+    validate_instance(connection, unique_field="name")
     connection.save()
     return connection
 
@@ -89,7 +105,7 @@ def model_create(*, user: Any, connection: ProviderConnection, **fields: Any) ->
     _unknown(fields, MODEL_FIELDS)
     fields.setdefault("display_name", fields.get("model_id", ""))
     model = LLMModel(connection=connection, **fields)
-    model.full_clean()
+    validate_instance(model, unique_field="model_id")
     model.save()
     return model
 
@@ -99,7 +115,7 @@ def model_update(*, user: Any, model: LLMModel, **fields: Any) -> LLMModel:
     _unknown(fields, MODEL_FIELDS)
     for name, value in fields.items():
         setattr(model, name, value)
-    model.full_clean()
+    validate_instance(model, unique_field="model_id")
     model.save()
     return model
 
@@ -148,28 +164,44 @@ def catalog_read(path: Path | None = None) -> Catalog:
         as_of = date.min
     entries: list[CatalogEntry] = []
     for index, item in enumerate(raw.get("models") or []):
-        where = f"models[{index}]"
         try:
-            kind = item["kind"]
-            if kind not in ProviderKind.values:
-                raise ValueError(f"unknown kind {kind!r}")
-            entries.append(
-                CatalogEntry(
-                    kind=kind,
-                    model_id=str(item["model_id"]),
-                    display_name=str(item.get("display_name") or item["model_id"]),
-                    input_price_per_mtok=Decimal(str(item["input"])),
-                    output_price_per_mtok=Decimal(str(item["output"])),
-                    batch_discount=Decimal(str(item.get("batch_discount", "0.5"))),
-                    supports_batch=bool(item.get("supports_batch", False)),
-                    context_window=item.get("context_window"),
-                )
-            )
+            entries.append(_catalog_entry(item))
         except (KeyError, TypeError, ValueError, InvalidOperation) as exc:
-            errors[where] = f"Bad catalog entry: {exc}"
+            errors[f"models[{index}]"] = f"Bad catalog entry: {exc}"
     if errors:
         raise FieldErrors(errors)
     return Catalog(as_of=as_of, entries=tuple(entries))
+
+
+def _catalog_entry(item: dict[str, Any]) -> CatalogEntry:
+    """One catalog entry, checked against the same bounds as the model's fields."""
+    kind = item["kind"]
+    if kind not in ProviderKind.values:
+        raise ValueError(f"unknown kind {kind!r}")
+    model_id = str(item["model_id"]).strip()
+    if not model_id or len(model_id) > 200:
+        raise ValueError("model_id must have 1 to 200 characters")
+    prices = Decimal(str(item["input"])), Decimal(str(item["output"]))
+    discount = Decimal(str(item.get("batch_discount", "0.5")))
+    if any(not price.is_finite() or price < 0 or price >= 10**6 for price in prices):
+        raise ValueError("prices must be between 0 and 999999.999999 USD per 1M tokens")
+    if not discount.is_finite() or not 0 <= discount <= 1:
+        raise ValueError("batch_discount must be between 0 and 1")
+    window = item.get("context_window")
+    if window is not None and (
+        not isinstance(window, int) or isinstance(window, bool) or not 0 < window < 2**31
+    ):
+        raise ValueError("context_window must be a positive integer or null")
+    return CatalogEntry(
+        kind=kind,
+        model_id=model_id,
+        display_name=str(item.get("display_name") or model_id)[:200],
+        input_price_per_mtok=prices[0],
+        output_price_per_mtok=prices[1],
+        batch_discount=discount,
+        supports_batch=bool(item.get("supports_batch", False)),
+        context_window=window,
+    )
 
 
 def catalog_load(

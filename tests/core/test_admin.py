@@ -242,3 +242,102 @@ def test_token_created_in_admin_is_shown_once_and_works(manager_a):
     api_client = APIClient()
     api_client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     assert api_client.get("/api/me").json()["username"] == "mgr-a"
+
+
+@pytest.mark.django_db
+def test_used_versions_and_their_templates_survive_admin_deletes(manager_a, team_a):
+    template = PromptTemplateFactory(team=team_a, name="Kept")
+    used = make_version(template, [("", "{{content}}")])
+    draft = make_version(template, [("", "draft")])
+    prompt_services.version_lock(version=used)
+    client = login(manager_a)
+
+    bulk = {"action": "delete_selected", "post": "yes", "_selected_action": [used.pk, draft.pk]}
+    page = client.post("/admin/prompts/promptversion/", bulk)
+    assert page.status_code == 200 and "used by a job" in page.content.decode()
+    single = client.post(_change_url(used).replace("/change/", "/delete/"), {"post": "yes"})
+    assert single.status_code == 200 and "used by a job" in single.content.decode()
+    templates = {"action": "delete_selected", "post": "yes", "_selected_action": [template.pk]}
+    page = client.post("/admin/prompts/prompttemplate/", templates)
+    assert "has versions used by jobs" in page.content.decode()
+    assert PromptVersion.objects.filter(template=template).count() == 2
+
+    # A draft alone may go, but never the last version of a template.
+    lone = make_version(PromptTemplateFactory(team=team_a, name="Lone"), [("", "x")])
+    page = client.post(_change_url(lone).replace("/change/", "/delete/"), {"post": "yes"})
+    assert "a template keeps one" in page.content.decode()
+    assert (
+        client.post(_change_url(draft).replace("/change/", "/delete/"), {"post": "yes"}).status_code
+        == 302
+    )
+    assert set(PromptVersion.objects.values_list("pk", flat=True)) == {used.pk, lone.pk}
+
+
+@pytest.mark.django_db
+def test_a_revoked_token_stays_revoked_and_keeps_its_owner(manager_a, superuser, team_a, member):
+    from evalplatform.accounts.models import ApiToken
+    from evalplatform.accounts.services import token_create
+
+    token, key = token_create(user=manager_a, name="old")
+    client = login(manager_a)
+    client.post("/admin/accounts/apitoken/", {"action": "revoke", "_selected_action": [token.pk]})
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+    response = client.post(
+        _change_url(token), {"name": "renamed", "revoked_at_0": "", "revoked_at_1": ""}
+    )
+    assert response.status_code == 302
+    token.refresh_from_db()
+    assert token.name == "renamed" and token.revoked_at is not None
+    from rest_framework.test import APIClient
+
+    api_client = APIClient()
+    api_client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    assert api_client.get("/api/me").status_code == 401
+
+    other = member(team_a, Role.VIEWER, username="vic")
+    login(superuser).post(_change_url(token), {"name": "x", "user": other.pk})
+    assert ApiToken.objects.get(pk=token.pk).user == manager_a
+
+
+@pytest.mark.django_db
+def test_editing_a_membership_changes_that_row(team_a, member):
+    from evalplatform.accounts.models import Membership
+
+    admin_user = member(team_a, Role.ADMIN, username="ada")
+    viewer = member(team_a, Role.VIEWER, username="vera")
+    membership = Membership.objects.get(user=viewer)
+    client = login(admin_user)
+    response = client.post(
+        _change_url(membership), {"user": viewer.pk, "team": team_a.pk, "role": "creator"}
+    )
+    assert response.status_code == 302
+    assert list(Membership.objects.filter(user=viewer).values_list("pk", "role")) == [
+        (membership.pk, "creator")
+    ]
+
+
+@pytest.mark.django_db
+def test_admin_asks_for_the_key_again_when_the_address_changes(manager_a, team_a):
+    connection = ConnectionFactory(team=team_a, kind="openai", name="oa")
+    connection.set_api_key(SECRET)
+    connection.save()
+    form = {
+        "team": team_a.pk,
+        "name": "oa",
+        "kind": "openai",
+        "base_url": "https://collector.example",
+        "active": "on",
+        "max_tokens_param": "max_tokens",
+        "max_concurrency": 4,
+        "timeout_s": 60,
+    }
+    client = login(manager_a)
+    refused = client.post(_change_url(connection), form)
+    assert refused.status_code == 200 and "Give the API key again" in refused.content.decode()
+    connection.refresh_from_db()
+    assert connection.base_url == "" and connection.get_api_key() == SECRET
+    assert client.post(_change_url(connection), form | {"api_key": "new-key"}).status_code == 302
+    connection.refresh_from_db()
+    assert connection.base_url == "https://collector.example"
+    assert connection.get_api_key() == "new-key"

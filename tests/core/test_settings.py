@@ -65,16 +65,36 @@ def test_embedded_default_sqlite_wal_orm_broker_local_channels(tmp_path):
     assert values["debug"] is False
 
 
+SHARED_KEYS = {
+    "SECRET_KEY": "k" + "0123456789abcdefghijklmnopqrstuvwxyz" * 2,
+    "ENCRYPTION_KEYS": "Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFyYmE=",
+}
+
+
 def test_database_url_and_redis_url_switch_to_scale_mode(tmp_path):
     values = probe(
         tmp_path,
         DATABASE_URL="postgres://evaluser@db.example:5432/evals",
         REDIS_URL="redis://cache.example:6379/2",
+        **SHARED_KEYS,
     )
     assert values["engine"] == "django.db.backends.postgresql"
     assert values["db_name"] == "evals"
     assert values["channels"] == "channels_redis.core.RedisChannelLayer"
     assert values["q_redis"] == "redis://cache.example:6379/2" and values["q_orm"] is None
+    assert values["secret"] == SHARED_KEYS["SECRET_KEY"]
+    assert not (tmp_path / "secret_key").exists()
+
+
+@pytest.mark.parametrize("missing", ["SECRET_KEY", "ENCRYPTION_KEYS"])
+@pytest.mark.parametrize("url", ["DATABASE_URL", "REDIS_URL"])
+def test_scale_mode_refuses_to_generate_per_host_keys(tmp_path, missing, url):
+    env = {k: v for k, v in SHARED_KEYS.items() if k != missing}
+    target = "postgres://u@db:5432/x" if url == "DATABASE_URL" else "redis://cache:6379/0"
+    result = run_settings(tmp_path, **{url: target}, **env)
+    assert result.returncode != 0
+    assert f"needs {missing}" in result.stderr
+    assert not (tmp_path / "secret_key").exists() and not (tmp_path / "encryption_key").exists()
 
 
 def test_secret_key_is_generated_once_and_kept_private(tmp_path):

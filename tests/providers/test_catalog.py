@@ -78,6 +78,13 @@ def test_bad_catalog_and_unknown_team_fail_without_writing(team_a, tmp_path):
     bad.write_text(json.dumps(data))
     with pytest.raises(CommandError, match=r"models\[1\]"):
         call_command("load_model_catalog", "--team", "team-a", "--file", str(bad))
+    # Values the database would refuse are refused before any write.
+    for field, value in (("batch_discount", "1.5"), ("output", "-2"), ("context_window", 0)):
+        data = json.loads(DEFAULT_CATALOG.read_text())
+        data["models"][3][field] = value
+        bad.write_text(json.dumps(data))
+        with pytest.raises(CommandError, match=r"models\[3\]"):
+            call_command("load_model_catalog", "--team", "team-a", "--file", str(bad))
     with pytest.raises(CommandError, match="No team"):
         call_command("load_model_catalog", "--team", "nope")
     assert LLMModel.objects.count() == 0

@@ -30,9 +30,18 @@ def _create(api, user, **extra):
     return api(user).post("/api/providers/connections", body, format="json")
 
 
-@pytest.mark.django_db
-def test_api_key_is_write_only_encrypted_and_never_logged(api, manager_a, caplog):
+@pytest.fixture
+def sql_log(caplog):
+    """Log every SQL statement with its parameters, as DEBUG=1 would."""
     caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger="django")
+    db_connection.force_debug_cursor = True
+    yield caplog
+    db_connection.force_debug_cursor = False
+
+
+@pytest.mark.django_db
+def test_api_key_is_write_only_encrypted_and_never_logged(api, manager_a, sql_log):
     response = _create(api, manager_a)
     assert response.status_code == 201, response.json()
     body = response.json()
@@ -55,7 +64,9 @@ def test_api_key_is_write_only_encrypted_and_never_logged(api, manager_a, caplog
     stored = ProviderConnection.objects.get(pk=pk)
     assert stored.get_api_key() == SECRET
     assert SECRET not in repr(stored) and SECRET not in str(stored)
-    assert SECRET not in caplog.text
+    # The log did record the writes (with the encrypted value), never the key itself.
+    assert "INSERT INTO" in sql_log.text and raw in sql_log.text
+    assert SECRET not in sql_log.text
 
 
 @pytest.mark.django_db
@@ -81,8 +92,39 @@ def test_invalid_input_is_400_with_field_messages_and_changes_nothing(api, manag
     assert _create(api, manager_a).status_code == 201
     duplicate = _create(api, manager_a)
     assert duplicate.status_code == 400
-    assert "already exists" in str(duplicate.json()["errors"])
+    assert "already exists" in duplicate.json()["errors"]["name"][0]
     assert ProviderConnection.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_changing_the_address_needs_the_key_again(api, manager_a):
+    pk = _create(api, manager_a).json()["id"]
+    client = api(manager_a)
+    path = f"/api/providers/connections/{pk}"
+    moved = client.patch(path, {"base_url": "https://collector.example"}, format="json")
+    assert moved.status_code == 400 and "api_key" in moved.json()["errors"]
+    stored = ProviderConnection.objects.get(pk=pk)
+    assert stored.base_url == "" and stored.get_api_key() == SECRET
+    # Spelling out the default address is no move; giving the key again is allowed.
+    assert (
+        client.patch(path, {"base_url": "https://api.openai.com/"}, format="json").status_code
+        == 200
+    )
+    rekeyed = client.patch(
+        path, {"base_url": "http://127.0.0.1:11434", "api_key": "ollama"}, format="json"
+    )
+    assert rekeyed.status_code == 200
+    assert ProviderConnection.objects.get(pk=pk).get_api_key() == "ollama"
+
+
+@pytest.mark.django_db
+def test_filters_do_not_tell_other_teams_ids_from_missing_ones(api, team_a, team_b, manager_a):
+    theirs = LLMModelFactory(connection=ConnectionFactory(team=team_b))
+    client = api(manager_a)
+    other = client.get("/api/providers/models", {"connection": theirs.connection_id})
+    missing = client.get("/api/providers/models", {"connection": 987654})
+    assert other.status_code == missing.status_code == 200
+    assert other.json() == missing.json() and other.json()["count"] == 0
 
 
 @pytest.mark.django_db
