@@ -28,15 +28,20 @@ class FeaturePermission(permissions.BasePermission):
         )
 
 
+_EDIT_ACTIONS = {"create", "update", "partial_update", "destroy"}
+
+
 class TeamScopedViewSet(viewsets.GenericViewSet):
     """Base for viewsets over a team-scoped model (add DRF's mixins for the actions).
 
     ``queryset`` is the unfiltered base, ``view_feature`` decides what the user sees in it,
-    ``action_features`` maps each action to the feature it needs (default: ``view_feature``).
+    ``edit_feature`` is what the writing actions need, ``action_features`` maps any other
+    action to its feature (default: ``view_feature``).
     Every check goes through ``evalplatform.accounts.policy``.
     """
 
     view_feature: str
+    edit_feature: str | None = None  # create, update, partial_update and destroy need it
     action_features: dict[str, str] = {}
     permission_classes = [FeaturePermission]
     lookup_field = "pk"
@@ -46,8 +51,13 @@ class TeamScopedViewSet(viewsets.GenericViewSet):
         (``"versions:POST"``) for actions that serve several methods."""
         action = self.action or ""
         method = getattr(self.request, "method", "")
+        default = (
+            self.edit_feature
+            if self.edit_feature and action in _EDIT_ACTIONS
+            else self.view_feature
+        )
         return self.action_features.get(
-            f"{action}:{method}", self.action_features.get(action, self.view_feature)
+            f"{action}:{method}", self.action_features.get(action, default)
         )
 
     def get_base_queryset(self) -> QuerySet:

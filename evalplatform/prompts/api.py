@@ -138,13 +138,8 @@ class TemplateViewSet(TeamScopedViewSet, viewsets.ModelViewSet):
     queryset = selectors.templates_with_latest_version()
     serializer_class = TemplateSerializer
     view_feature = PROMPTS_VIEW
-    action_features = {
-        "create": PROMPTS_EDIT,
-        "update": PROMPTS_EDIT,
-        "partial_update": PROMPTS_EDIT,
-        "destroy": PROMPTS_EDIT,
-        "versions:POST": PROMPTS_EDIT,
-    }
+    edit_feature = PROMPTS_EDIT
+    action_features = {"versions:POST": PROMPTS_EDIT}
     filterset_fields = {"name": ["exact", "icontains"], "team__slug": ["exact"]}
 
     def _reload(self, pk: int) -> PromptTemplate:
@@ -219,11 +214,7 @@ class VersionViewSet(
     queryset = selectors.versions_with_blocks()
     serializer_class = VersionSerializer
     view_feature = PROMPTS_VIEW
-    action_features = {
-        "update": PROMPTS_EDIT,
-        "partial_update": PROMPTS_EDIT,
-        "destroy": PROMPTS_EDIT,
-    }
+    edit_feature = PROMPTS_EDIT
     filterset_class = VersionFilter
 
     @extend_schema(request=VersionUpdateSerializer, responses=VersionSerializer)

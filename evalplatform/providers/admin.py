@@ -11,17 +11,7 @@ from evalplatform.admin_site import TeamScopedAdmin
 from evalplatform.providers import services
 from evalplatform.providers.models import LLMModel, ProviderConnection
 
-_CONNECTION_FORM_FIELDS = [
-    "team",
-    "name",
-    "kind",
-    "base_url",
-    "max_tokens_param",
-    "max_concurrency",
-    "requests_per_minute",
-    "timeout_s",
-    "active",
-]
+_CONNECTION_FORM_FIELDS = ["team", *services.CONNECTION_FIELDS]
 
 
 class ConnectionForm(forms.ModelForm):

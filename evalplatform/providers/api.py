@@ -149,12 +149,7 @@ class LLMModelViewSet(TeamScopedViewSet, viewsets.ModelViewSet):
     queryset = LLMModel.objects.select_related("connection__team")
     serializer_class = LLMModelSerializer
     view_feature = PROVIDERS_VIEW
-    action_features = {
-        "create": PROVIDERS_MANAGE,
-        "update": PROVIDERS_MANAGE,
-        "partial_update": PROVIDERS_MANAGE,
-        "destroy": PROVIDERS_MANAGE,
-    }
+    edit_feature = PROVIDERS_MANAGE
     filterset_class = LLMModelFilter
 
     def perform_create(self, serializer):

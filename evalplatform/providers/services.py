@@ -18,7 +18,8 @@ from evalplatform.providers.models import LLMModel, ProviderConnection, Provider
 
 DEFAULT_CATALOG = Path(__file__).resolve().parent / "catalog" / "default_catalog.json"
 
-CONNECTION_FIELDS = {
+# The fields users may set (the team, connection and API key are handled apart).
+CONNECTION_FIELDS = (
     "name",
     "kind",
     "base_url",
@@ -27,8 +28,8 @@ CONNECTION_FIELDS = {
     "requests_per_minute",
     "timeout_s",
     "active",
-}
-MODEL_FIELDS = {
+)
+MODEL_FIELDS = (
     "model_id",
     "display_name",
     "input_price_per_mtok",
@@ -37,7 +38,7 @@ MODEL_FIELDS = {
     "supports_batch",
     "context_window",
     "active",
-}
+)
 
 
 def _require_manage(user: Any, team: Team | int) -> None:
@@ -45,8 +46,8 @@ def _require_manage(user: Any, team: Team | int) -> None:
         raise Forbidden()
 
 
-def _unknown(fields: dict[str, Any], allowed: set[str]) -> None:
-    extra = set(fields) - allowed
+def _unknown(fields: dict[str, Any], allowed: tuple[str, ...]) -> None:
+    extra = set(fields) - set(allowed)
     if extra:
         raise FieldErrors({name: "Unknown field." for name in sorted(extra)})
 
