@@ -45,3 +45,12 @@ def api():
 @pytest.fixture
 def superuser(db):
     return UserFactory(username="root", is_superuser=True, is_staff=True)
+
+
+@pytest.fixture
+def fake_provider():
+    """A fresh fake provider server on a loopback port (``.url``, ``.app``, ``.config``)."""
+    from evalplatform.providers.fake import run_in_thread
+
+    with run_in_thread() as running:
+        yield running

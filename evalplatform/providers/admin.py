@@ -74,7 +74,15 @@ class ProviderConnectionAdmin(TeamScopedAdmin):
         ("Credentials", {"fields": ["api_key_status", "api_key", "clear_api_key"]}),
         (
             "Limits",
-            {"fields": ["max_tokens_param", "max_concurrency", "requests_per_minute", "timeout_s"]},
+            {
+                "fields": [
+                    "max_tokens_param",
+                    "max_concurrency",
+                    "requests_per_minute",
+                    "timeout_s",
+                    "options",
+                ]
+            },
         ),
         ("History", {"fields": ["created_at", "updated_at"]}),
     ]
@@ -90,7 +98,8 @@ class ProviderConnectionAdmin(TeamScopedAdmin):
 
     @method_decorator(sensitive_variables())
     def save_model(self, request, obj, form, change):
-        data = {name: form.cleaned_data[name] for name in _CONNECTION_FORM_FIELDS}
+        # The form has put its (validated) values on ``obj``, defaults included.
+        data = {name: getattr(obj, name) for name in _CONNECTION_FORM_FIELDS}
         api_key = form.cleaned_data.get("api_key") or None
         if form.cleaned_data.get("clear_api_key"):
             api_key = ""

@@ -40,6 +40,7 @@ class ConnectionSerializer(serializers.ModelSerializer):
             "max_concurrency",
             "requests_per_minute",
             "timeout_s",
+            "options",
             "active",
             "created_at",
             "updated_at",

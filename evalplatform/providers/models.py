@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
@@ -54,6 +55,12 @@ class ProviderConnection(models.Model):
     timeout_s = models.FloatField(
         default=120.0, validators=[MinValueValidator(1.0), MaxValueValidator(3600.0)]
     )
+    options = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Kind-specific settings, e.g. for mock: latency_s, failure_rate, seed, "
+        "position_bias, noise, fenced_json_rate.",
+    )
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -73,6 +80,17 @@ class ProviderConnection(models.Model):
     def __repr__(self) -> str:
         # Never put the key, even encrypted, in a repr that may reach a log.
         return f"<ProviderConnection {self.pk} {self.name!r} {self.kind}>"
+
+    def clean(self) -> None:
+        from evalplatform.providers.llm.mock import MockSettings
+
+        if not isinstance(self.options, dict):
+            raise ValidationError({"options": "Options are an object of names to values."})
+        if self.kind == ProviderKind.MOCK:
+            try:
+                MockSettings.from_options(self.options)
+            except (TypeError, ValueError) as exc:
+                raise ValidationError({"options": f"Bad mock option: {exc}"}) from exc
 
     @property
     def has_api_key(self) -> bool:

@@ -27,6 +27,7 @@ CONNECTION_FIELDS = (
     "max_concurrency",
     "requests_per_minute",
     "timeout_s",
+    "options",
     "active",
 )
 MODEL_FIELDS = (

@@ -1,0 +1,73 @@
+"""Anthropic Messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalplatform.providers.llm import errors
+from evalplatform.providers.llm.base import HTTPAdapter, StreamState, join_url
+from evalplatform.providers.llm.types import LLMRequest, ProviderError
+
+API_VERSION = "2023-06-01"
+# Anthropic requires max_tokens; this is used when the request leaves it open.
+DEFAULT_MAX_TOKENS = 4096
+
+
+class AnthropicAdapter(HTTPAdapter):
+    protocol = "anthropic"
+
+    def headers(self) -> dict[str, str]:
+        return {
+            "content-type": "application/json",
+            "anthropic-version": API_VERSION,
+            "x-api-key": self.api_key,
+        }
+
+    def url(self, request: LLMRequest, *, stream: bool) -> str:
+        return join_url(self.base_url, "/v1", "/messages")
+
+    def body(self, request: LLMRequest, *, stream: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": request.model,
+            "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
+            "messages": [{"role": "user", "content": request.user}],
+        }
+        if request.system:
+            body["system"] = request.system
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if stream:
+            body["stream"] = True
+        return body
+
+    def parse(self, data: Any) -> tuple[str, int, int, str]:
+        finish = data.get("stop_reason") or ""
+        text = next((b["text"] for b in data["content"] if b.get("type") == "text"), "")
+        if finish == "refusal" and not text:
+            raise errors.content_filtered("refusal")
+        usage = data["usage"]
+        return text, int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)), finish
+
+    def on_event(self, state: StreamState, event: str, data: Any) -> str:
+        kind = data.get("type", event)
+        if kind == "content_block_delta":
+            delta = data["delta"]
+            return delta.get("text", "") if delta.get("type") == "text_delta" else ""
+        if kind == "message_start":
+            usage = data["message"].get("usage") or {}
+            state.input_tokens = int(usage.get("input_tokens", 0))
+            state.output_tokens = int(usage.get("output_tokens", 0))
+        elif kind == "message_delta":
+            state.finish_reason = (data.get("delta") or {}).get("stop_reason") or ""
+            usage = data.get("usage") or {}
+            if "output_tokens" in usage:
+                state.output_tokens = int(usage["output_tokens"])
+        elif kind == "error":
+            error = data.get("error") or {}
+            error_type = error.get("type", "")
+            raise ProviderError(
+                f"Stream error {error_type}: {error.get('message', '')}",
+                kind="overloaded" if error_type == "overloaded_error" else "server",
+                retryable=error_type in {"overloaded_error", "api_error", "rate_limit_error"},
+            )
+        return ""

@@ -1,0 +1,191 @@
+"""The adapter interface and what the HTTP adapters share: request plumbing and SSE."""
+
+from __future__ import annotations
+
+import json
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+
+from evalplatform.providers.llm import errors
+from evalplatform.providers.llm.types import LLMRequest, LLMResponse
+
+StreamItem = str | LLMResponse
+
+
+def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``extra`` into ``base`` (in place): nested dicts merge, anything else replaces."""
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            deep_merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def join_url(base_url: str, version_prefix: str, path: str) -> str:
+    """``base/v1/path`` whether or not the configured base already ends in ``/v1``."""
+    base = base_url.rstrip("/")
+    if not base.endswith(version_prefix):
+        base += version_prefix
+    return base + path
+
+
+class Adapter(ABC):
+    """One wire protocol. ``complete`` returns the whole reply; ``stream`` yields text deltas
+    as they arrive and, last, the complete ``LLMResponse`` (text, usage, finish reason)."""
+
+    protocol: str
+
+    @abstractmethod
+    async def complete(self, request: LLMRequest) -> LLMResponse: ...
+
+    @abstractmethod
+    def stream(self, request: LLMRequest) -> AsyncIterator[StreamItem]: ...
+
+
+class StreamState:
+    __slots__ = ("finish_reason", "input_tokens", "output_tokens", "parts", "raw_events")
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.finish_reason = ""
+        self.raw_events = 0
+
+
+class HTTPAdapter(Adapter):
+    def __init__(
+        self,
+        *,
+        http: httpx.AsyncClient,
+        base_url: str,
+        api_key: str = "",
+        options: Mapping[str, Any] | None = None,
+    ):
+        self.http = http
+        self.base_url = base_url
+        self.api_key = api_key
+        self.options = dict(options or {})
+        self._headers = self.headers()
+
+    # --- what each protocol defines ---
+    @abstractmethod
+    def headers(self) -> dict[str, str]: ...
+
+    @abstractmethod
+    def url(self, request: LLMRequest, *, stream: bool) -> str: ...
+
+    @abstractmethod
+    def body(self, request: LLMRequest, *, stream: bool) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def parse(self, data: Any) -> tuple[str, int, int, str]:
+        """(text, input tokens, output tokens, finish reason) from a complete reply."""
+
+    @abstractmethod
+    def on_event(self, state: StreamState, event: str, data: Any) -> str:
+        """Fold one server-sent event into ``state``; return the text delta ('' if none)."""
+
+    # --- shared ---
+    def _body(self, request: LLMRequest, *, stream: bool) -> dict[str, Any]:
+        body = self.body(request, stream=stream)
+        if request.params:
+            deep_merge(body, request.params)
+        return body
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        started = time.perf_counter()
+        try:
+            response = await self.http.post(
+                self.url(request, stream=False),
+                json=self._body(request, stream=False),
+                headers=self._headers,
+            )
+        except httpx.TransportError as exc:
+            raise errors.from_transport(exc) from exc
+        if response.status_code >= 300:
+            raise errors.from_response(response, protocol=self.protocol)
+        try:
+            data = response.json()
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise errors.malformed(response.text, "not JSON") from exc
+        try:
+            text, input_tokens, output_tokens, finish = self.parse(data)
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+            raise errors.malformed(response.text, f"unexpected shape ({exc!r})") from exc
+        return LLMResponse(
+            text=text,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            finish_reason=finish,
+            latency_s=time.perf_counter() - started,
+            raw=data,
+        )
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[StreamItem]:
+        started = time.perf_counter()
+        state = StreamState()
+        try:
+            async with self.http.stream(
+                "POST",
+                self.url(request, stream=True),
+                json=self._body(request, stream=True),
+                headers=self._headers,
+            ) as response:
+                if response.status_code >= 300:
+                    await response.aread()
+                    raise errors.from_response(response, protocol=self.protocol)
+                async for event, data in sse_events(response):
+                    state.raw_events += 1
+                    try:
+                        delta = self.on_event(state, event, data)
+                    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+                        raise errors.malformed(json.dumps(data), f"bad event ({exc!r})") from exc
+                    if delta:
+                        state.parts.append(delta)
+                        yield delta
+        except httpx.TransportError as exc:
+            raise errors.from_transport(exc) from exc
+        if state.raw_events == 0:
+            raise errors.malformed("", "the stream ended without events")
+        yield LLMResponse(
+            text="".join(state.parts),
+            input_tokens=state.input_tokens,
+            output_tokens=state.output_tokens,
+            finish_reason=state.finish_reason,
+            latency_s=time.perf_counter() - started,
+        )
+
+
+async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
+    """Server-sent events as ``(event name, parsed JSON data)``; stops at ``[DONE]``."""
+    event, data_lines = "", list[str]()
+    async for line in response.aiter_lines():
+        if line == "":
+            if data_lines:
+                payload = "\n".join(data_lines)
+                if payload.strip() == "[DONE]":
+                    return
+                try:
+                    yield event or "message", json.loads(payload)
+                except ValueError as exc:
+                    raise errors.malformed(payload, "an event is not JSON") from exc
+            event, data_lines = "", []
+        elif line.startswith(":"):
+            continue
+        elif line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data_lines.append(line[5:].lstrip(" "))
+    if data_lines:
+        payload = "\n".join(data_lines)
+        if payload.strip() != "[DONE]":
+            try:
+                yield event or "message", json.loads(payload)
+            except ValueError as exc:
+                raise errors.malformed(payload, "the stream was cut inside an event") from exc

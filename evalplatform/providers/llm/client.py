@@ -1,0 +1,187 @@
+"""One client per provider connection: a shared ``httpx.AsyncClient`` (pooling, timeouts,
+limits), a concurrency cap, an optional requests-per-minute limit that slows down when the
+provider answers 429, and the retry policy around every call."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from evalplatform.providers.llm.anthropic import AnthropicAdapter
+from evalplatform.providers.llm.base import Adapter, StreamItem
+from evalplatform.providers.llm.gemini import GeminiAdapter
+from evalplatform.providers.llm.mock import MockAdapter, MockSettings
+from evalplatform.providers.llm.openai import OpenAIAdapter
+from evalplatform.providers.llm.retry import Attempts, RetryPolicy, with_retries
+from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
+
+HTTP_ADAPTERS: dict[str, type[OpenAIAdapter | AnthropicAdapter | GeminiAdapter]] = {
+    "openai": OpenAIAdapter,
+    "anthropic": AnthropicAdapter,
+    "gemini": GeminiAdapter,
+}
+
+
+class RateLimiter:
+    """Spaces request starts ``60 / rpm`` seconds apart. A 429 doubles the spacing (up to 16 times);
+    each success takes a tenth of the extra back off."""
+
+    def __init__(
+        self,
+        requests_per_minute: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ):
+        self.base_interval = 60.0 / requests_per_minute
+        self.interval = self.base_interval
+        self.clock = clock
+        self.sleep = sleep
+        self._next_at = 0.0
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        async with self._lock:
+            now = self.clock()
+            start = max(now, self._next_at)
+            self._next_at = start + self.interval
+        if start > now:
+            await self.sleep(start - now)
+
+    def rate_limited(self) -> None:
+        self.interval = min(self.interval * 2, self.base_interval * 16)
+
+    def succeeded(self) -> None:
+        self.interval = max(
+            self.base_interval, self.interval - (self.interval - self.base_interval) / 10
+        )
+
+
+@dataclass
+class CallResult:
+    response: LLMResponse
+    attempts: int
+    errors: list[ProviderError]
+
+
+class ProviderClient:
+    def __init__(
+        self,
+        *,
+        kind: str,
+        base_url: str = "",
+        api_key: str = "",
+        max_concurrency: int = 8,
+        requests_per_minute: float | None = None,
+        timeout_s: float = 120.0,
+        options: Mapping[str, Any] | None = None,
+        retry: RetryPolicy | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ):
+        self.kind = kind
+        self.retry = retry or RetryPolicy()
+        self.max_concurrency = max_concurrency
+        self._semaphore = asyncio.Semaphore(max_concurrency)
+        self.limiter = (
+            RateLimiter(requests_per_minute, clock=clock, sleep=self.retry.sleep)
+            if requests_per_minute
+            else None
+        )
+        self.http: httpx.AsyncClient | None = None
+        options = dict(options or {})
+        self.adapter: Adapter
+        if kind == "mock":
+            self.adapter = MockAdapter(MockSettings.from_options(options), sleep=self.retry.sleep)
+        elif kind in HTTP_ADAPTERS:
+            self.http = httpx.AsyncClient(
+                timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
+                limits=httpx.Limits(
+                    max_connections=max_concurrency, max_keepalive_connections=max_concurrency
+                ),
+                transport=transport,
+            )
+            self.adapter = HTTP_ADAPTERS[kind](
+                http=self.http, base_url=base_url, api_key=api_key, options=options
+            )
+        else:
+            raise ValueError(f"Unknown provider kind {kind!r}.")
+
+    @classmethod
+    def for_connection(cls, connection: Any, **overrides: Any) -> ProviderClient:
+        """A client for a ``ProviderConnection`` (decrypts its key; nothing is logged)."""
+        settings: dict[str, Any] = {
+            "kind": connection.kind,
+            "base_url": connection.effective_base_url,
+            "api_key": connection.get_api_key(),
+            "max_concurrency": connection.max_concurrency,
+            "requests_per_minute": connection.requests_per_minute,
+            "timeout_s": connection.timeout_s,
+            "options": {"max_tokens_param": connection.max_tokens_param, **connection.options},
+        }
+        return cls(**(settings | overrides))
+
+    async def __aenter__(self) -> ProviderClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self.http is not None:
+            await self.http.aclose()
+
+    async def _once(self, request: LLMRequest) -> LLMResponse:
+        # The slot is held for the call only, never while waiting to retry.
+        async with self._semaphore:
+            if self.limiter is not None:
+                await self.limiter.acquire()
+            try:
+                response = await self.adapter.complete(request)
+            except ProviderError as error:
+                if error.kind == "rate_limit" and self.limiter is not None:
+                    self.limiter.rate_limited()
+                raise
+        if self.limiter is not None:
+            self.limiter.succeeded()
+        return response
+
+    async def complete(
+        self, request: LLMRequest, *, retry: RetryPolicy | None = None
+    ) -> CallResult:
+        """The reply, with the attempts it took; raises the last ``ProviderError``."""
+        attempts = Attempts()
+        response = await with_retries(
+            lambda: self._once(request), retry or self.retry, attempts=attempts
+        )
+        return CallResult(response, attempts.count, attempts.errors or [])
+
+    async def stream(
+        self, request: LLMRequest, *, retry: RetryPolicy | None = None
+    ) -> AsyncIterator[StreamItem]:
+        """Text deltas, then the ``LLMResponse``. A failure before the first delta is retried
+        like ``complete``; once text has arrived a failure is raised to the caller."""
+        policy = retry or self.retry
+        retry_number = 0
+        while True:
+            started = False
+            try:
+                async with self._semaphore:
+                    if self.limiter is not None:
+                        await self.limiter.acquire()
+                    async for item in self.adapter.stream(request):
+                        started = True
+                        yield item
+                return
+            except ProviderError as error:
+                if error.kind == "rate_limit" and self.limiter is not None:
+                    self.limiter.rate_limited()
+                if started or not error.retryable or retry_number >= policy.max_retries:
+                    raise
+                await policy.sleep(policy.delay(retry_number, error))
+                retry_number += 1

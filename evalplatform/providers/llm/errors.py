@@ -1,0 +1,146 @@
+"""Classifying failures and reading retry hints, for all three protocols."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+from django.utils import timezone
+
+from evalplatform.providers.llm.types import ProviderError
+
+# Provider hints beyond this are ignored in favour of the platform schedule (the official
+# OpenAI SDK uses the same bound).
+MAX_HINT_S = 120.0
+
+_PERMANENT_KINDS = {
+    400: "bad_request",
+    401: "auth",
+    402: "quota",
+    403: "permission",
+    404: "not_found",
+    413: "too_large",
+    422: "bad_request",
+}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError):
+        return None
+
+
+def retry_after_s(headers: Mapping[str, str], body: Any = None) -> float | None:
+    """The provider's wait hint: ``retry-after-ms``, ``retry-after`` (seconds or an HTTP date),
+    or Gemini's ``RetryInfo.retryDelay`` in the body. ``None`` when absent or out of range."""
+    hint: float | None = None
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            hint = float(ms) / 1000
+        except ValueError:
+            hint = None
+    if hint is None and (value := headers.get("retry-after")) is not None:
+        try:
+            hint = float(value)
+        except ValueError:
+            try:
+                when = parsedate_to_datetime(value)
+                hint = (when - timezone.now()).total_seconds()
+            except (TypeError, ValueError):
+                hint = None
+    if hint is None and isinstance(body, dict):
+        details = (body.get("error") or {}).get("details") or []
+        for detail in details if isinstance(details, list) else []:
+            if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("RetryInfo"):
+                match = _DURATION.match(str(detail.get("retryDelay", "")))
+                if match:
+                    hint = float(match.group(1))
+    if hint is None or not 0 <= hint <= MAX_HINT_S:
+        return None
+    return hint
+
+
+def _error_fields(body: Any) -> tuple[str, str, str]:
+    """(message, type, code) from the three protocols' error bodies (and vLLM's flat one)."""
+    if not isinstance(body, dict):
+        return "", "", ""
+    error = body.get("error", body)
+    if isinstance(error, dict):
+        return (
+            str(error.get("message") or ""),
+            str(error.get("type") or error.get("status") or ""),
+            str(error.get("code") or ""),
+        )
+    return str(error), "", ""
+
+
+def from_response(response: httpx.Response, *, protocol: str) -> ProviderError:
+    """Classify a non-2xx response."""
+    status = response.status_code
+    text = response.text
+    body = _json(text)
+    message, error_type, code = _error_fields(body)
+    hint = retry_after_s(response.headers, body)
+    summary = (
+        f"HTTP {status}"
+        + (f" {error_type}" if error_type else "")
+        + (f": {message}" if message else "")
+    )
+
+    def error(kind: str, retryable: bool) -> ProviderError:
+        return ProviderError(
+            summary,
+            kind=kind,
+            retryable=retryable,
+            status=status,
+            retry_after=hint if retryable else None,
+            raw_text=text,
+        )
+
+    if status == 429:
+        # Billing and quota exhaustion will not pass by waiting: OpenAI says
+        # insufficient_quota, Gemini's RESOURCE_EXHAUSTED message points at billing.
+        if "insufficient_quota" in (error_type, code) or "billing" in message.lower():
+            return error("quota", False)
+        # Anthropic: a spend-cap 429 carries no retry-after; a rate-limit 429 does.
+        if protocol == "anthropic" and "retry-after" not in response.headers:
+            return error("quota", False)
+        return error("rate_limit", True)
+    if status == 529:
+        return error("overloaded", True)
+    if status in (408, 504):
+        return error("timeout", True)
+    if status == 409:
+        return error("conflict", True)
+    if status >= 500:
+        return error("server", True)
+    return error(_PERMANENT_KINDS.get(status, "bad_request"), False)
+
+
+def from_transport(exc: httpx.TransportError) -> ProviderError:
+    if isinstance(exc, httpx.TimeoutException):
+        return ProviderError(f"Timed out: {type(exc).__name__}", kind="timeout", retryable=True)
+    return ProviderError(
+        f"Connection failed: {type(exc).__name__}: {exc}", kind="connection", retryable=True
+    )
+
+
+def malformed(text: str, reason: str) -> ProviderError:
+    return ProviderError(
+        f"Unreadable reply: {reason}", kind="malformed", retryable=False, raw_text=text
+    )
+
+
+def content_filtered(reason: str, raw_text: str = "") -> ProviderError:
+    return ProviderError(
+        f"Blocked by the provider's content filter ({reason})",
+        kind="content_filter",
+        retryable=False,
+        raw_text=raw_text,
+    )

@@ -1,0 +1,77 @@
+"""Gemini generateContent / streamGenerateContent."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from evalplatform.providers.llm import errors
+from evalplatform.providers.llm.base import HTTPAdapter, StreamState, join_url
+from evalplatform.providers.llm.types import LLMRequest
+
+_BLOCKED = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII"}
+
+
+class GeminiAdapter(HTTPAdapter):
+    protocol = "gemini"
+
+    def headers(self) -> dict[str, str]:
+        return {"Content-Type": "application/json", "x-goog-api-key": self.api_key}
+
+    def url(self, request: LLMRequest, *, stream: bool) -> str:
+        method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+        return join_url(self.base_url, "/v1beta", f"/models/{quote(request.model)}:{method}")
+
+    def body(self, request: LLMRequest, *, stream: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": request.user}]}]}
+        if request.system:
+            body["systemInstruction"] = {"parts": [{"text": request.system}]}
+        config: dict[str, Any] = {}
+        if request.temperature is not None:
+            config["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            config["maxOutputTokens"] = request.max_tokens
+        if config:
+            body["generationConfig"] = config
+        return body
+
+    @staticmethod
+    def _usage(data: Any) -> tuple[int, int]:
+        usage = data.get("usageMetadata") or {}
+        # Output is billed as candidates + thoughts.
+        output = int(usage.get("candidatesTokenCount", 0)) + int(usage.get("thoughtsTokenCount", 0))
+        return int(usage.get("promptTokenCount", 0)), output
+
+    @staticmethod
+    def _text(candidate: Any) -> str:
+        parts = (candidate.get("content") or {}).get("parts") or []
+        return "".join(p.get("text", "") for p in parts if not p.get("thought"))
+
+    def parse(self, data: Any) -> tuple[str, int, int, str]:
+        candidates = data.get("candidates") or []
+        if not candidates:
+            reason = (data.get("promptFeedback") or {}).get("blockReason")
+            if reason:
+                raise errors.content_filtered(reason)
+            raise KeyError("candidates")
+        candidate = candidates[0]
+        finish = candidate.get("finishReason") or ""
+        text = self._text(candidate)
+        if finish in _BLOCKED and not text:
+            raise errors.content_filtered(finish)
+        input_tokens, output_tokens = self._usage(data)
+        return text, input_tokens, output_tokens, finish
+
+    def on_event(self, state: StreamState, event: str, data: Any) -> str:
+        if "usageMetadata" in data:
+            state.input_tokens, state.output_tokens = self._usage(data)
+        candidates = data.get("candidates") or []
+        if not candidates:
+            reason = (data.get("promptFeedback") or {}).get("blockReason")
+            if reason:
+                raise errors.content_filtered(reason)
+            return ""
+        candidate = candidates[0]
+        if candidate.get("finishReason"):
+            state.finish_reason = candidate["finishReason"]
+        return self._text(candidate)

@@ -1,0 +1,272 @@
+"""The ``mock`` kind: an offline provider, deterministic for a given request and seed.
+
+Plain prompts get fluent-looking filler of a length drawn from the request. Judge prompts
+(recognized by the JSON they ask for) get valid JSON:
+
+- ``"winner"``: a comparison of ``Response A:`` / ``Response B:`` → ``{"winner": "A"|"B"|"tie"}``;
+- ``"ranking"``: ``Response <label>:`` sections → ``{"ranking": [labels, best first]}``;
+- ``"scores"``: dimensions written ``name (min-max)`` → ``{"scores": {name: number}}``
+  (no dimension found: ``overall`` on 1-5);
+- ``"labels"``: a line ``Labels: a, b, c`` → ``{"labels": [...]}`` (two when the prompt
+  says "multiple").
+
+Every text has a latent quality (a hash of the text), so judges agree with each other more
+than chance. ``temperature`` scales the noise: at 0 the answer is the quality ordering (still
+subject to the position bias), at 1 it varies by ``noise``. ``position_bias`` adds that share
+of first-position wins. Vary ``params["seed"]`` (e.g. the repetition) to get repeated calls
+that differ the way a real model's do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import random
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from evalplatform.providers.llm.base import Adapter, StreamItem
+from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
+
+CHARS_PER_TOKEN = 4.0
+_WORDS = [
+    "the",
+    "model",
+    "answer",
+    "clearly",
+    "states",
+    "each",
+    "point",
+    "with",
+    "care",
+    "and",
+    "some",
+    "detail",
+    "about",
+    "context",
+    "results",
+    "evidence",
+    "reasoning",
+    "summary",
+    "however",
+    "therefore",
+    "overall",
+    "quality",
+    "response",
+    "because",
+    "example",
+    "important",
+    "consider",
+    "approach",
+    "data",
+    "question",
+    "useful",
+    "specific",
+    "brief",
+    "thorough",
+]
+_SECTION = re.compile(
+    r"(?im)^[ \t]*(?:#+[ \t]*)?(?:response|output|answer|variant|candidate)[ \t]+"
+    r"\[?([A-Za-z0-9]{1,8})\]?[ \t]*:?"
+)
+# A dimension is ``name (min-max)``: preferably at the start of a line (a bulleted list, names
+# may have spaces), else a single word anywhere.
+_DASH = r"(?:-|\u2013|to)"
+_DIMENSION_LINE = re.compile(
+    r"(?m)^[ \t]*(?:[-*]|\d+[.)])?[ \t]*([A-Za-z_][^\n(:]{0,60}?)[ \t]*"
+    rf"\(\s*(-?\d+)\s*{_DASH}\s*(-?\d+)\s*\)(?=[ \t]*(?::|$))"
+)
+_DIMENSION_WORD = re.compile(
+    rf"([A-Za-z_][A-Za-z0-9_\-]{{0,40}})\s*\(\s*(-?\d+)\s*{_DASH}\s*(-?\d+)\s*\)"
+)
+_LABELS = re.compile(r"(?im)^[ \t]*labels?[ \t]*:[ \t]*(.+)$")
+
+
+def tokens_for(text: str) -> int:
+    """The heuristic the mock bills by (and estimation assumes): ~4 characters a token."""
+    return max(1, math.ceil(len(text) / CHARS_PER_TOKEN)) if text else 0
+
+
+def quality(text: str) -> float:
+    """A stable latent quality in [0, 1) for a text."""
+    digest = hashlib.sha256(" ".join(text.split()).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+@dataclass(frozen=True)
+class MockSettings:
+    latency_s: float = 0.0
+    failure_rate: float = 0.0
+    seed: int = 0
+    position_bias: float = 0.0
+    noise: float = 1.0
+    fenced_json_rate: float = 0.0
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> MockSettings:
+        known = {k: options[k] for k in cls.__dataclass_fields__ if k in options}
+        return cls(**{k: type(getattr(cls, k))(v) for k, v in known.items()})
+
+
+def request_key(request: LLMRequest, seed: int) -> str:
+    """A digest of everything that determines the answer."""
+    blob = json.dumps(
+        [
+            seed,
+            request.model,
+            request.system,
+            request.user,
+            request.temperature,
+            request.max_tokens,
+            dict(request.params),
+        ],
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class MockAdapter(Adapter):
+    protocol = "mock"
+
+    def __init__(
+        self,
+        settings: MockSettings | None = None,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ):
+        self.settings = settings or MockSettings()
+        self.sleep = sleep
+        self._attempts: dict[str, int] = {}
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        key = request_key(request, self.settings.seed)
+        attempt = self._attempts.get(key, 0)
+        self._attempts[key] = attempt + 1
+        if self.settings.latency_s:
+            await self.sleep(self.settings.latency_s)
+        failure = random.Random(f"{key}:fail:{attempt}").random()  # noqa: S311
+        if failure < self.settings.failure_rate:
+            raise ProviderError(
+                "Mock failure (failure_rate)", kind="server", retryable=True, status=500
+            )
+        self._attempts.pop(key, None)
+        text, finish = answer(request, self.settings, key=key)
+        return LLMResponse(
+            text=text,
+            input_tokens=tokens_for(request.system) + tokens_for(request.user),
+            output_tokens=tokens_for(text),
+            finish_reason=finish,
+            latency_s=self.settings.latency_s,
+            raw={"mock": True, "model": request.model},
+        )
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[StreamItem]:
+        response = await self.complete(request)
+        words = response.text.split(" ")
+        for start in range(0, len(words), 4):
+            chunk = " ".join(words[start : start + 4])
+            yield chunk if start == 0 else " " + chunk
+        yield response
+
+
+def answer(request: LLMRequest, settings: MockSettings, *, key: str = "") -> tuple[str, str]:
+    """The reply text and finish reason for a request (shared with the fake provider server)."""
+    rng = random.Random(key or request_key(request, settings.seed))  # noqa: S311 - simulation
+    prompt = f"{request.system}\n{request.user}"
+    temperature = request.temperature if request.temperature is not None else 1.0
+    noise = settings.noise * max(0.0, temperature)
+    payload: dict[str, Any] | None = None
+    if '"winner"' in prompt:
+        payload = _compare(request.user, rng, noise, settings)
+    elif '"ranking"' in prompt:
+        payload = _rank(request.user, rng, noise, settings)
+    elif '"scores"' in prompt:
+        payload = _rate(prompt, request.user, rng, noise)
+    elif '"labels"' in prompt:
+        payload = _label(prompt, request.user, rng, noise)
+    if payload is None:
+        return _prose(request, rng)
+    text = json.dumps(payload)
+    if rng.random() < settings.fenced_json_rate:
+        text = f"Here is my verdict:\n```json\n{text}\n```"
+    return text, "stop"
+
+
+def _prose(request: LLMRequest, rng: random.Random) -> tuple[str, str]:
+    wanted = rng.randint(30, 220)
+    limit = request.max_tokens
+    words: list[str] = []
+    while tokens_for(" ".join(words)) < wanted:
+        words.append(rng.choice(_WORDS))
+        if limit is not None and tokens_for(" ".join(words)) >= limit:
+            return " ".join(words).capitalize(), "length"
+    return " ".join(words).capitalize() + ".", "stop"
+
+
+def _sections(text: str) -> list[tuple[str, str]]:
+    marks = [(m.start(), m.end(), m.group(1)) for m in _SECTION.finditer(text)]
+    return [
+        (label, text[end : (marks[i + 1][0] if i + 1 < len(marks) else len(text))].strip())
+        for i, (_, end, label) in enumerate(marks)
+    ]
+
+
+def _compare(user: str, rng: random.Random, noise: float, settings: MockSettings) -> dict[str, Any]:
+    sections = dict(_sections(user))
+    a, b = sections.get("A", user[: len(user) // 2]), sections.get("B", user[len(user) // 2 :])
+    margin = (quality(a) - quality(b)) * 4 + rng.gauss(0, noise)
+    p_first = 1 / (1 + math.exp(-margin))
+    p_first = min(1.0, p_first + settings.position_bias)
+    if abs(margin) < 0.1 and noise == 0 and settings.position_bias == 0:
+        winner = "tie"
+    elif noise == 0:
+        winner = "A" if p_first >= 0.5 else "B"
+    else:
+        winner = "A" if rng.random() < p_first else "B"
+    return {
+        "winner": winner,
+        "rationale": f"Response {winner} is more complete."
+        if winner != "tie"
+        else "Both are equally good.",
+    }
+
+
+def _rank(user: str, rng: random.Random, noise: float, settings: MockSettings) -> dict[str, Any]:
+    sections = _sections(user)
+    if not sections:
+        return {"ranking": []}
+    scored = []
+    for position, (label, text) in enumerate(sections):
+        bias = settings.position_bias * 4 if position == 0 else 0.0
+        scored.append((quality(text) * 4 + bias + rng.gauss(0, noise), label))
+    return {"ranking": [label for _, label in sorted(scored, reverse=True)]}
+
+
+def _rate(prompt: str, user: str, rng: random.Random, noise: float) -> dict[str, Any]:
+    found = _DIMENSION_LINE.findall(prompt) or _DIMENSION_WORD.findall(prompt)
+    dimensions = {name.strip(): (int(lo), int(hi)) for name, lo, hi in found if int(lo) < int(hi)}
+    if not dimensions:
+        dimensions = {"overall": (1, 5)}
+    base = quality(user)
+    scores = {}
+    for name, (lo, hi) in dimensions.items():
+        offset = quality(name + user) - 0.5
+        value = lo + (base + 0.3 * offset) * (hi - lo) + rng.gauss(0, noise)
+        scores[name] = int(min(hi, max(lo, round(value))))
+    return {"scores": scores, "rationale": "Scored against each dimension."}
+
+
+def _label(prompt: str, user: str, rng: random.Random, noise: float) -> dict[str, Any]:
+    match = _LABELS.search(prompt)
+    labels = [x.strip().strip("\"'") for x in match.group(1).split(",")] if match else []
+    labels = [x for x in labels if x] or ["yes", "no"]
+    order = sorted(
+        labels, key=lambda x: quality(x + user) + rng.gauss(0, noise * 0.2), reverse=True
+    )
+    count = 2 if "multiple" in prompt.lower() and len(labels) > 1 else 1
+    return {"labels": order[:count]}

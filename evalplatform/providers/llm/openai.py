@@ -1,0 +1,68 @@
+"""OpenAI Chat Completions and any OpenAI-compatible server (Together, Ollama, vLLM, ...)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalplatform.providers.llm import errors
+from evalplatform.providers.llm.base import HTTPAdapter, StreamState, join_url
+from evalplatform.providers.llm.types import LLMRequest
+
+
+class OpenAIAdapter(HTTPAdapter):
+    protocol = "openai"
+
+    def headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    def url(self, request: LLMRequest, *, stream: bool) -> str:
+        return join_url(self.base_url, "/v1", "/chat/completions")
+
+    def body(self, request: LLMRequest, *, stream: bool) -> dict[str, Any]:
+        messages = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages.append({"role": "user", "content": request.user})
+        body: dict[str, Any] = {"model": request.model, "messages": messages}
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            body[self.options.get("max_tokens_param", "max_completion_tokens")] = request.max_tokens
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    def parse(self, data: Any) -> tuple[str, int, int, str]:
+        choice = data["choices"][0]
+        finish = choice.get("finish_reason") or ""
+        text = choice["message"].get("content") or ""
+        if finish == "content_filter" and not text:
+            raise errors.content_filtered("content_filter")
+        usage = data.get("usage") or {}
+        return (
+            text,
+            int(usage.get("prompt_tokens", 0)),
+            int(usage.get("completion_tokens", 0)),
+            finish,
+        )
+
+    def on_event(self, state: StreamState, event: str, data: Any) -> str:
+        if "error" in data:
+            raise errors.ProviderError(
+                str(data["error"].get("message", data["error"])), kind="server", retryable=True
+            )
+        usage = data.get("usage")
+        if usage:
+            state.input_tokens = int(usage.get("prompt_tokens", 0))
+            state.output_tokens = int(usage.get("completion_tokens", 0))
+        choices = data.get("choices") or []
+        if not choices:
+            return ""
+        choice = choices[0]
+        if choice.get("finish_reason"):
+            state.finish_reason = choice["finish_reason"]
+        return (choice.get("delta") or {}).get("content") or ""
