@@ -8,6 +8,7 @@ from django.views.decorators.debug import sensitive_post_parameters, sensitive_v
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import PROVIDERS_MANAGE, PROVIDERS_VIEW
 from evalplatform.admin_site import TeamScopedAdmin
+from evalplatform.errors import ApplicationError
 from evalplatform.providers import services
 from evalplatform.providers.models import LLMModel, ProviderConnection
 
@@ -67,7 +68,7 @@ class ProviderConnectionAdmin(TeamScopedAdmin):
     search_fields = ["name", "base_url"]
     list_select_related = ["team"]
     readonly_fields = ["api_key_status", "created_at", "updated_at"]
-    actions = ["load_catalog"]
+    actions = ["load_catalog", "test_connection"]
 
     fieldsets = [
         (None, {"fields": ["team", "name", "kind", "base_url", "active"]}),
@@ -115,6 +116,26 @@ class ProviderConnectionAdmin(TeamScopedAdmin):
             )
         obj.pk = saved.pk
         obj.api_key_encrypted = saved.api_key_encrypted
+
+    @admin.action(description="Test the selected connections (one tiny request each)")
+    def test_connection(self, request, queryset):
+        for connection in queryset.select_related("team"):
+            try:
+                result = services.connection_test(user=request.user, connection=connection)
+            except ApplicationError as exc:
+                messages.error(request, f"{connection.name}: {exc.message} {exc.extra}")
+                continue
+            if result["ok"]:
+                messages.success(
+                    request,
+                    f"{connection.name}: {result['model']} answered in {result['latency_ms']} ms.",
+                )
+            else:
+                messages.error(
+                    request,
+                    f"{connection.name}: {result['model']} failed ({result['message']}). "
+                    f"{result['hint']}",
+                )
 
     @admin.action(description="Load the default model catalog into the selected connections")
     def load_catalog(self, request, queryset):

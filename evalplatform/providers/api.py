@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+from typing import cast
+
 import django_filters
 from django.db.models import QuerySet
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_variables
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import PROVIDERS_MANAGE, PROVIDERS_VIEW
@@ -55,6 +60,28 @@ class ConnectionSerializer(serializers.ModelSerializer):
         return attrs
 
 
+class ConnectionTestInput(serializers.Serializer):
+    model = serializers.CharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        help_text="Model id to call; default: the connection's first active model.",
+    )
+
+
+class ConnectionTestResult(serializers.Serializer):
+    ok = serializers.BooleanField()
+    model = serializers.CharField()
+    latency_ms = serializers.FloatField(required=False)
+    reply = serializers.CharField(required=False)
+    input_tokens = serializers.IntegerField(required=False)
+    output_tokens = serializers.IntegerField(required=False)
+    error_kind = serializers.CharField(required=False)
+    status = serializers.IntegerField(required=False, allow_null=True)
+    message = serializers.CharField(required=False)
+    hint = serializers.CharField(required=False)
+
+
 class ConnectionViewSet(TeamScopedViewSet, viewsets.ModelViewSet):
     """Provider connections of the user's teams. Needs ``feature:providers:manage``."""
 
@@ -81,6 +108,19 @@ class ConnectionViewSet(TeamScopedViewSet, viewsets.ModelViewSet):
 
     def perform_destroy(self, instance):
         services.connection_delete(user=self.request.user, connection=instance)
+
+    @extend_schema(request=ConnectionTestInput, responses=ConnectionTestResult)
+    @action(detail=True, methods=["post"])
+    def test(self, request, pk=None):
+        """Send one tiny request through the connection; report latency or what to fix."""
+        connection = cast(ProviderConnection, self.get_object())
+        data = ConnectionTestInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(
+            services.connection_test(
+                user=request.user, connection=connection, model_id=data.validated_data["model"]
+            )
+        )
 
 
 class ConnectionField(serializers.PrimaryKeyRelatedField):

@@ -247,3 +247,75 @@ def catalog_load(
                     model.save()
                     counts["updated"] += 1
     return counts
+
+
+# --- test a connection ------------------------------------------------------------------------
+
+_HINTS = {
+    "auth": "The provider refused the API key: check it, or store a new one.",
+    "permission": "The key may not use this model or endpoint: check the account's access.",
+    "not_found": "Not found: check the model id and the base URL.",
+    "quota": "The account has no quota or credit left: check its plan and billing.",
+    "rate_limit": "The provider is rate limiting this key: try again in a moment.",
+    "overloaded": "The provider is overloaded: try again in a moment.",
+    "server": "The provider had an internal error: try again; if it persists, check its status.",
+    "timeout": "No answer in time: check the base URL, or raise the connection's timeout.",
+    "connection": "Could not connect: check the base URL and that the server is reachable.",
+    "bad_request": "The provider rejected the request: check the model id and the connection kind.",
+    "malformed": "The reply was not in the expected format: is the kind right for this server?",
+    "content_filter": "The provider's content filter blocked the test prompt.",
+}
+TEST_PROMPT = "Reply with the single word OK."
+
+
+@sensitive_variables("api_key")
+def connection_test(
+    *, user: Any, connection: ProviderConnection, model_id: str = ""
+) -> dict[str, Any]:
+    """Send one tiny request through the connection; report latency or an actionable error.
+
+    Never runs inside a transaction. The key is redacted from anything the provider echoes.
+    """
+    from asgiref.sync import async_to_sync
+
+    from evalplatform.providers.llm.client import ProviderClient
+    from evalplatform.providers.llm.retry import RetryPolicy
+    from evalplatform.providers.llm.types import LLMRequest, ProviderError
+
+    _require_manage(user, connection.team_id)
+    if not model_id:
+        model = connection.models.filter(active=True).order_by("pk").first()
+        if model is None:
+            raise FieldErrors({"model": "The connection has no active model: add one or name it."})
+        model_id = model.model_id
+    api_key = connection.get_api_key()
+
+    async def call():
+        client = ProviderClient.for_connection(connection, retry=RetryPolicy(max_retries=0))
+        try:
+            return await client.complete(
+                LLMRequest(model=model_id, user=TEST_PROMPT, max_tokens=16, temperature=0)
+            )
+        finally:
+            await client.aclose()
+
+    try:
+        result = async_to_sync(call)()
+    except ProviderError as error:
+        message = error.message.replace(api_key, "[redacted]") if api_key else error.message
+        return {
+            "ok": False,
+            "model": model_id,
+            "error_kind": error.kind,
+            "status": error.status,
+            "message": message[:500],
+            "hint": _HINTS.get(error.kind, "The call failed."),
+        }
+    return {
+        "ok": True,
+        "model": model_id,
+        "latency_ms": round(result.response.latency_s * 1000, 1),
+        "reply": result.response.text[:200],
+        "input_tokens": result.response.input_tokens,
+        "output_tokens": result.response.output_tokens,
+    }

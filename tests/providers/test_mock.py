@@ -20,15 +20,17 @@ COMPARE = (
 
 
 def ask(adapter: MockAdapter, user: str, *, temperature=0.0, seed=0, system="") -> str:
-    request = LLMRequest(model="mock-judge", system=system, user=user, temperature=temperature,
-                         params={"seed": seed})
+    request = LLMRequest(
+        model="mock-judge", system=system, user=user, temperature=temperature, params={"seed": seed}
+    )
     return asyncio.run(adapter.complete(request)).text
 
 
 def test_same_request_same_answer_and_usage_from_text():
     adapter = MockAdapter()
-    request = LLMRequest(model="mock-small", system="Be helpful.", user="Write about rivers.",
-                         temperature=0.7)
+    request = LLMRequest(
+        model="mock-small", system="Be helpful.", user="Write about rivers.", temperature=0.7
+    )
     first, second = (asyncio.run(adapter.complete(request)) for _ in range(2))
     assert first.text == second.text and len(first.text.split()) > 10
     assert first.input_tokens == tokens_for("Be helpful.") + tokens_for("Write about rivers.")
@@ -63,16 +65,26 @@ def test_rating_json_respects_dimensions_and_scales():
 
 
 def test_ranking_and_labeling_json():
-    ranking = json.loads(ask(MockAdapter(), (
-        'Order them best first as JSON {"ranking": [...]}.\n'
-        "Response 1: alpha\nResponse 2: beta gamma\nResponse 3: delta"
-    )))
+    ranking = json.loads(
+        ask(
+            MockAdapter(),
+            (
+                'Order them best first as JSON {"ranking": [...]}.\n'
+                "Response 1: alpha\nResponse 2: beta gamma\nResponse 3: delta"
+            ),
+        )
+    )
     assert sorted(ranking["ranking"]) == ["1", "2", "3"]
-    labels = json.loads(ask(MockAdapter(), 'Label it. Reply {"labels": [...]}\n'
-                                            "Labels: spam, ham, eggs\nText: buy now"))
+    labels = json.loads(
+        ask(
+            MockAdapter(),
+            'Label it. Reply {"labels": [...]}\nLabels: spam, ham, eggs\nText: buy now',
+        )
+    )
     assert len(labels["labels"]) == 1 and labels["labels"][0] in {"spam", "ham", "eggs"}
-    several = json.loads(ask(MockAdapter(), 'Choose multiple. Reply {"labels": [...]}\n'
-                                             "Labels: a, b, c\nText: x"))
+    several = json.loads(
+        ask(MockAdapter(), 'Choose multiple. Reply {"labels": [...]}\nLabels: a, b, c\nText: x')
+    )
     assert len(several["labels"]) == 2 and set(several["labels"]) <= {"a", "b", "c"}
 
 
@@ -80,8 +92,14 @@ def _first_position_share(settings: MockSettings, temperature: float) -> float:
     adapter = MockAdapter(settings)
     wins = 0
     for i in range(200):
-        answer = json.loads(ask(adapter, COMPARE.format(a=f"answer {i} one", b=f"answer {i} two"),
-                                temperature=temperature, seed=i))
+        answer = json.loads(
+            ask(
+                adapter,
+                COMPARE.format(a=f"answer {i} one", b=f"answer {i} two"),
+                temperature=temperature,
+                seed=i,
+            )
+        )
         wins += answer["winner"] == "A"
     return wins / 200
 
@@ -115,17 +133,24 @@ def test_failure_rate_is_retried_through_the_client():
         waits.append(seconds)
 
     async def go():
-        client = ProviderClient(kind="mock", options={"failure_rate": 0.5},
-                                retry=RetryPolicy(max_retries=10, sleep=sleep))
+        client = ProviderClient(
+            kind="mock",
+            options={"failure_rate": 0.5},
+            retry=RetryPolicy(max_retries=10, sleep=sleep),
+        )
         results = [await client.complete(LLMRequest(model="m", user=f"q{i}")) for i in range(20)]
         await client.aclose()
         return results
 
     results = asyncio.run(go())
     assert all(r.response.text for r in results)
-    assert sum(r.attempts for r in results) > 20 and len(waits) == sum(r.attempts - 1 for r in results)
+    assert sum(r.attempts for r in results) > 20 and len(waits) == sum(
+        r.attempts - 1 for r in results
+    )
     with pytest.raises(ProviderError):
-        asyncio.run(MockAdapter(MockSettings(failure_rate=1.0)).complete(LLMRequest(model="m", user="x")))
+        asyncio.run(
+            MockAdapter(MockSettings(failure_rate=1.0)).complete(LLMRequest(model="m", user="x"))
+        )
 
 
 def test_mock_options_are_validated_on_the_connection(team_a):

@@ -1,9 +1,9 @@
 """The fake provider as an ASGI application (served by uvicorn).
 
 Faults come from the configuration (``fault_rate`` over ``fault_kinds``) or from a marker in
-the prompt: ``[[fault:KIND]]`` always, ``[[fault:KIND*N]]`` for the first N attempts of that
-exact request, ``@S`` to set the Retry-After seconds (``[[fault:429*2@0.5]]``). Kinds:
-``429`` (rate limit with Retry-After), ``quota`` (a 429 that must not be retried), ``500``,
+the prompt (or in the model name): ``[[fault:KIND]]`` always, ``[[fault:KIND*N]]`` for the
+first N attempts of that exact request, ``@S`` to set the Retry-After seconds
+(``[[fault:429*2@0.5]]``). Kinds: ``429`` (rate limit with Retry-After), ``quota`` (a 429 that must not be retried), ``500``,
 ``503``, ``529``, ``400``, ``401``, ``404``, ``timeout`` (hangs ``timeout_s``), ``malformed``
 (a 200 that is not JSON), ``truncated`` (a 200 cut in half; a stream cut after its first
 chunk), ``content_filter``.
@@ -142,7 +142,7 @@ class FakeProvider:
     # --- faults -----------------------------------------------------------------------------
     def fault_for(self, route: str, request: LLMRequest) -> Fault | None:
         text = f"{request.system}\n{request.user}"
-        marker = _MARKER.search(text)
+        marker = _MARKER.search(text) or _MARKER.search(request.model)
         if marker:
             kind, times, after = marker.group(1), marker.group(2), marker.group(3)
             key = hashlib.sha256(f"{route}\n{request.model}\n{text}".encode()).hexdigest()
