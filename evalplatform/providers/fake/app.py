@@ -1,12 +1,14 @@
 """The fake provider as an ASGI application (served by uvicorn).
 
 Faults come from the configuration (``fault_rate`` over ``fault_kinds``) or from a marker in
-the prompt (or in the model name): ``[[fault:KIND]]`` always, ``[[fault:KIND*N]]`` for the
-first N attempts of that exact request, ``@S`` to set the Retry-After seconds
-(``[[fault:429*2@0.5]]``). Kinds: ``429`` (rate limit with Retry-After), ``quota`` (a 429 that must not be retried), ``500``,
-``503``, ``529``, ``400``, ``401``, ``404``, ``timeout`` (hangs ``timeout_s``), ``malformed``
-(a 200 that is not JSON), ``truncated`` (a 200 cut in half; a stream cut after its first
-chunk), ``content_filter``.
+the prompt or the model name: ``[[fault:KIND]]`` always; ``[[fault:KIND*N]]`` for the first
+N attempts of that exact request; ``@S`` sets the Retry-After seconds
+(``[[fault:429*2@0.5]]``).
+
+Kinds: ``429`` (rate limit with Retry-After), ``quota`` (a 429 that must not be retried),
+``500``, ``503``, ``529``, ``400``, ``401``, ``404``, ``timeout`` (hangs ``timeout_s``),
+``malformed`` (a 200 that is not JSON), ``truncated`` (a 200 cut in half; a stream cut after
+its first chunk), ``content_filter``.
 """
 
 from __future__ import annotations
