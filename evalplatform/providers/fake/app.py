@@ -91,6 +91,10 @@ class FakeProvider:
                 self.gemini_stream,
             ),
         ]
+        from evalplatform.providers.fake.batches import BatchStore
+
+        self.batches = BatchStore(self)
+        self._routes.extend(self.batches.routes())
 
     # --- ASGI -------------------------------------------------------------------------------
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:

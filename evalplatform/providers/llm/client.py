@@ -13,13 +13,24 @@ from typing import Any
 import httpx
 
 from evalplatform.providers.llm.anthropic import AnthropicAdapter
-from evalplatform.providers.llm.base import Adapter, StreamItem
+from evalplatform.providers.llm.base import Adapter, HTTPAdapter, StreamItem
+from evalplatform.providers.llm.batch import Batches, BatchLimits
+from evalplatform.providers.llm.batch_protocols import (
+    AnthropicBatches,
+    GeminiBatches,
+    OpenAIBatches,
+)
 from evalplatform.providers.llm.gemini import GeminiAdapter
 from evalplatform.providers.llm.mock import MockAdapter, MockSettings
 from evalplatform.providers.llm.openai import OpenAIAdapter
 from evalplatform.providers.llm.retry import Attempts, RetryPolicy, with_retries
 from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
 
+BATCHES: dict[str, type[Batches]] = {
+    "openai": OpenAIBatches,
+    "anthropic": AnthropicBatches,
+    "gemini": GeminiBatches,
+}
 HTTP_ADAPTERS: dict[str, type[OpenAIAdapter | AnthropicAdapter | GeminiAdapter]] = {
     "openai": OpenAIAdapter,
     "anthropic": AnthropicAdapter,
@@ -125,6 +136,16 @@ class ProviderClient:
             "options": {"max_tokens_param": connection.max_tokens_param, **connection.options},
         }
         return cls(**(settings | overrides))
+
+    def batches(self, limits: BatchLimits | None = None) -> Batches:
+        """The provider's batch API over this client (``limits`` override the provider's)."""
+        if not isinstance(self.adapter, HTTPAdapter):
+            raise ProviderError(
+                "The mock kind has no provider batch API.",
+                kind="bad_request",
+                retryable=False,
+            )
+        return BATCHES[self.kind](self.adapter, limits)
 
     async def __aenter__(self) -> ProviderClient:
         return self

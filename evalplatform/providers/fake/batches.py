@@ -1,0 +1,480 @@
+"""The fake provider's batch APIs: OpenAI files + batches, Anthropic message batches, Gemini
+inline batches. A batch moves through its states over ``batch_duration_s``; lines fail by
+``batch_failure_rate`` or by a ``[[fault:...]]`` marker; ``[[batch:expire]]`` in any request
+makes the batch expire with half its requests done; results come back shuffled (OpenAI,
+Anthropic) or in input order without keys (Gemini)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.parser import BytesParser
+from email.policy import HTTP
+from typing import TYPE_CHECKING, Any
+
+from evalplatform.providers.fake import wire
+from evalplatform.providers.llm.types import LLMRequest
+
+if TYPE_CHECKING:
+    from evalplatform.providers.fake.app import FakeProvider, Reply
+
+_FAULT = re.compile(r"\[\[fault:([a-z0-9_]+)")
+_TYPES = "type.googleapis.com/google.ai.generativelanguage.v1main."
+_ERROR_STATUS = {"400": 400, "401": 401, "404": 404, "quota": 429, "429": 429, "529": 529}
+
+
+@dataclass
+class FakeBatch:
+    id: str
+    protocol: str
+    requests: list[tuple[str, LLMRequest]]
+    created: float
+    model: str = ""
+    input_file_id: str = ""
+    name: str = ""
+    cancelled_at: float | None = None
+    processed_at_cancel: int = 0
+    cancel_polled: bool = False
+    expire: bool = False
+    outcomes: list[tuple[str, str, Any]] | None = field(default=None, repr=False)
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+class BatchStore:
+    def __init__(self, provider: FakeProvider):
+        self.provider = provider
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, FakeBatch] = {}
+
+    def routes(self) -> list[tuple[str, re.Pattern[str], Any]]:
+        r = re.compile
+        return [
+            ("POST", r(r"^/v1/files$"), self.openai_upload),
+            ("GET", r(r"^/v1/files/(?P<file_id>[^/]+)/content$"), self.openai_file),
+            ("POST", r(r"^/v1/batches$"), self.openai_create),
+            ("GET", r(r"^/v1/batches/(?P<batch_id>[^/]+)$"), self.openai_get),
+            ("POST", r(r"^/v1/batches/(?P<batch_id>[^/]+)/cancel$"), self.openai_cancel),
+            ("POST", r(r"^/v1/messages/batches$"), self.anthropic_create),
+            ("GET", r(r"^/v1/messages/batches/(?P<batch_id>[^/]+)$"), self.anthropic_get),
+            (
+                "POST",
+                r(r"^/v1/messages/batches/(?P<batch_id>[^/]+)/cancel$"),
+                self.anthropic_cancel,
+            ),
+            (
+                "GET",
+                r(r"^/v1/messages/batches/(?P<batch_id>[^/]+)/results$"),
+                self.anthropic_results,
+            ),
+            (
+                "POST",
+                r(r"^/v1beta/models/(?P<model>[^/:]+):batchGenerateContent$"),
+                self.gemini_create,
+            ),
+            ("GET", r(r"^/v1beta/batches/(?P<batch_id>[^/:]+)$"), self.gemini_get),
+            ("POST", r(r"^/v1beta/batches/(?P<batch_id>[^/:]+):cancel$"), self.gemini_cancel),
+        ]
+
+    # --- shared -------------------------------------------------------------------------------
+    def _reply(self, data: Any, status: int = 200) -> Reply:
+        from evalplatform.providers.fake.app import json_reply
+
+        return json_reply(data, status)
+
+    def _missing(self, protocol: str, what: str) -> Reply:
+        return self._reply(wire.error_body(protocol, 404, f"No such {what}."), 404)
+
+    def _add(
+        self, protocol: str, requests: list[tuple[str, LLMRequest]], **fields: Any
+    ) -> FakeBatch:
+        prefix = {"openai": "batch_", "anthropic": "msgbatch_", "gemini": ""}[protocol]
+        batch = FakeBatch(
+            id=prefix + uuid.uuid4().hex[:20],
+            protocol=protocol,
+            requests=requests,
+            created=time.time(),
+            expire=any("[[batch:expire]]" in r.user for _, r in requests),
+            **fields,
+        )
+        self.batches[batch.id] = batch
+        return batch
+
+    def _fraction(self, batch: FakeBatch) -> float:
+        duration = self.provider.config.batch_duration_s
+        return 1.0 if duration <= 0 else min(1.0, (time.time() - batch.created) / duration)
+
+    def _processed(self, batch: FakeBatch) -> int:
+        if batch.cancelled_at is not None:
+            return batch.processed_at_cancel
+        done = math.floor(len(batch.requests) * self._fraction(batch))
+        return min(done, len(batch.requests) // 2) if batch.expire else done
+
+    def _ended(self, batch: FakeBatch) -> bool:
+        return batch.cancelled_at is not None or self._fraction(batch) >= 1.0
+
+    def _outcomes(self, batch: FakeBatch) -> list[tuple[str, str, Any]]:
+        """(custom_id, 'succeeded'|'errored'|'expired'|'cancelled', payload) per request."""
+        if batch.outcomes is not None:
+            return batch.outcomes
+        processed = (
+            self._processed(batch)
+            if batch.cancelled_at is not None or batch.expire
+            else len(batch.requests)
+        )
+        config = self.provider.config
+        result: list[tuple[str, str, Any]] = []
+        for index, (custom_id, request) in enumerate(batch.requests):
+            if index >= processed:
+                result.append(
+                    (custom_id, "cancelled" if batch.cancelled_at is not None else "expired", None)
+                )
+                continue
+            marker = _FAULT.search(f"{request.system}\n{request.user}")
+            rng = random.Random(f"{config.seed}:{batch.id}:{custom_id}")  # noqa: S311
+            if marker or rng.random() < config.batch_failure_rate:
+                kind = marker.group(1) if marker else "500"
+                result.append((custom_id, "errored", _ERROR_STATUS.get(kind, 500)))
+                continue
+            text, finish, usage = self.provider.answer(request)
+            result.append((custom_id, "succeeded", (request, text, finish, usage)))
+        if self._ended(batch):
+            batch.outcomes = result
+        return result
+
+    def _shuffled(self, batch: FakeBatch) -> list[tuple[str, str, Any]]:
+        outcomes = list(self._outcomes(batch))
+        random.Random(batch.id).shuffle(outcomes)  # noqa: S311
+        return outcomes
+
+    def _counts(self, batch: FakeBatch) -> tuple[int, int]:
+        processed = self._processed(batch)
+        outcomes = self._outcomes(batch)[:processed]
+        ok = sum(1 for _, kind, _ in outcomes if kind == "succeeded")
+        return ok, sum(1 for _, kind, _ in outcomes if kind == "errored")
+
+    def _cancel(self, batch: FakeBatch) -> None:
+        if batch.cancelled_at is None and not self._ended(batch):
+            batch.processed_at_cancel = self._processed(batch)
+            batch.cancelled_at = time.time()
+
+    # --- OpenAI -------------------------------------------------------------------------------
+    async def openai_upload(self, raw: bytes, headers: dict[str, str], **_: Any) -> Reply:
+        message = BytesParser(policy=HTTP).parsebytes(
+            b"Content-Type: " + headers.get("content-type", "").encode() + b"\r\n\r\n" + raw
+        )
+        fields: dict[str, str] = {}
+        content, filename = b"", "upload.jsonl"
+        for part in message.iter_parts():  # type: ignore[attr-defined]
+            name = part.get_param("name", header="content-disposition")
+            payload = part.get_payload(decode=True) or b""
+            if part.get_filename():
+                filename, content = str(part.get_filename()), bytes(payload)
+            elif name:
+                fields[str(name)] = bytes(payload).decode()
+        if fields.get("purpose") != "batch" or not content:
+            return self._reply(
+                wire.error_body("openai", 400, "Upload a JSONL file with purpose=batch."), 400
+            )
+        file_id = "file-" + uuid.uuid4().hex[:24]
+        self.files[file_id] = content
+        return self._reply(
+            {
+                "id": file_id,
+                "object": "file",
+                "bytes": len(content),
+                "created_at": int(time.time()),
+                "filename": filename,
+                "purpose": "batch",
+            }
+        )
+
+    async def openai_file(self, file_id: str, **_: Any) -> Reply:
+        from evalplatform.providers.fake.app import Reply
+
+        if file_id.startswith("out-") or file_id.startswith("err-"):
+            batch = self.batches.get(file_id[4:])
+            if batch is None or not self._ended(batch):
+                return self._missing("openai", "file")
+            return Reply(
+                body=self._openai_lines(batch, errors=file_id.startswith("err-")),
+                content_type=b"application/octet-stream",
+            )
+        if file_id not in self.files:
+            return self._missing("openai", "file")
+        return Reply(body=self.files[file_id], content_type=b"application/octet-stream")
+
+    def _openai_lines(self, batch: FakeBatch, *, errors: bool) -> bytes:
+        lines = []
+        for custom_id, kind, payload in self._shuffled(batch):
+            if kind == "succeeded" and not errors:
+                request, text, finish, usage = payload
+                body = wire.openai_reply(request.model, text, finish, usage)
+                lines.append(
+                    {
+                        "id": f"batch_req_{uuid.uuid4().hex[:12]}",
+                        "custom_id": custom_id,
+                        "response": {"status_code": 200, "request_id": "req_fake", "body": body},
+                        "error": None,
+                    }
+                )
+            elif kind == "errored" and errors:
+                lines.append(
+                    {
+                        "id": f"batch_req_{uuid.uuid4().hex[:12]}",
+                        "custom_id": custom_id,
+                        "response": {
+                            "status_code": payload,
+                            "request_id": "req_fake",
+                            "body": wire.error_body("openai", payload, "Injected batch failure."),
+                        },
+                        "error": None,
+                    }
+                )
+            elif kind in ("expired", "cancelled") and errors:
+                code = "batch_expired" if kind == "expired" else "batch_cancelled"
+                lines.append(
+                    {
+                        "id": f"batch_req_{uuid.uuid4().hex[:12]}",
+                        "custom_id": custom_id,
+                        "response": None,
+                        "error": {"code": code, "message": f"Request {kind}."},
+                    }
+                )
+        return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+
+    async def openai_create(self, raw: bytes, **_: Any) -> Reply:
+        body = json.loads(raw or b"{}")
+        content = self.files.get(str(body.get("input_file_id")))
+        if content is None:
+            return self._reply(wire.error_body("openai", 400, "input_file_id not found."), 400)
+        requests = []
+        for number, line in enumerate(content.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                requests.append((str(item["custom_id"]), wire.openai_request(item["body"])))
+            except (ValueError, KeyError, TypeError):
+                return self._reply(wire.error_body("openai", 400, f"Invalid line {number}."), 400)
+        ids = [c for c, _ in requests]
+        if len(set(ids)) != len(ids):
+            return self._reply(wire.error_body("openai", 400, "Duplicate custom_id."), 400)
+        batch = self._add("openai", requests, input_file_id=body["input_file_id"])
+        return self._reply(self._openai_object(batch))
+
+    def _openai_object(self, batch: FakeBatch) -> dict[str, Any]:
+        ended = self._ended(batch)
+        fraction = self._fraction(batch)
+        if batch.cancelled_at is not None:
+            status = "cancelled" if batch.cancel_polled else "cancelling"
+            batch.cancel_polled = True
+        elif ended:
+            status = "expired" if batch.expire else "completed"
+        else:
+            status = "validating" if fraction < 0.1 else "in_progress"
+        ok, failed = self._counts(batch)
+        done = status in ("completed", "expired", "cancelled")
+        has_errors = done and any(kind != "succeeded" for _, kind, _ in self._outcomes(batch))
+        return {
+            "id": batch.id,
+            "object": "batch",
+            "endpoint": "/v1/chat/completions",
+            "input_file_id": batch.input_file_id,
+            "completion_window": "24h",
+            "status": status,
+            "output_file_id": f"out-{batch.id}" if done else None,
+            "error_file_id": f"err-{batch.id}" if has_errors else None,
+            "created_at": int(batch.created),
+            "request_counts": {"total": len(batch.requests), "completed": ok, "failed": failed},
+            "errors": None,
+            "metadata": {},
+        }
+
+    async def openai_get(self, batch_id: str, **_: Any) -> Reply:
+        batch = self.batches.get(batch_id)
+        return (
+            self._reply(self._openai_object(batch)) if batch else self._missing("openai", "batch")
+        )
+
+    async def openai_cancel(self, batch_id: str, **_: Any) -> Reply:
+        batch = self.batches.get(batch_id)
+        if batch is None:
+            return self._missing("openai", "batch")
+        self._cancel(batch)
+        return self._reply(self._openai_object(batch))
+
+    # --- Anthropic ----------------------------------------------------------------------------
+    async def anthropic_create(self, raw: bytes, headers: dict[str, str], **_: Any) -> Reply:
+        try:
+            body = json.loads(raw)
+            requests = [
+                (str(r["custom_id"]), wire.anthropic_request(r["params"])) for r in body["requests"]
+            ]
+        except (ValueError, KeyError, TypeError) as exc:
+            return self._reply(wire.error_body("anthropic", 400, f"Invalid batch: {exc}"), 400)
+        if any(not re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", c) for c, _ in requests):
+            return self._reply(
+                wire.error_body("anthropic", 400, "custom_id must match ^[a-zA-Z0-9_-]{1,64}$"), 400
+            )
+        batch = self._add("anthropic", requests, name=headers.get("host", "127.0.0.1"))
+        return self._reply(self._anthropic_object(batch))
+
+    def _anthropic_object(self, batch: FakeBatch) -> dict[str, Any]:
+        ended = self._ended(batch) and not (
+            batch.cancelled_at is not None and not batch.cancel_polled
+        )
+        if batch.cancelled_at is not None:
+            batch.cancel_polled = True
+        counts = {
+            "processing": len(batch.requests),
+            "succeeded": 0,
+            "errored": 0,
+            "canceled": 0,
+            "expired": 0,
+        }
+        if ended:
+            counts["processing"] = 0
+            for _, kind, _ in self._outcomes(batch):
+                counts[{"cancelled": "canceled"}.get(kind, kind)] += 1
+        return {
+            "id": batch.id,
+            "type": "message_batch",
+            "processing_status": "ended"
+            if ended
+            else ("canceling" if batch.cancelled_at else "in_progress"),
+            "request_counts": counts,
+            "created_at": _iso(batch.created),
+            "expires_at": _iso(batch.created + 86400),
+            "ended_at": _iso(time.time()) if ended else None,
+            "cancel_initiated_at": _iso(batch.cancelled_at) if batch.cancelled_at else None,
+            "archived_at": None,
+            "results_url": f"http://{batch.name}/v1/messages/batches/{batch.id}/results"
+            if ended
+            else None,
+        }
+
+    async def anthropic_get(self, batch_id: str, **_: Any) -> Reply:
+        batch = self.batches.get(batch_id)
+        return (
+            self._reply(self._anthropic_object(batch))
+            if batch
+            else self._missing("anthropic", "batch")
+        )
+
+    async def anthropic_cancel(self, batch_id: str, **_: Any) -> Reply:
+        batch = self.batches.get(batch_id)
+        if batch is None:
+            return self._missing("anthropic", "batch")
+        self._cancel(batch)
+        batch.cancel_polled = False
+        return self._reply(self._anthropic_object(batch))
+
+    async def anthropic_results(self, batch_id: str, **_: Any) -> Reply:
+        from evalplatform.providers.fake.app import Reply
+
+        batch = self.batches.get(batch_id)
+        if batch is None or not self._ended(batch):
+            return self._missing("anthropic", "batch results")
+        lines = []
+        for custom_id, kind, payload in self._shuffled(batch):
+            if kind == "succeeded":
+                request, text, finish, usage = payload
+                result = {
+                    "type": "succeeded",
+                    "message": wire.anthropic_reply(request.model, text, finish, usage),
+                }
+            elif kind == "errored":
+                result = {
+                    "type": "errored",
+                    "error": wire.error_body("anthropic", payload, "Injected batch failure."),
+                }
+            else:
+                result = {"type": "canceled" if kind == "cancelled" else "expired"}
+            lines.append(json.dumps({"custom_id": custom_id, "result": result}).encode())
+        return Reply(body=b"\n".join(lines) + b"\n", content_type=b"application/binary")
+
+    # --- Gemini -------------------------------------------------------------------------------
+    async def gemini_create(self, raw: bytes, model: str, **_: Any) -> Reply:
+        try:
+            spec = json.loads(raw)["batch"]
+            inline = spec["input_config"]["requests"]["requests"]
+            requests = [
+                (
+                    str((item.get("metadata") or {}).get("key", index)),
+                    wire.gemini_request(model, item["request"]),
+                )
+                for index, item in enumerate(inline)
+            ]
+        except (ValueError, KeyError, TypeError) as exc:
+            return self._reply(wire.error_body("gemini", 400, f"Invalid batch: {exc}"), 400)
+        batch = self._add("gemini", requests, model=model, name=str(spec.get("display_name", "")))
+        return self._reply(self._gemini_object(batch))
+
+    def _gemini_object(self, batch: FakeBatch) -> dict[str, Any]:
+        ended = self._ended(batch)
+        fraction = self._fraction(batch)
+        if batch.cancelled_at is not None:
+            state = "CANCELLED"
+        elif ended:
+            state = "EXPIRED" if batch.expire else "SUCCEEDED"
+        else:
+            state = "PENDING" if fraction < 0.1 else "RUNNING"
+        ok, failed = self._counts(batch)
+        total = len(batch.requests)
+        data: dict[str, Any] = {
+            "name": f"batches/{batch.id}",
+            "metadata": {
+                "@type": _TYPES + "GenerateContentBatch",
+                "model": f"models/{batch.model}",
+                "displayName": batch.name,
+                "state": f"BATCH_STATE_{state}",
+                "batchStats": {
+                    "requestCount": str(total),
+                    "successfulRequestCount": str(ok),
+                    "failedRequestCount": str(failed),
+                    "pendingRequestCount": str(total - ok - failed),
+                },
+            },
+            "done": ended,
+        }
+        if ended:
+            answers = []
+            for _, kind, payload in self._outcomes(batch):
+                if kind == "succeeded":
+                    request, text, finish, usage = payload
+                    answers.append(
+                        {"response": wire.gemini_reply(request.model, text, finish, usage)}
+                    )
+                elif kind == "errored":
+                    answers.append(
+                        {"error": {"code": payload, "message": "Injected batch failure."}}
+                    )
+                else:
+                    break  # not processed: no entry
+            data["response"] = {
+                "@type": _TYPES + "GenerateContentBatchOutput",
+                "inlinedResponses": {"inlinedResponses": answers},
+            }
+        return data
+
+    async def gemini_get(self, batch_id: str, **_: Any) -> Reply:
+        batch = self.batches.get(batch_id)
+        return (
+            self._reply(self._gemini_object(batch)) if batch else self._missing("gemini", "batch")
+        )
+
+    async def gemini_cancel(self, batch_id: str, **_: Any) -> Reply:
+        batch = self.batches.get(batch_id)
+        if batch is None:
+            return self._missing("gemini", "batch")
+        self._cancel(batch)
+        return self._reply({})

@@ -1,0 +1,248 @@
+"""Batch APIs of the three protocols behind one interface.
+
+``submit`` takes a stream of ``(custom_id, LLMRequest)`` and writes each provider body into a
+spooled temporary file (memory up to 8 MB, then disk), so a million-line batch is never held
+in memory; a batch that would pass a provider's limits is split, and ``submit`` returns one
+``BatchHandle`` per provider batch. ``poll`` gives a ``BatchStatus`` normalized across
+providers; ``results`` yields ``BatchResult``s (a completion or a ``ProviderError``) by
+``custom_id``; ``cancel`` asks the provider to stop.
+
+Normalized states: validating, in_progress, finalizing, completed, failed, expired,
+cancelling, cancelled (``done`` for the last four and for completed).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import httpx
+
+from evalplatform.providers.llm import errors
+from evalplatform.providers.llm.base import HTTPAdapter
+from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
+
+SPOOL_BYTES = 8 * 1024 * 1024
+DONE_STATES = {"completed", "failed", "expired", "cancelled"}
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    max_requests: int
+    max_bytes: int
+
+
+LIMITS = {
+    "openai": BatchLimits(50_000, 200 * 1024 * 1024),
+    "anthropic": BatchLimits(100_000, 256 * 1024 * 1024),
+    # Inline Gemini batches must stay under 20 MB; larger inputs are split into several.
+    "gemini": BatchLimits(50_000, 20 * 1024 * 1024),
+}
+
+
+@dataclass
+class BatchHandle:
+    """What the batch registry persists to poll and read a provider batch after a restart."""
+
+    protocol: str
+    remote_id: str
+    request_count: int
+    submitted_bytes: int
+    model: str = ""
+    input_file_id: str = ""
+    # Gemini returns inline results in input order, without keys: keep the order here.
+    custom_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class BatchStatus:
+    state: str
+    provider_state: str
+    total: int
+    succeeded: int
+    failed: int
+    output_refs: dict[str, str] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def done(self) -> bool:
+        return self.state in DONE_STATES
+
+
+@dataclass
+class BatchResult:
+    custom_id: str
+    response: LLMResponse | None = None
+    error: ProviderError | None = None
+
+
+class Chunk:
+    """One provider batch being written: a spooled file with its counts."""
+
+    def __init__(self, prefix: bytes = b"", separator: bytes = b"\n", suffix: bytes = b""):
+        self.file: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115
+        self.separator = separator
+        self.suffix = suffix
+        self.count = 0
+        self.size = len(prefix) + len(suffix)
+        self.custom_ids: list[str] = []
+        self.file.write(prefix)
+
+    def fits(self, line: bytes, limits: BatchLimits) -> bool:
+        extra = len(line) + (len(self.separator) if self.count else 0)
+        return self.count < limits.max_requests and self.size + extra <= limits.max_bytes
+
+    def add(self, custom_id: str, line: bytes) -> None:
+        if self.count:
+            self.file.write(self.separator)
+            self.size += len(self.separator)
+        self.file.write(line)
+        self.size += len(line)
+        self.count += 1
+        self.custom_ids.append(custom_id)
+
+    def finish(self) -> IO[bytes]:
+        self.file.write(self.suffix)
+        self.file.seek(0)
+        return self.file
+
+
+async def file_chunks(handle: IO[bytes], size: int = 1024 * 1024) -> AsyncIterator[bytes]:
+    while piece := handle.read(size):
+        yield piece
+
+
+class Batches(ABC):
+    """The batch side of one HTTP adapter (same client, base URL, key and options)."""
+
+    def __init__(self, adapter: HTTPAdapter, limits: BatchLimits | None = None):
+        self.adapter = adapter
+        self.protocol = adapter.protocol
+        self.limits = limits or LIMITS[self.protocol]
+
+    # --- shared plumbing ------------------------------------------------------------------------
+    async def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        headers = {**self.adapter._headers, **kwargs.pop("headers", {})}
+        if "files" in kwargs:  # multipart sets its own content type (with the boundary)
+            headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+        try:
+            response = await self.adapter.http.request(method, url, headers=headers, **kwargs)
+        except httpx.TransportError as exc:
+            raise errors.from_transport(exc) from exc
+        if response.status_code >= 300:
+            raise errors.from_response(response, protocol=self.protocol)
+        return response
+
+    async def _json(self, method: str, url: str, **kwargs: Any) -> dict[str, Any]:
+        response = await self._request(method, url, **kwargs)
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise errors.malformed(response.text, "not JSON") from exc
+
+    async def _lines(self, url: str) -> AsyncIterator[dict[str, Any]]:
+        try:
+            async with self.adapter.http.stream("GET", url, headers=self.adapter._headers) as resp:
+                if resp.status_code >= 300:
+                    await resp.aread()
+                    raise errors.from_response(resp, protocol=self.protocol)
+                async for line in resp.aiter_lines():
+                    if line.strip():
+                        try:
+                            yield json.loads(line)
+                        except ValueError as exc:
+                            raise errors.malformed(line, "a result line is not JSON") from exc
+        except httpx.TransportError as exc:
+            raise errors.from_transport(exc) from exc
+
+    def _result(self, custom_id: str, body: Any) -> BatchResult:
+        try:
+            text, input_tokens, output_tokens, finish = self.adapter.parse(body)
+        except ProviderError as error:
+            return BatchResult(custom_id, error=error)
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+            return BatchResult(custom_id, error=errors.malformed(json.dumps(body), repr(exc)))
+        response = LLMResponse(text, input_tokens, output_tokens, finish, 0.0, body)
+        return BatchResult(custom_id, response=response)
+
+    @staticmethod
+    def _failure(
+        custom_id: str,
+        message: str,
+        kind: str = "batch_error",
+        raw: Any = None,
+        status: int | None = None,
+    ) -> BatchResult:
+        retryable = kind in {"expired", "cancelled", "rate_limit", "server", "overloaded"}
+        error = ProviderError(
+            message,
+            kind=kind,
+            retryable=retryable,
+            status=status,
+            raw_text=json.dumps(raw) if raw is not None else "",
+        )
+        return BatchResult(custom_id, error=error)
+
+    @classmethod
+    def _http_failure(
+        cls, custom_id: str, message: str, status: int | None, raw: Any
+    ) -> BatchResult:
+        """A failed line that carries an HTTP status: 429 and 5xx may be re-submitted."""
+        retry = status is not None and (status == 429 or status >= 500)
+        return cls._failure(custom_id, message, "server" if retry else "bad_request", raw, status)
+
+    async def submit(
+        self, items: Iterable[tuple[str, LLMRequest]], *, display_name: str = "batch"
+    ) -> list[BatchHandle]:
+        """Submit, splitting by the provider's limits (and by model for Gemini)."""
+        handles: list[BatchHandle] = []
+        chunks: dict[str, Chunk] = {}
+        for custom_id, request in items:
+            group = request.model if self.protocol == "gemini" else ""
+            line = self.line(custom_id, request)
+            if len(line) > self.limits.max_bytes:
+                raise ProviderError(
+                    f"Request {custom_id} alone exceeds the batch size limit.",
+                    kind="too_large",
+                    retryable=False,
+                )
+            chunk = chunks.get(group)
+            if chunk is not None and not chunk.fits(line, self.limits):
+                handles.append(await self._send(chunk, group, display_name))
+                chunk = None
+            if chunk is None:
+                chunk = chunks[group] = self.new_chunk()
+            chunk.add(custom_id, line)
+        for group, chunk in chunks.items():
+            handles.append(await self._send(chunk, group, display_name))
+        return handles
+
+    async def _send(self, chunk: Chunk, group: str, display_name: str) -> BatchHandle:
+        with chunk.finish() as body:
+            handle = await self.create(body, chunk, group, display_name)
+        handle.request_count, handle.submitted_bytes = chunk.count, chunk.size
+        return handle
+
+    # --- per protocol -------------------------------------------------------------------------
+    @abstractmethod
+    def new_chunk(self) -> Chunk: ...
+
+    @abstractmethod
+    def line(self, custom_id: str, request: LLMRequest) -> bytes: ...
+
+    @abstractmethod
+    async def create(self, body: IO[bytes], chunk: Chunk, group: str, name: str) -> BatchHandle: ...
+
+    @abstractmethod
+    async def poll(self, handle: BatchHandle) -> BatchStatus: ...
+
+    @abstractmethod
+    def results(self, handle: BatchHandle, status: BatchStatus) -> AsyncIterator[BatchResult]:
+        """Every request's outcome once ``status.done``, in any order."""
+
+    @abstractmethod
+    async def cancel(self, handle: BatchHandle) -> BatchStatus: ...
