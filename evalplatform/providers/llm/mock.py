@@ -29,10 +29,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from evalplatform.providers.estimate import estimate_tokens
 from evalplatform.providers.llm.base import Adapter, StreamItem
 from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
 
-CHARS_PER_TOKEN = 4.0
 _WORDS = [
     "the",
     "model",
@@ -86,9 +86,8 @@ _DIMENSION_WORD = re.compile(
 _LABELS = re.compile(r"(?im)^[ \t]*labels?[ \t]*:[ \t]*(.+)$")
 
 
-def tokens_for(text: str) -> int:
-    """The heuristic the mock bills by (and estimation assumes): ~4 characters a token."""
-    return max(1, math.ceil(len(text) / CHARS_PER_TOKEN)) if text else 0
+# The mock bills by the estimation heuristic, so estimates are exact on the input side.
+tokens_for = estimate_tokens
 
 
 def quality(text: str) -> float:
