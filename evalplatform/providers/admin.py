@@ -50,6 +50,14 @@ class ConnectionForm(forms.ModelForm):
                 )
         return cleaned
 
+    def clean_api_key(self):
+        key = self.cleaned_data.get("api_key") or ""
+        try:
+            services.validate_api_key(key)
+        except ApplicationError as exc:
+            raise forms.ValidationError(exc.extra["errors"]["api_key"][0]) from exc
+        return key
+
     def clean_kind(self):
         kind = self.cleaned_data["kind"]
         instance = self.instance

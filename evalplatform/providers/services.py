@@ -54,11 +54,24 @@ def _unknown(fields: dict[str, Any], allowed: tuple[str, ...]) -> None:
 
 
 @sensitive_variables("api_key")
+def validate_api_key(api_key: str) -> None:
+    """A key travels in an HTTP header: printable ASCII without spaces."""
+    if api_key and (len(api_key) > 1000 or not all(33 <= ord(ch) <= 126 for ch in api_key)):
+        raise FieldErrors(
+            {
+                "api_key": "An API key is printable ASCII without spaces (check for a pasted "
+                "line break), at most 1000 characters."
+            }
+        )
+
+
+@sensitive_variables("api_key")
 def connection_create(
     *, user: Any, team: Team, api_key: str = "", **fields: Any
 ) -> ProviderConnection:
     _require_manage(user, team)
     _unknown(fields, CONNECTION_FIELDS)
+    validate_api_key(api_key)
     connection = ProviderConnection(team=team, **fields)
     connection.set_api_key(api_key)
     validate_instance(connection, unique_field="name")
@@ -83,6 +96,7 @@ def connection_update(
     for name, value in fields.items():
         setattr(connection, name, value)
     if api_key is not None:
+        validate_api_key(api_key)
         connection.set_api_key(api_key)
     elif connection.has_api_key and (connection.kind, connection.effective_base_url) != before:
         connection.refresh_from_db()

@@ -9,7 +9,7 @@ import pytest
 
 from evalplatform.providers.llm.batch import BatchLimits
 from evalplatform.providers.llm.client import ProviderClient
-from evalplatform.providers.llm.types import LLMRequest
+from evalplatform.providers.llm.types import LLMRequest, ProviderError
 
 PROTOCOLS = ["openai", "anthropic", "gemini"]
 
@@ -146,3 +146,57 @@ def test_mock_kind_has_no_provider_batch_api():
 
     with pytest.raises(ProviderError, match="no provider batch API"):
         ProviderClient(kind="mock").batches()
+
+
+@pytest.mark.parametrize("kind", PROTOCOLS)
+def test_what_is_sent_stays_within_the_byte_limit(fake_provider, kind):
+    fake_provider.config.batch_duration_s = 0.1
+    client = ProviderClient(kind=kind, base_url=fake_provider.url)
+    batches = client.batches()
+    line = len(batches.line("req-0", next(items(1))[1]))
+    wrapper = batches.new_chunk("test-batch", "m-1").size
+    asyncio.run(client.aclose())
+    exact = wrapper + 2 * line + 1  # two lines and their separator fill a batch exactly
+    outcome = asyncio.run(
+        lifecycle(fake_provider.url, kind, items(4), limits=BatchLimits(10_000, exact))
+    )
+    assert [h.request_count for h, _, _ in outcome] == [2, 2]
+    assert all(h.submitted_bytes == exact for h, _, _ in outcome)
+    if kind == "openai":
+        sent = [len(fake_provider.app.batches.files[h.input_file_id]) for h, _, _ in outcome]
+    else:
+        sent = [len(raw) for path, raw in fake_provider.app.bodies if "atch" in path and raw][:2]
+    assert sent == [exact, exact]
+    with pytest.raises(ProviderError, match="alone exceeds"):
+        asyncio.run(
+            lifecycle(fake_provider.url, kind, items(1), limits=BatchLimits(10, wrapper + line - 1))
+        )
+
+
+@pytest.mark.parametrize("kind", PROTOCOLS)
+def test_a_failed_submission_reports_the_accepted_batches(fake_provider, kind):
+    from evalplatform.providers.llm.batch import BatchSubmitError
+
+    fake_provider.config.batch_duration_s = 0.1
+    accepted = []
+
+    async def go():
+        async with ProviderClient(kind=kind, base_url=fake_provider.url) as client:
+            await client.batches(BatchLimits(2, 10**7)).submit(
+                items(5, extra={3: " [[fault:reject]]"}), on_submitted=accepted.append
+            )
+
+    with pytest.raises(BatchSubmitError) as err:
+        asyncio.run(go())
+    assert [h.request_count for h in err.value.handles] == [2] and accepted == err.value.handles
+    assert accepted[0].custom_ids == ["req-0", "req-1"]
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_a_result_the_provider_lost_is_a_retryable_failure(fake_provider, kind):
+    fake_provider.config.batch_duration_s = 0.1
+    requests = list(items(5, extra={2: " [[batch:drop]]"}))
+    [(_, _, results)] = asyncio.run(lifecycle(fake_provider.url, kind, requests))
+    by_id = {r.custom_id: r for r in results}
+    assert len(results) == 5 and by_id["req-2"].error.kind == "missing"
+    assert by_id["req-2"].error.retryable

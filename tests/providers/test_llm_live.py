@@ -30,9 +30,12 @@ def run(coro):
     return asyncio.run(coro)
 
 
-async def _complete(url, kind, request, *, sleep=None, max_retries=3, **client_kw):
+async def _complete(
+    url, kind, request, *, sleep=None, max_retries=3, api_key_override=None, **client_kw
+):
     policy = RetryPolicy(max_retries=max_retries, sleep=sleep or FakeSleep())
-    async with ProviderClient(kind=kind, base_url=url, api_key="k", retry=policy, **client_kw) as c:
+    key = api_key_override or "k"
+    async with ProviderClient(kind=kind, base_url=url, api_key=key, retry=policy, **client_kw) as c:
         return await c.complete(request)
 
 
@@ -233,3 +236,78 @@ def test_concurrency_cap_holds(fake_provider):
 
     results = run(many())
     assert len(results) == 12 and fake_provider.app.max_in_flight == 3
+
+
+def test_rate_limits_with_billing_words_are_still_rate_limits():
+    import httpx
+
+    from evalplatform.providers.llm import errors
+
+    openai_429 = httpx.Response(
+        429,
+        headers={"retry-after": "2"},
+        json={
+            "error": {
+                "message": "Rate limit reached. Visit https://platform.openai.com/account/billing.",
+                "type": "requests",
+                "code": "rate_limit_exceeded",
+            }
+        },
+    )
+    assert errors.from_response(openai_429, protocol="openai").kind == "rate_limit"
+    gemini_rate = httpx.Response(
+        429,
+        json={
+            "error": {
+                "code": 429,
+                "status": "RESOURCE_EXHAUSTED",
+                "message": "You exceeded your current quota, please check your plan and "
+                "billing details.",
+                "details": [
+                    {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "7s"}
+                ],
+            }
+        },
+    )
+    error = errors.from_response(gemini_rate, protocol="gemini")
+    assert (error.kind, error.retry_after) == ("rate_limit", 7.0)
+
+
+@pytest.mark.parametrize("kind", PROTOCOLS)
+def test_streams_must_finish_and_filters_are_reported(fake_provider, kind):
+    with pytest.raises(ProviderError) as err:
+        run(_stream(fake_provider.url, kind, LLMRequest(model="m", user="x [[fault:unfinished]]")))
+    assert err.value.kind == "malformed"
+    with pytest.raises(ProviderError) as err:
+        run(
+            _stream(
+                fake_provider.url, kind, LLMRequest(model="m", user="x [[fault:content_filter]]")
+            )
+        )
+    assert err.value.kind == "content_filter" and not err.value.retryable
+
+
+@pytest.mark.parametrize("key", ["sk-line\nbreak-secret", "sk-ümlaut-secret"])
+def test_keys_http_cannot_carry_fail_permanently_without_quoting_the_key(fake_provider, key):
+    with pytest.raises(ProviderError) as err:
+        run(
+            _complete(
+                fake_provider.url, "openai", LLMRequest(model="m", user="x"), api_key_override=key
+            )
+        )
+    assert err.value.kind == "bad_request" and not err.value.retryable
+    assert "secret" not in err.value.message
+
+
+def test_a_429_slows_the_rate_limiter(fake_provider):
+    async def go():
+        policy = RetryPolicy(sleep=FakeSleep())
+        async with ProviderClient(
+            kind="openai", base_url=fake_provider.url, requests_per_minute=6000, retry=policy
+        ) as client:
+            before = client.limiter.interval
+            await client.complete(LLMRequest(model="m", user="x [[fault:429*1@0]]"))
+            return before, client.limiter.interval
+
+    before, after = run(go())
+    assert after > before

@@ -14,6 +14,7 @@ its first chunk), ``content_filter``.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import hashlib
 import json
@@ -28,7 +29,11 @@ from evalplatform.providers.fake import wire
 from evalplatform.providers.llm.mock import MockSettings, answer, tokens_for
 from evalplatform.providers.llm.types import LLMRequest
 
+_REQUEST_NUMBER: contextvars.ContextVar[int] = contextvars.ContextVar("fake_request", default=0)
+_PRESENTED_KEY: contextvars.ContextVar[str] = contextvars.ContextVar("fake_key", default="")
 _MARKER = re.compile(r"\[\[fault:([a-z0-9_]+)(?:\*(\d+))?(?:@(\d+(?:\.\d+)?))?\]\]")
+# A stream cut inside an event, or ended cleanly before its last event.
+_STREAM_CUTS = ("truncated", "unfinished")
 _STATUS = {"400": 400, "401": 401, "404": 404, "500": 500, "503": 503, "529": 529}
 
 
@@ -127,9 +132,12 @@ class FakeProvider:
 
     async def dispatch(self, scope: dict[str, Any], raw: bytes) -> Reply:
         self.requests += 1
+        _REQUEST_NUMBER.set(self.requests)  # this request's own number, whatever runs beside it
         method, path = scope["method"], scope["path"]
         query = scope.get("query_string", b"").decode()
         headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+        key = headers.get("authorization", "").removeprefix("Bearer ")
+        _PRESENTED_KEY.set(key or headers.get("x-api-key") or headers.get("x-goog-api-key", ""))
         for route_method, pattern, handler in self._routes:
             match = pattern.match(path)
             if match and route_method == method:
@@ -157,7 +165,7 @@ class FakeProvider:
                 return Fault(kind, float(after) if after else self.config.retry_after_s)
             return None
         if self.config.fault_rate:
-            rng = random.Random(f"{self.config.seed}:{self.requests}")  # noqa: S311
+            rng = random.Random(f"{self.config.seed}:{_REQUEST_NUMBER.get()}")  # noqa: S311
             if rng.random() < self.config.fault_rate:
                 return Fault(rng.choice(self.config.fault_kinds), self.config.retry_after_s)
         return None
@@ -198,9 +206,10 @@ class FakeProvider:
             )
         if kind in _STATUS:
             status = _STATUS[kind]
-            return json_reply(
-                wire.error_body(protocol, status, f"Injected fault {status}."), status
-            )
+            message = f"Injected fault {status}."
+            if status == 401:  # like real providers, quote the key that was refused
+                message = f"Incorrect API key provided: {_PRESENTED_KEY.get()}."
+            return json_reply(wire.error_body(protocol, status, message), status)
         return None
 
     # --- answers ----------------------------------------------------------------------------
@@ -226,7 +235,7 @@ class FakeProvider:
         raw: bytes,
         parse: Callable[[Any], LLMRequest],
         reply: Callable[[str, str, str, tuple[int, int]], dict],
-        stream: Callable[[LLMRequest, str, str, tuple[int, int], bool], AsyncIterator[bytes]]
+        stream: Callable[[LLMRequest, str, str, tuple[int, int], str], AsyncIterator[bytes]]
         | None,
     ) -> Reply:
         try:
@@ -237,16 +246,21 @@ class FakeProvider:
         fault = self.fault_for(protocol, request)
         text, finish, usage = self.answer(request)
         if fault and fault.kind == "content_filter":
+            if stream is not None:
+                return Reply(
+                    stream=self.filtered_stream(protocol, request.model, usage),
+                    content_type=b"text/event-stream",
+                )
             return json_reply(self.filtered(protocol, request.model, usage))
         wants_stream = stream is not None
-        if fault and not (wants_stream and fault.kind == "truncated"):
+        if fault and not (wants_stream and fault.kind in _STREAM_CUTS):
             bad = await self.fault_reply(
                 protocol, fault, lambda: reply(request.model, text, finish, usage)
             )
             if bad is not None:
                 return bad
         if wants_stream and stream is not None:
-            cut = bool(fault and fault.kind == "truncated")
+            cut = fault.kind if fault and fault.kind in _STREAM_CUTS else ""
             return Reply(
                 stream=stream(request, text, finish, usage, cut), content_type=b"text/event-stream"
             )
@@ -267,6 +281,36 @@ class FakeProvider:
             "usageMetadata": {"promptTokenCount": usage[0]},
         }
 
+    @staticmethod
+    async def filtered_stream(
+        protocol: str, model: str, usage: tuple[int, int]
+    ) -> AsyncIterator[bytes]:
+        if protocol == "openai":
+            chunk = {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": model,
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "content_filter"}],
+            }
+            yield wire.sse(chunk)
+            yield b"data: [DONE]\n\n"
+        elif protocol == "anthropic":
+            start = wire.anthropic_reply(model, "", "stop", (usage[0], 0))
+            start["content"], start["stop_reason"] = [], None
+            yield wire.sse({"type": "message_start", "message": start}, "message_start")
+            yield wire.sse(
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "refusal"},
+                    "usage": {"output_tokens": 0},
+                },
+                "message_delta",
+            )
+            yield wire.sse({"type": "message_stop"}, "message_stop")
+        else:
+            yield wire.sse({"promptFeedback": {"blockReason": "SAFETY"}})
+
     # --- OpenAI -----------------------------------------------------------------------------
     async def openai_chat(self, raw: bytes, **_: Any) -> Reply:
         body = self._body(raw) if raw else {}
@@ -282,7 +326,7 @@ class FakeProvider:
         text: str,
         finish: str,
         usage: tuple[int, int],
-        cut: bool,
+        cut: str,
         *,
         include_usage: bool,
     ) -> AsyncIterator[bytes]:
@@ -310,7 +354,8 @@ class FakeProvider:
                 | {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
             )
             if cut and i == 0:
-                yield b'data: {"id": "chatcmpl-fake", "choi'
+                if cut == "truncated":
+                    yield b'data: {"id": "chatcmpl-fake", "choi'
                 return
         yield wire.sse(
             base
@@ -339,7 +384,7 @@ class FakeProvider:
         )
 
     async def _anthropic_stream(
-        self, request: LLMRequest, text: str, finish: str, usage: tuple[int, int], cut: bool
+        self, request: LLMRequest, text: str, finish: str, usage: tuple[int, int], cut: str
     ) -> AsyncIterator[bytes]:
         start = wire.anthropic_reply(request.model, "", finish, (usage[0], 1))
         start["content"], start["stop_reason"] = [], None
@@ -363,7 +408,8 @@ class FakeProvider:
                 "content_block_delta",
             )
             if cut and i == 0:
-                yield b'event: content_block_delta\ndata: {"type": "content_bl'
+                if cut == "truncated":
+                    yield b'event: content_block_delta\ndata: {"type": "content_bl'
                 return
         yield wire.sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
         yield wire.sse(
@@ -396,7 +442,7 @@ class FakeProvider:
         )
 
     async def _gemini_stream(
-        self, request: LLMRequest, text: str, finish: str, usage: tuple[int, int], cut: bool
+        self, request: LLMRequest, text: str, finish: str, usage: tuple[int, int], cut: str
     ) -> AsyncIterator[bytes]:
         pieces = self.chunks(text)
         for i, piece in enumerate(pieces):
@@ -406,5 +452,6 @@ class FakeProvider:
             )
             yield wire.sse(data)
             if cut and i == 0:
-                yield b'data: {"candidates": [{"cont'
+                if cut == "truncated":
+                    yield b'data: {"candidates": [{"cont'
                 return

@@ -2,7 +2,8 @@
 inline batches. A batch moves through its states over ``batch_duration_s``; lines fail by
 ``batch_failure_rate`` or by a ``[[fault:...]]`` marker; ``[[batch:expire]]`` in any request
 makes the batch expire with half its requests done; results come back shuffled (OpenAI,
-Anthropic) or in input order without keys (Gemini)."""
+Anthropic) or in input order without keys (Gemini). ``[[fault:reject]]`` makes the provider
+refuse a submission; ``[[batch:drop]]`` loses that request's result line."""
 
 from __future__ import annotations
 
@@ -108,6 +109,12 @@ class BatchStore:
         self.batches[batch.id] = batch
         return batch
 
+    def _rejected(self, protocol: str, requests: list[tuple[str, LLMRequest]]) -> Reply | None:
+        """``[[fault:reject]]`` in a request: the provider refuses the whole submission."""
+        if any("[[fault:reject]]" in r.user for _, r in requests):
+            return self._reply(wire.error_body(protocol, 500, "Batch submission failed."), 500)
+        return None
+
     def _fraction(self, batch: FakeBatch) -> float:
         duration = self.provider.config.batch_duration_s
         return 1.0 if duration <= 0 else min(1.0, (time.time() - batch.created) / duration)
@@ -151,7 +158,12 @@ class BatchStore:
         return result
 
     def _shuffled(self, batch: FakeBatch) -> list[tuple[str, str, Any]]:
-        outcomes = list(self._outcomes(batch))
+        # [[batch:drop]]: the provider "forgets" that request's result line.
+        outcomes = [
+            outcome
+            for outcome, (_, request) in zip(self._outcomes(batch), batch.requests, strict=True)
+            if "[[batch:drop]]" not in request.user
+        ]
         random.Random(batch.id).shuffle(outcomes)  # noqa: S311
         return outcomes
 
@@ -268,6 +280,8 @@ class BatchStore:
         ids = [c for c, _ in requests]
         if len(set(ids)) != len(ids):
             return self._reply(wire.error_body("openai", 400, "Duplicate custom_id."), 400)
+        if rejected := self._rejected("openai", requests):
+            return rejected
         batch = self._add("openai", requests, input_file_id=body["input_file_id"])
         return self._reply(self._openai_object(batch))
 
@@ -325,6 +339,8 @@ class BatchStore:
             return self._reply(
                 wire.error_body("anthropic", 400, "custom_id must match ^[a-zA-Z0-9_-]{1,64}$"), 400
             )
+        if rejected := self._rejected("anthropic", requests):
+            return rejected
         batch = self._add("anthropic", requests, name=headers.get("host", "127.0.0.1"))
         return self._reply(self._anthropic_object(batch))
 
@@ -374,8 +390,9 @@ class BatchStore:
         batch = self.batches.get(batch_id)
         if batch is None:
             return self._missing("anthropic", "batch")
-        self._cancel(batch)
-        batch.cancel_polled = False
+        if batch.cancelled_at is None and not self._ended(batch):
+            self._cancel(batch)
+            batch.cancel_polled = False  # this answer says "canceling"; the next poll "ended"
         return self._reply(self._anthropic_object(batch))
 
     async def anthropic_results(self, batch_id: str, **_: Any) -> Reply:
@@ -416,6 +433,8 @@ class BatchStore:
             ]
         except (ValueError, KeyError, TypeError) as exc:
             return self._reply(wire.error_body("gemini", 400, f"Invalid batch: {exc}"), 400)
+        if rejected := self._rejected("gemini", requests):
+            return rejected
         batch = self._add("gemini", requests, model=model, name=str(spec.get("display_name", "")))
         return self._reply(self._gemini_object(batch))
 

@@ -15,6 +15,7 @@ DEFAULT_MAX_TOKENS = 4096
 
 class AnthropicAdapter(HTTPAdapter):
     protocol = "anthropic"
+    filtered_finishes = frozenset({"refusal"})
 
     def headers(self) -> dict[str, str]:
         return {
@@ -57,6 +58,8 @@ class AnthropicAdapter(HTTPAdapter):
             usage = data["message"].get("usage") or {}
             state.input_tokens = int(usage.get("input_tokens", 0))
             state.output_tokens = int(usage.get("output_tokens", 0))
+        elif kind == "message_stop":
+            state.finished = True
         elif kind == "message_delta":
             state.finish_reason = (data.get("delta") or {}).get("stop_reason") or ""
             usage = data.get("usage") or {}

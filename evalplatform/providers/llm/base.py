@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 import httpx
@@ -44,21 +44,32 @@ class Adapter(ABC):
     async def complete(self, request: LLMRequest) -> LLMResponse: ...
 
     @abstractmethod
-    def stream(self, request: LLMRequest) -> AsyncIterator[StreamItem]: ...
+    def stream(self, request: LLMRequest) -> AsyncGenerator[StreamItem, None]: ...
 
 
 class StreamState:
-    __slots__ = ("finish_reason", "input_tokens", "output_tokens", "parts", "raw_events")
+    __slots__ = (
+        "finish_reason",
+        "finished",
+        "input_tokens",
+        "output_tokens",
+        "parts",
+        "raw_events",
+    )
 
     def __init__(self) -> None:
         self.parts: list[str] = []
         self.input_tokens = 0
         self.output_tokens = 0
         self.finish_reason = ""
+        self.finished = False  # the protocol's last event arrived
         self.raw_events = 0
 
 
 class HTTPAdapter(Adapter):
+    # Finish reasons that mean the provider's filter stopped the reply.
+    filtered_finishes: frozenset[str] = frozenset()
+
     def __init__(
         self,
         *,
@@ -108,6 +119,8 @@ class HTTPAdapter(Adapter):
             )
         except httpx.TransportError as exc:
             raise errors.from_transport(exc) from exc
+        except UnicodeEncodeError as exc:
+            raise errors.not_sendable() from exc
         if response.status_code >= 300:
             raise errors.from_response(response, protocol=self.protocol)
         try:
@@ -127,7 +140,7 @@ class HTTPAdapter(Adapter):
             raw=data,
         )
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[StreamItem]:
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[StreamItem, None]:
         started = time.perf_counter()
         state = StreamState()
         try:
@@ -151,8 +164,12 @@ class HTTPAdapter(Adapter):
                         yield delta
         except httpx.TransportError as exc:
             raise errors.from_transport(exc) from exc
-        if state.raw_events == 0:
-            raise errors.malformed("", "the stream ended without events")
+        except UnicodeEncodeError as exc:
+            raise errors.not_sendable() from exc
+        if not state.finished:
+            raise errors.malformed("".join(state.parts), "the stream ended before its last event")
+        if state.finish_reason in self.filtered_finishes and not state.parts:
+            raise errors.content_filtered(state.finish_reason)
         yield LLMResponse(
             text="".join(state.parts),
             input_tokens=state.input_tokens,

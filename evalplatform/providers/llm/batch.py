@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -40,7 +40,7 @@ LIMITS = {
     "openai": BatchLimits(50_000, 200 * 1024 * 1024),
     "anthropic": BatchLimits(100_000, 256 * 1024 * 1024),
     # Inline Gemini batches must stay under 20 MB; larger inputs are split into several.
-    "gemini": BatchLimits(50_000, 20 * 1024 * 1024),
+    "gemini": BatchLimits(50_000, 20_000_000 - 1),
 }
 
 
@@ -78,6 +78,21 @@ class BatchResult:
     custom_id: str
     response: LLMResponse | None = None
     error: ProviderError | None = None
+
+
+class BatchSubmitError(ProviderError):
+    """A submission failed after earlier parts were accepted: ``handles`` lists those."""
+
+    def __init__(self, error: ProviderError, handles: list[BatchHandle]):
+        super().__init__(
+            error.message,
+            kind=error.kind,
+            retryable=error.retryable,
+            status=error.status,
+            retry_after=error.retry_after,
+            raw_text=error.raw_text,
+        )
+        self.handles = handles
 
 
 class Chunk:
@@ -177,7 +192,14 @@ class Batches(ABC):
         raw: Any = None,
         status: int | None = None,
     ) -> BatchResult:
-        retryable = kind in {"expired", "cancelled", "rate_limit", "server", "overloaded"}
+        retryable = kind in {
+            "expired",
+            "cancelled",
+            "missing",
+            "rate_limit",
+            "server",
+            "overloaded",
+        }
         error = ProviderError(
             message,
             kind=kind,
@@ -196,40 +218,85 @@ class Batches(ABC):
         return cls._failure(custom_id, message, "server" if retry else "bad_request", raw, status)
 
     async def submit(
-        self, items: Iterable[tuple[str, LLMRequest]], *, display_name: str = "batch"
+        self,
+        items: Iterable[tuple[str, LLMRequest]],
+        *,
+        display_name: str = "batch",
+        on_submitted: Callable[[BatchHandle], Awaitable[None] | None] | None = None,
     ) -> list[BatchHandle]:
-        """Submit, splitting by the provider's limits (and by model for Gemini)."""
+        """Submit, splitting by the provider's limits (and by model for Gemini).
+
+        ``on_submitted`` sees each handle as soon as the provider accepted it, so the batch
+        registry can record it before the next one is sent. If a later submission fails,
+        ``BatchSubmitError.handles`` lists the batches that were accepted.
+        """
         handles: list[BatchHandle] = []
         chunks: dict[str, Chunk] = {}
-        for custom_id, request in items:
-            group = request.model if self.protocol == "gemini" else ""
-            line = self.line(custom_id, request)
-            if len(line) > self.limits.max_bytes:
-                raise ProviderError(
-                    f"Request {custom_id} alone exceeds the batch size limit.",
-                    kind="too_large",
-                    retryable=False,
-                )
-            chunk = chunks.get(group)
-            if chunk is not None and not chunk.fits(line, self.limits):
-                handles.append(await self._send(chunk, group, display_name))
-                chunk = None
-            if chunk is None:
-                chunk = chunks[group] = self.new_chunk()
-            chunk.add(custom_id, line)
-        for group, chunk in chunks.items():
-            handles.append(await self._send(chunk, group, display_name))
+
+        async def send(chunk: Chunk, group: str) -> None:
+            handle = await self._send(chunk, group, display_name)
+            handles.append(handle)
+            if on_submitted is not None:
+                maybe = on_submitted(handle)
+                if maybe is not None:
+                    await maybe
+
+        try:
+            for custom_id, request in items:
+                group = request.model if self.protocol == "gemini" else ""
+                line = self.line(custom_id, request)
+                if not self.new_chunk(display_name, group).fits(line, self.limits):
+                    raise ProviderError(
+                        f"Request {custom_id} alone exceeds the batch size limit.",
+                        kind="too_large",
+                        retryable=False,
+                    )
+                chunk = chunks.get(group)
+                if chunk is not None and not chunk.fits(line, self.limits):
+                    del chunks[group]
+                    await send(chunk, group)
+                    chunk = None
+                if chunk is None:
+                    chunk = chunks[group] = self.new_chunk(display_name, group)
+                chunk.add(custom_id, line)
+            while chunks:
+                group, chunk = chunks.popitem()
+                await send(chunk, group)
+        except ProviderError as error:
+            if handles:
+                raise BatchSubmitError(error, handles) from error
+            raise
+        finally:
+            for chunk in chunks.values():
+                chunk.file.close()
         return handles
 
     async def _send(self, chunk: Chunk, group: str, display_name: str) -> BatchHandle:
         with chunk.finish() as body:
             handle = await self.create(body, chunk, group, display_name)
         handle.request_count, handle.submitted_bytes = chunk.count, chunk.size
+        handle.custom_ids = list(chunk.custom_ids)
         return handle
+
+    async def results(self, handle: BatchHandle, status: BatchStatus) -> AsyncIterator[BatchResult]:
+        """Every request's outcome once ``status.done``, in any order, each exactly once: a
+        request the provider returned nothing for is a (re-submittable) failure."""
+        expected = set(handle.custom_ids)
+        seen: set[str] = set()
+        async for result in self._results(handle, status):
+            if result.custom_id in seen or (expected and result.custom_id not in expected):
+                continue
+            seen.add(result.custom_id)
+            yield result
+        for custom_id in handle.custom_ids:
+            if custom_id not in seen:
+                yield self._failure(
+                    custom_id, f"No result returned (batch {status.state}).", "missing"
+                )
 
     # --- per protocol -------------------------------------------------------------------------
     @abstractmethod
-    def new_chunk(self) -> Chunk: ...
+    def new_chunk(self, display_name: str, group: str) -> Chunk: ...
 
     @abstractmethod
     def line(self, custom_id: str, request: LLMRequest) -> bytes: ...
@@ -241,8 +308,8 @@ class Batches(ABC):
     async def poll(self, handle: BatchHandle) -> BatchStatus: ...
 
     @abstractmethod
-    def results(self, handle: BatchHandle, status: BatchStatus) -> AsyncIterator[BatchResult]:
-        """Every request's outcome once ``status.done``, in any order."""
+    def _results(self, handle: BatchHandle, status: BatchStatus) -> AsyncIterator[BatchResult]:
+        """The outcomes the provider reports."""
 
     @abstractmethod
     async def cancel(self, handle: BatchHandle) -> BatchStatus: ...

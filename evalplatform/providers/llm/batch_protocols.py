@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from typing import IO, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from evalplatform.providers.llm import errors
 from evalplatform.providers.llm.base import join_url
@@ -39,7 +39,7 @@ class OpenAIBatches(Batches):
     def _url(self, path: str) -> str:
         return join_url(self.adapter.base_url, "/v1", path)
 
-    def new_chunk(self) -> Chunk:
+    def new_chunk(self, display_name: str, group: str) -> Chunk:
         return Chunk()
 
     def line(self, custom_id: str, request: LLMRequest) -> bytes:
@@ -89,7 +89,9 @@ class OpenAIBatches(Batches):
         url = self._url(f"/batches/{handle.remote_id}/cancel")
         return self._status(await self._json("POST", url))
 
-    async def results(self, handle: BatchHandle, status: BatchStatus) -> AsyncIterator[BatchResult]:
+    async def _results(
+        self, handle: BatchHandle, status: BatchStatus
+    ) -> AsyncIterator[BatchResult]:
         for ref in ("output_file_id", "error_file_id"):
             file_id = status.output_refs.get(ref)
             if not file_id:
@@ -120,7 +122,7 @@ class AnthropicBatches(Batches):
     def _url(self, path: str = "") -> str:
         return join_url(self.adapter.base_url, "/v1", "/messages/batches" + path)
 
-    def new_chunk(self) -> Chunk:
+    def new_chunk(self, display_name: str, group: str) -> Chunk:
         return Chunk(prefix=b'{"requests":[', separator=b",", suffix=b"]}")
 
     def line(self, custom_id: str, request: LLMRequest) -> bytes:
@@ -138,9 +140,8 @@ class AnthropicBatches(Batches):
     def _status(self, data: dict[str, Any]) -> BatchStatus:
         counts = data.get("request_counts") or {}
         raw_state = data["processing_status"]
-        state = {"in_progress": "in_progress", "canceling": "cancelling"}.get(
-            raw_state, "completed"
-        )
+        # Only "ended" is an end; anything unknown is still in progress.
+        state = {"ended": "completed", "canceling": "cancelling"}.get(raw_state, "in_progress")
         total = sum(int(v) for v in counts.values())
         if raw_state == "ended" and data.get("cancel_initiated_at"):
             state = "cancelled"
@@ -163,10 +164,13 @@ class AnthropicBatches(Batches):
     async def cancel(self, handle: BatchHandle) -> BatchStatus:
         return self._status(await self._json("POST", self._url(f"/{handle.remote_id}/cancel")))
 
-    async def results(self, handle: BatchHandle, status: BatchStatus) -> AsyncIterator[BatchResult]:
-        url = status.output_refs.get("results_url") or self._url(f"/{handle.remote_id}/results")
-        if url.startswith("/"):
-            url = self.adapter.base_url.rstrip("/") + url
+    async def _results(
+        self, handle: BatchHandle, status: BatchStatus
+    ) -> AsyncIterator[BatchResult]:
+        # The key goes with the request: follow results_url only on the configured host.
+        own = self._url(f"/{handle.remote_id}/results")
+        given = status.output_refs.get("results_url", "")
+        url = given if given and urlsplit(given)[:2] == urlsplit(own)[:2] else own
         async for line in self._lines(url):
             custom_id = str(line.get("custom_id"))
             result = line.get("result") or {}
@@ -205,8 +209,14 @@ class GeminiBatches(Batches):
     def _url(self, path: str) -> str:
         return join_url(self.adapter.base_url, "/v1beta", path)
 
-    def new_chunk(self) -> Chunk:
-        return Chunk(prefix=b"", separator=b",", suffix=b"")
+    def new_chunk(self, display_name: str, group: str) -> Chunk:
+        # The whole body, wrapper included, is in the chunk, so its size is what is sent.
+        head = _dumps({"display_name": display_name[:128]})[:-1]
+        return Chunk(
+            prefix=b'{"batch":' + head + b',"input_config":{"requests":{"requests":[',
+            separator=b",",
+            suffix=b"]}}}}",
+        )
 
     def line(self, custom_id: str, request: LLMRequest) -> bytes:
         return _dumps(
@@ -214,18 +224,9 @@ class GeminiBatches(Batches):
         )
 
     async def create(self, body: IO[bytes], chunk: Chunk, group: str, name: str) -> BatchHandle:
-        head = _dumps({"display_name": name})[:-1] + b',"input_config":{"requests":{"requests":['
-
-        async def payload() -> AsyncIterator[bytes]:
-            yield b'{"batch":' + head
-            async for piece in file_chunks(body):
-                yield piece
-            yield b"]}}}}"
-
-        size = len(head) + chunk.size + len(b'{"batch":') + len(b"]}}}}")
         url = self._url(f"/models/{quote(group)}:batchGenerateContent")
         data = await self._json(
-            "POST", url, content=payload(), headers={"content-length": str(size)}
+            "POST", url, content=file_chunks(body), headers={"content-length": str(chunk.size)}
         )
         return BatchHandle(
             "gemini",
@@ -257,7 +258,9 @@ class GeminiBatches(Batches):
         await self._json("POST", self._url(f"/batches/{handle.remote_id}:cancel"))
         return await self.poll(handle)
 
-    async def results(self, handle: BatchHandle, status: BatchStatus) -> AsyncIterator[BatchResult]:
+    async def _results(
+        self, handle: BatchHandle, status: BatchStatus
+    ) -> AsyncIterator[BatchResult]:
         output = (status.raw.get("response") or {}).get("inlinedResponses") or {}
         answers = output.get("inlinedResponses") or []
         if len(answers) > len(handle.custom_ids):
@@ -270,9 +273,11 @@ class GeminiBatches(Batches):
             else:
                 error = answer.get("error") or {}
                 message = str(error.get("message", "request failed"))
-                yield self._http_failure(
-                    custom_id, message, int(error.get("code", 0)) or None, error
-                )
+                code = int(error.get("code", 0))
+                # google.rpc.Status codes: RESOURCE_EXHAUSTED, INTERNAL, UNAVAILABLE and
+                # DEADLINE_EXCEEDED pass with time (HTTP codes are read the same way).
+                status_code = {8: 429, 13: 500, 14: 503, 4: 504}.get(code, code) or None
+                yield self._http_failure(custom_id, message, status_code, error)
         for custom_id in handle.custom_ids[len(answers) :]:
             yield self._failure(
                 custom_id,

@@ -5,8 +5,9 @@ provider answers 429, and the retry policy around every call."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,14 +178,18 @@ class ProviderClient:
     ) -> CallResult:
         """The reply, with the attempts it took; raises the last ``ProviderError``."""
         attempts = Attempts()
-        response = await with_retries(
-            lambda: self._once(request), retry or self.retry, attempts=attempts
-        )
+        try:
+            response = await with_retries(
+                lambda: self._once(request), retry or self.retry, attempts=attempts
+            )
+        except ProviderError as error:
+            error.attempts = attempts.count
+            raise
         return CallResult(response, attempts.count, attempts.errors or [])
 
     async def stream(
         self, request: LLMRequest, *, retry: RetryPolicy | None = None
-    ) -> AsyncIterator[StreamItem]:
+    ) -> AsyncGenerator[StreamItem, None]:
         """Text deltas, then the ``LLMResponse``. A failure before the first delta is retried
         like ``complete``; once text has arrived a failure is raised to the caller."""
         policy = retry or self.retry
@@ -195,9 +200,10 @@ class ProviderClient:
                 async with self._semaphore:
                     if self.limiter is not None:
                         await self.limiter.acquire()
-                    async for item in self.adapter.stream(request):
-                        started = True
-                        yield item
+                    async with contextlib.aclosing(self.adapter.stream(request)) as items:
+                        async for item in items:
+                            started = True
+                            yield item
                 return
             except ProviderError as error:
                 if error.kind == "rate_limit" and self.limiter is not None:

@@ -104,9 +104,12 @@ def from_response(response: httpx.Response, *, protocol: str) -> ProviderError:
         )
 
     if status == 429:
-        # Billing and quota exhaustion will not pass by waiting: OpenAI says
-        # insufficient_quota, Gemini's RESOURCE_EXHAUSTED message points at billing.
-        if "insufficient_quota" in (error_type, code) or "billing" in message.lower():
+        # Billing and quota exhaustion will not pass by waiting: OpenAI says so in the
+        # type or code (its rate-limit messages may link to billing pages, so not the text).
+        if "insufficient_quota" in (error_type, code):
+            return error("quota", False)
+        # Gemini uses RESOURCE_EXHAUSTED for both: a rate limit comes with RetryInfo.
+        if protocol == "gemini" and hint is None and "billing" in message.lower():
             return error("quota", False)
         # Anthropic: a spend-cap 429 carries no retry-after; a rate-limit 429 does.
         if protocol == "anthropic" and "retry-after" not in response.headers:
@@ -124,10 +127,22 @@ def from_response(response: httpx.Response, *, protocol: str) -> ProviderError:
 
 
 def from_transport(exc: httpx.TransportError) -> ProviderError:
+    # The library's own text is left out: it can quote request headers, and so the key.
     if isinstance(exc, httpx.TimeoutException):
         return ProviderError(f"Timed out: {type(exc).__name__}", kind="timeout", retryable=True)
+    if isinstance(exc, httpx.LocalProtocolError):
+        return not_sendable()
     return ProviderError(
-        f"Connection failed: {type(exc).__name__}: {exc}", kind="connection", retryable=True
+        f"Connection failed: {type(exc).__name__}", kind="connection", retryable=True
+    )
+
+
+def not_sendable() -> ProviderError:
+    return ProviderError(
+        "The request could not be sent: the API key or a header holds characters HTTP "
+        "cannot carry.",
+        kind="bad_request",
+        retryable=False,
     )
 
 

@@ -14,6 +14,7 @@ _BLOCKED = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII"}
 
 class GeminiAdapter(HTTPAdapter):
     protocol = "gemini"
+    filtered_finishes = frozenset(_BLOCKED)
 
     def headers(self) -> dict[str, str]:
         return {"Content-Type": "application/json", "x-goog-api-key": self.api_key}
@@ -74,4 +75,5 @@ class GeminiAdapter(HTTPAdapter):
         candidate = candidates[0]
         if candidate.get("finishReason"):
             state.finish_reason = candidate["finishReason"]
+            state.finished = True
         return self._text(candidate)

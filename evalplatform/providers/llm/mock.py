@@ -25,7 +25,8 @@ import json
 import math
 import random
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,12 +141,15 @@ class MockAdapter(Adapter):
     ):
         self.settings = settings or MockSettings()
         self.sleep = sleep
-        self._attempts: dict[str, int] = {}
+        # Attempts per failing request, so retries can succeed; bounded, oldest dropped.
+        self._attempts: OrderedDict[str, int] = OrderedDict()
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         key = request_key(request, self.settings.seed)
         attempt = self._attempts.get(key, 0)
         self._attempts[key] = attempt + 1
+        if len(self._attempts) > 100_000:
+            self._attempts.popitem(last=False)
         if self.settings.latency_s:
             await self.sleep(self.settings.latency_s)
         failure = random.Random(f"{key}:fail:{attempt}").random()  # noqa: S311
@@ -164,7 +168,7 @@ class MockAdapter(Adapter):
             raw={"mock": True, "model": request.model},
         )
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[StreamItem]:
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[StreamItem, None]:
         response = await self.complete(request)
         words = response.text.split(" ")
         for start in range(0, len(words), 4):

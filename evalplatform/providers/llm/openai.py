@@ -11,6 +11,7 @@ from evalplatform.providers.llm.types import LLMRequest
 
 class OpenAIAdapter(HTTPAdapter):
     protocol = "openai"
+    filtered_finishes = frozenset({"content_filter"})
 
     def headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
@@ -65,4 +66,5 @@ class OpenAIAdapter(HTTPAdapter):
         choice = choices[0]
         if choice.get("finish_reason"):
             state.finish_reason = choice["finish_reason"]
+            state.finished = True
         return (choice.get("delta") or {}).get("content") or ""

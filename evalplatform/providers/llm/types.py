@@ -56,6 +56,7 @@ class ProviderError(Exception):
         self.status = status
         self.retry_after = retry_after
         self.raw_text = raw_text
+        self.attempts = 1  # set by the client to the number of calls made
 
     def __repr__(self) -> str:
         return f"ProviderError({self.kind}, status={self.status}, retryable={self.retryable})"
