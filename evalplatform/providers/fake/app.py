@@ -235,8 +235,7 @@ class FakeProvider:
         raw: bytes,
         parse: Callable[[Any], LLMRequest],
         reply: Callable[[str, str, str, tuple[int, int]], dict],
-        stream: Callable[[LLMRequest, str, str, tuple[int, int], str], AsyncIterator[bytes]]
-        | None,
+        stream: Callable[[LLMRequest, str, str, tuple[int, int], str], AsyncIterator[bytes]] | None,
     ) -> Reply:
         try:
             body = self._body(raw)

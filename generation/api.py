@@ -1,0 +1,317 @@
+"""The generation API, with the spec's endpoint paths and permission codes."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any, cast
+
+import django_filters
+from django.conf import settings
+from django.db import transaction
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status
+from rest_framework.decorators import action
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evalplatform.accounts import policy
+from evalplatform.accounts.roles import (
+    GENERATION_CREATE,
+    GENERATION_EXPORT,
+    GENERATION_MANAGE,
+    GENERATION_VIEW,
+)
+from evalplatform.api.permissions import TeamScopedViewSet
+from evalplatform.errors import Conflict, FieldErrors
+from generation import selectors, services
+from generation.models import GenerationJob, GenerationOutput, JobStatus
+
+
+class JobSerializer(serializers.ModelSerializer):
+    team = serializers.CharField(source="team.slug", read_only=True)
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    progress = serializers.FloatField(read_only=True)
+    prompts = serializers.SerializerMethodField()
+    models = serializers.SerializerMethodField()
+
+    class Meta:
+        model = GenerationJob
+        fields = [
+            "id",
+            "team",
+            "owner",
+            "name",
+            "status",
+            "mode",
+            "source_kind",
+            "source_meta",
+            "prompts",
+            "models",
+            "repetitions",
+            "temperatures",
+            "max_tokens",
+            "budget_usd",
+            "max_retries",
+            "concurrency",
+            "estimate",
+            "total_cells",
+            "completed_cells",
+            "failed_cells",
+            "progress",
+            "cost_usd",
+            "status_message",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+    def get_prompts(self, job: GenerationJob) -> list[dict[str, Any]]:
+        return [
+            {"id": p.pk, "label": p.label, "prompt_version": p.prompt_version_id}
+            for p in job.prompts.all()
+        ]
+
+    def get_models(self, job: GenerationJob) -> list[dict[str, Any]]:
+        return [
+            {"id": m.pk, "label": m.label, "model": m.llm_model_id, "params": m.params}
+            for m in job.models.all()
+        ]
+
+
+class OutputSerializer(serializers.ModelSerializer):
+    source_item_id = serializers.CharField(source="item.item_id", read_only=True)
+    prompt_variant = serializers.CharField(source="prompt.label", read_only=True)
+    model_name = serializers.CharField(source="model_config.label", read_only=True)
+
+    class Meta:
+        model = GenerationOutput
+        fields = [
+            "id",
+            "job",
+            "custom_id",
+            "source_item_id",
+            "prompt_variant",
+            "model_name",
+            "repetition",
+            "temperature",
+            "status",
+            "content",
+            "finish_reason",
+            "input_tokens",
+            "output_tokens",
+            "cost_usd",
+            "processing_time_ms",
+            "attempts",
+            "error_kind",
+            "error_message",
+            "created_at",
+            "started_at",
+            "completed_at",
+        ]
+        read_only_fields = fields
+
+
+class JobUpdateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200, required=False)
+    budget_usd = serializers.DecimalField(
+        max_digits=12,
+        decimal_places=4,
+        required=False,
+        allow_null=True,
+        min_value=Decimal("0.0001"),
+    )
+
+
+class OutputFilter(django_filters.FilterSet):
+    model = django_filters.NumberFilter(field_name="model_config_id")
+    prompt = django_filters.NumberFilter(field_name="prompt_id")
+    item = django_filters.CharFilter(field_name="item__item_id")
+
+    class Meta:
+        model = GenerationOutput
+        fields = ["status", "model", "prompt", "item", "repetition", "temperature"]
+
+
+def _job_input(request) -> tuple[dict[str, Any], bytes | None, str]:
+    """The configuration (JSON body, or a multipart ``config`` field) and an uploaded file."""
+    upload = request.FILES.get("file")
+    if upload is not None:
+        if upload.size > settings.UPLOAD_MAX_BYTES:
+            raise FieldErrors(
+                {
+                    "source.file": f"The file has {upload.size:,} bytes; the limit is "
+                    f"{settings.UPLOAD_MAX_BYTES:,}."
+                }
+            )
+        try:
+            data = json.loads(request.data.get("config") or "{}")
+        except ValueError as exc:
+            raise FieldErrors({"config": "The config field must be JSON."}) from exc
+        return data, upload.read(), upload.name or ""
+    if not isinstance(request.data, dict):
+        raise FieldErrors({"non_field_errors": "Send a JSON object."})
+    return dict(request.data), None, ""
+
+
+class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):
+    """Generation jobs of the user's teams."""
+
+    queryset = selectors.jobs()
+    serializer_class = JobSerializer
+    view_feature = GENERATION_VIEW
+    action_features = {
+        "create": GENERATION_CREATE,
+        "destroy": GENERATION_MANAGE,
+        "partial_update": GENERATION_MANAGE,
+        "start": GENERATION_MANAGE,
+        "pause": GENERATION_MANAGE,
+        "cancel": GENERATION_MANAGE,
+        "export_csv": GENERATION_EXPORT,
+        "export_json": GENERATION_EXPORT,
+    }
+    filterset_fields = ["status", "mode"]
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    def _job(self) -> GenerationJob:
+        return cast(GenerationJob, self.get_object())
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: JobSerializer})
+    def create(self, request, *args, **kwargs):
+        """Create a job: team, name, mode, source ({type: manual|prompt_only, format,
+        content} or a multipart ``file`` with the rest as JSON in ``config``),
+        prompt_versions, models, repetitions, temperatures, max_tokens, budget_usd,
+        max_retries, concurrency. Nothing is written unless all of it is valid."""
+        data, upload, filename = _job_input(request)
+        plan = services.job_plan(user=request.user, data=data, upload=upload, filename=filename)
+        job = services.job_create(user=request.user, plan=plan)
+        if data.get("start"):
+            services.job_start(user=request.user, job=job)
+        return Response(
+            JobSerializer(selectors.jobs().get(pk=job.pk)).data, status.HTTP_201_CREATED
+        )
+
+    @extend_schema(request=JobUpdateSerializer, responses=JobSerializer)
+    def partial_update(self, request, *args, **kwargs):
+        """Rename, or change the budget (not while running: pause first)."""
+        job = self._job()
+        data = JobUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        with transaction.atomic():
+            job = GenerationJob.objects.select_for_update().get(pk=job.pk)
+            if (
+                job.status in (JobStatus.RUNNING, JobStatus.QUEUED)
+                and "budget_usd" in data.validated_data
+            ):
+                raise Conflict("A running job's configuration cannot change; pause it first.")
+            for name, value in data.validated_data.items():
+                setattr(job, name, value)
+            job.save()
+        return Response(JobSerializer(selectors.jobs().get(pk=job.pk)).data)
+
+    def destroy(self, request, *args, **kwargs):
+        services.job_delete(user=request.user, job=self._job())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    def _transition(self, fn) -> Response:
+        job = fn(user=self.request.user, job=self._job())
+        return Response(JobSerializer(selectors.jobs().get(pk=job.pk)).data)
+
+    @extend_schema(request=None, responses=JobSerializer)
+    @action(detail=True, methods=["post"])
+    def start(self, request, pk=None):
+        """Start, or resume a paused job (queued if you already have a job running)."""
+        return self._transition(services.job_start)
+
+    @extend_schema(request=None, responses=JobSerializer)
+    @action(detail=True, methods=["post"])
+    def pause(self, request, pk=None):
+        return self._transition(services.job_pause)
+
+    @extend_schema(request=None, responses=JobSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        return self._transition(services.job_cancel)
+
+    @extend_schema(responses=OutputSerializer(many=True), filters=True)
+    @action(detail=True, methods=["get"])
+    def outputs(self, request, pk=None):
+        job = self._job()
+        qs = OutputFilter(request.query_params, queryset=selectors.outputs(job).order_by("pk"))
+        if not qs.is_valid():
+            raise FieldErrors({k: v for k, v in qs.errors.items()})
+        page = self.paginate_queryset(qs.qs)
+        return self.get_paginated_response(OutputSerializer(page, many=True).data)
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @action(detail=True, methods=["get"])
+    def statistics(self, request, pk=None):
+        return Response(selectors.statistics_for(self._job()))
+
+    @extend_schema(request=None, responses={(200, "text/csv"): OpenApiTypes.STR})
+    @action(detail=True, methods=["post"], url_path="export/csv")
+    def export_csv(self, request, pk=None):
+        job = self._job()
+
+        def rows() -> Iterator[str]:
+            buffer = io.StringIO()
+            writer = csv.writer(buffer)
+            writer.writerow(selectors.CSV_COLUMNS)
+            for row in selectors.export_rows(job):
+                writer.writerow(row)
+                if buffer.tell() > 64 * 1024:
+                    yield buffer.getvalue()
+                    buffer.seek(0)
+                    buffer.truncate()
+            yield buffer.getvalue()
+
+        response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="generation-job-{job.pk}.csv"'
+        return response
+
+    @extend_schema(request=None, responses={(200, "application/json"): OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["post"], url_path="export/json")
+    def export_json(self, request, pk=None):
+        job = self._job()
+        head = JobSerializer(selectors.jobs().get(pk=job.pk)).data | {"config": job.config}
+
+        def chunks() -> Iterator[str]:
+            yield '{"job": ' + json.dumps(head, default=str) + ', "outputs": ['
+            first = True
+            for row in selectors.export_rows(job):
+                record = dict(zip(selectors.CSV_COLUMNS, row, strict=True))
+                yield ("" if first else ",") + json.dumps(record, default=str)
+                first = False
+            yield "]}"
+
+        response = StreamingHttpResponse(chunks(), content_type="application/json")
+        response["Content-Disposition"] = f'attachment; filename="generation-job-{job.pk}.json"'
+        return response
+
+
+class OutputViewSet(TeamScopedViewSet, mixins.RetrieveModelMixin):
+    queryset = selectors.outputs()
+    serializer_class = OutputSerializer
+    view_feature = GENERATION_VIEW
+
+
+class EstimateView(APIView):
+    """Tokens and cost per model (live and batch prices) for a job configuration, without
+    creating it. Same body as creating a job."""
+
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    def post(self, request):
+        if not policy.has_feature_anywhere(request.user, GENERATION_CREATE):
+            return Response({"detail": "You may not create generation jobs."}, status=403)
+        data, upload, filename = _job_input(request)
+        plan = services.job_plan(user=request.user, data=data, upload=upload, filename=filename)
+        return Response(services.job_estimate(plan))

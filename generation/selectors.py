@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import QuerySet
+
+from generation.models import GenerationJob, GenerationOutput
+
+CSV_COLUMNS = [
+    "output_id",
+    "source_item_id",
+    "prompt_variant",
+    "model_name",
+    "generated_content",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "processing_time_ms",
+    "status",
+    "error_message",
+    "created_at",
+    "completed_at",
+]
+
+
+def jobs() -> QuerySet[GenerationJob]:
+    return GenerationJob.objects.select_related("team", "owner").prefetch_related(
+        "prompts", "models__llm_model"
+    )
+
+
+def outputs(job: GenerationJob | None = None) -> QuerySet[GenerationOutput]:
+    qs = GenerationOutput.objects.select_related("item", "prompt", "model_config", "job__team")
+    return qs.filter(job=job) if job is not None else qs
+
+
+def export_rows(job: GenerationJob):
+    """CSV rows in the spec's column order, fetched in chunks (flat memory)."""
+    rows = (
+        GenerationOutput.objects.filter(job=job)
+        .order_by("pk")
+        .values_list(
+            "pk",
+            "item__item_id",
+            "prompt__label",
+            "model_config__label",
+            "content",
+            "input_tokens",
+            "output_tokens",
+            "cost_usd",
+            "processing_time_ms",
+            "status",
+            "error_message",
+            "created_at",
+            "completed_at",
+        )
+    )
+    for row in rows.iterator(chunk_size=2000):
+        *head, created, completed = row
+        yield [*head, created.isoformat(), completed.isoformat() if completed else ""]
+
+
+def _percentile(values: list[int], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))])
+
+
+def statistics_for(job: GenerationJob) -> dict[str, Any]:
+    groups: dict[str, dict[str, dict[str, Any]]] = {"model": {}, "prompt": {}}
+    by_status: dict[str, int] = defaultdict(int)
+    latencies: dict[tuple[str, str], list[int]] = defaultdict(list)
+    rows = GenerationOutput.objects.filter(job=job).values_list(
+        "status",
+        "model_config__label",
+        "prompt__label",
+        "input_tokens",
+        "output_tokens",
+        "cost_usd",
+        "processing_time_ms",
+    )
+    for status, model, prompt, tokens_in, tokens_out, cost, latency in rows.iterator(2000):
+        by_status[status] += 1
+        for kind, key in (("model", model), ("prompt", prompt)):
+            entry = groups[kind].setdefault(
+                key,
+                {
+                    "outputs": 0,
+                    "completed": 0,
+                    "failed": 0,
+                    "input_tokens": 0,
+                    "output_tokens": 0,
+                    "cost_usd": Decimal(0),
+                },
+            )
+            entry["outputs"] += 1
+            entry["completed"] += status == "completed"
+            entry["failed"] += status == "failed"
+            entry["input_tokens"] += tokens_in
+            entry["output_tokens"] += tokens_out
+            entry["cost_usd"] += cost
+            if latency is not None:
+                latencies[(kind, key)].append(latency)
+    for kind, entries in groups.items():
+        for key, entry in entries.items():
+            values = latencies[(kind, key)]
+            entry["cost_usd"] = str(entry["cost_usd"])
+            entry["latency_ms"] = {
+                "mean": round(statistics.fmean(values), 1) if values else None,
+                "p50": _percentile(values, 0.5),
+                "p90": _percentile(values, 0.9),
+                "p95": _percentile(values, 0.95),
+            }
+    return {
+        "total": job.total_cells,
+        "by_status": dict(by_status),
+        "cost_usd": str(job.cost_usd),
+        "by_model": groups["model"],
+        "by_prompt": groups["prompt"],
+    }

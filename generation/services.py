@@ -1,0 +1,527 @@
+"""Generation use cases: plan (validate everything), estimate, create, and the state machine."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from evalplatform.accounts import policy
+from evalplatform.accounts.models import Team
+from evalplatform.accounts.roles import (
+    GENERATION_CREATE,
+    GENERATION_MANAGE,
+    PROMPTS_VIEW,
+    PROVIDERS_VIEW,
+)
+from evalplatform.errors import Conflict, FieldErrors, Forbidden
+from evalplatform.prompts import services as prompt_services
+from evalplatform.prompts.models import PromptVersion
+from evalplatform.prompts.rendering import MissingVariable, MissingVariables, missing_for
+from evalplatform.providers.estimate import estimate_cost
+from evalplatform.providers.models import LLMModel
+from generation import sources
+from generation.models import (
+    GenerationItem,
+    GenerationJob,
+    GenerationOutput,
+    JobMode,
+    JobModel,
+    JobPrompt,
+    JobStatus,
+    SourceKind,
+)
+
+BULK = 2000
+
+
+@dataclass
+class ModelSpec:
+    llm_model: LLMModel
+    label: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class JobPlan:
+    team: Team
+    name: str
+    mode: str
+    source_kind: str
+    source_meta: dict[str, Any]
+    items: list[sources.Item]
+    prompts: list[PromptVersion]
+    models: list[ModelSpec]
+    repetitions: int
+    temperatures: list[float]
+    max_tokens: int | None
+    budget_usd: Decimal | None
+    max_retries: int
+    concurrency: int
+
+    @property
+    def cell_count(self) -> int:
+        return (
+            len(self.items)
+            * len(self.prompts)
+            * len(self.models)
+            * self.repetitions
+            * len(self.temperatures)
+        )
+
+
+def _int(
+    data: Mapping[str, Any],
+    name: str,
+    default: int | None,
+    lo: int,
+    hi: int,
+    errors: dict[str, str],
+) -> int | None:
+    value = data.get(name, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        errors[name] = f"A whole number from {lo} to {hi}."
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        errors[name] = f"A whole number from {lo} to {hi}."
+        return default
+    if not lo <= number <= hi:
+        errors[name] = f"A whole number from {lo} to {hi}."
+    return number
+
+
+def job_plan(
+    *, user: Any, data: Mapping[str, Any], upload: bytes | None = None, filename: str = ""
+) -> JobPlan:
+    """Check a job configuration completely, without writing anything."""
+    errors: dict[str, str] = {}
+    team_slug = data.get("team")
+    teams = policy.teams_with(user, GENERATION_CREATE)
+    team = teams.filter(slug=team_slug).first() if team_slug else None
+    if team is None:
+        candidates = list(teams[:2])
+        if team_slug or len(candidates) != 1:
+            raise FieldErrors(
+                {
+                    "team": "Unknown team, or one where you may not create jobs."
+                    if team_slug
+                    else "Name the team (slug)."
+                }
+            )
+        team = candidates[0]
+    name = str(data.get("name") or "").strip()
+    if not name or len(name) > 200:
+        errors["name"] = "A job needs a name of at most 200 characters."
+    mode = data.get("mode", JobMode.LIVE)
+    if mode not in JobMode.values:
+        errors["mode"] = "live or batch."
+    repetitions = _int(data, "repetitions", 1, 1, 100, errors) or 1
+    max_tokens = _int(data, "max_tokens", None, 1, 1_000_000, errors)
+    max_retries = _int(data, "max_retries", 3, 0, 10, errors)
+    concurrency = _int(data, "concurrency", 8, 1, 256, errors) or 8
+    temperatures = data.get("temperatures", [data.get("temperature", 0.7)])
+    if (
+        not isinstance(temperatures, list)
+        or not temperatures
+        or not all(
+            isinstance(t, int | float) and not isinstance(t, bool) and 0 <= t <= 2
+            for t in temperatures
+        )
+    ):
+        errors["temperatures"] = "A list of temperatures, each from 0 to 2."
+        temperatures = [0.7]
+    elif len(set(temperatures)) != len(temperatures):
+        errors["temperatures"] = "Each temperature once."
+    budget: Decimal | None = None
+    if data.get("budget_usd") not in (None, ""):
+        try:
+            budget = Decimal(str(data["budget_usd"]))
+            if not budget.is_finite() or budget <= 0:
+                raise InvalidOperation
+        except InvalidOperation:
+            errors["budget_usd"] = "A positive amount in USD."
+            budget = None
+
+    prompt_ids = data.get("prompt_versions") or []
+    prompts: list[PromptVersion] = []
+    if not isinstance(prompt_ids, list) or not prompt_ids:
+        errors["prompt_versions"] = "Choose at least one prompt version (a list of ids)."
+    else:
+        found = (
+            {
+                v.pk: v
+                for v in PromptVersion.objects.filter(
+                    pk__in=[p for p in prompt_ids if isinstance(p, int)], template__team=team
+                )
+                .select_related("template")
+                .prefetch_related("blocks")
+            }
+            if policy.has_feature(user, PROMPTS_VIEW, team)
+            else {}
+        )
+        for index, pid in enumerate(prompt_ids):
+            if pid not in found:
+                errors[f"prompt_versions[{index}]"] = "Unknown prompt version in this team."
+            elif found[pid] in prompts:
+                errors[f"prompt_versions[{index}]"] = "Listed twice."
+            else:
+                prompts.append(found[pid])
+
+    models: list[ModelSpec] = []
+    raw_models = data.get("models") or []
+    if not isinstance(raw_models, list) or not raw_models:
+        errors["models"] = "Choose at least one model (ids, or objects {model, label, params})."
+    else:
+        specs = [m if isinstance(m, dict) else {"model": m} for m in raw_models]
+        ids = [s.get("model") for s in specs]
+        found_models = (
+            {
+                m.pk: m
+                for m in LLMModel.objects.filter(
+                    pk__in=[i for i in ids if isinstance(i, int)],
+                    connection__team=team,
+                    active=True,
+                ).select_related("connection")
+            }
+            if policy.has_feature(user, PROVIDERS_VIEW, team)
+            else {}
+        )
+        labels: set[str] = set()
+        for index, spec in enumerate(specs):
+            model_pk = spec.get("model")
+            model = found_models.get(model_pk) if isinstance(model_pk, int) else None
+            params = spec.get("params") or {}
+            if model is None:
+                errors[f"models[{index}]"] = "Unknown or inactive model in this team."
+                continue
+            if not isinstance(params, dict):
+                errors[f"models[{index}].params"] = "Parameters are an object."
+                continue
+            label = str(
+                spec.get("label")
+                or model.display_name
+                + (" " + ",".join(f"{k}={v}" for k, v in sorted(params.items())) if params else "")
+            )[:250]
+            if label in labels:
+                errors[f"models[{index}]"] = "Two model configurations with the same label."
+            labels.add(label)
+            if mode == JobMode.BATCH and not model.supports_batch:
+                errors[f"models[{index}]"] = (
+                    f"{model.display_name} has no batch API; use live mode."
+                )
+            models.append(ModelSpec(model, label, params))
+
+    source = data.get("source") or {}
+    kind = source.get("type", SourceKind.MANUAL if upload is not None else None)
+    items: list[sources.Item] = []
+    meta: dict[str, Any] = {}
+    if kind == SourceKind.PROMPT_ONLY:
+        items = [sources.PROMPT_ONLY_ITEM]
+    elif kind == SourceKind.MANUAL:
+        raw = upload if upload is not None else str(source.get("content", "")).encode()
+        fmt = sources.detect_format(filename, source.get("format", ""))
+        try:
+            items = sources.parse_upload(raw, fmt)
+        except FieldErrors as exc:
+            errors.update({k: v[0] for k, v in exc.errors.items()})
+        meta = {"format": fmt, "filename": filename, "bytes": len(raw)}
+    elif kind in sources.SOURCE_REGISTRY:
+        items = sources.SOURCE_REGISTRY[kind](user=user, team=team, spec=source)
+        meta = {k: v for k, v in source.items() if k != "type"}
+    else:
+        errors["source.type"] = "manual, prompt_only" + "".join(
+            f", {k}" for k in sources.SOURCE_REGISTRY
+        )
+    if errors:
+        raise FieldErrors(errors)
+
+    missing: list[MissingVariable] = []
+    for version in prompts:
+        for gap in missing_for(version.as_blocks(), items, version.default_variables):
+            missing.append(
+                MissingVariable(
+                    f"{gap.item_id} ({version.template.name} v{version.number})", gap.variable
+                )
+            )
+    if missing:
+        raise MissingVariables(missing)
+    plan = JobPlan(
+        team,
+        name,
+        mode,
+        str(kind),
+        meta,
+        items,
+        prompts,
+        models,
+        repetitions,
+        [float(t) for t in temperatures],
+        max_tokens,
+        budget,
+        max_retries or 0,
+        concurrency,
+    )
+    limit = getattr(settings, "GENERATION_MAX_CELLS", 200_000)
+    if plan.cell_count > limit:
+        raise FieldErrors({"models": f"{plan.cell_count:,} cells; at most {limit:,} per job."})
+    return plan
+
+
+def job_estimate(plan: JobPlan) -> dict[str, Any]:
+    """Tokens and cost per model configuration, live and batch, and the total."""
+    rendered = [
+        (version, prompt_services.version_render(version=version, items=plan.items))
+        for version in plan.prompts
+    ]
+    per_model: list[dict[str, Any]] = []
+    runs = plan.repetitions * len(plan.temperatures)
+    for spec in plan.models:
+        prompts = [(r.system, r.user) for _, results in rendered for r in results] * runs
+        e = estimate_cost(model=spec.llm_model, prompts=prompts, max_tokens=plan.max_tokens)
+        per_model.append(
+            {
+                "model": spec.llm_model.pk,
+                "label": spec.label,
+                "requests": e.requests,
+                "input_tokens": e.input_tokens,
+                "output_tokens": e.output_tokens_typical,
+                "output_tokens_high": e.output_tokens_high,
+                "live_usd": str(e.live_usd.quantize(Decimal("0.000001"))),
+                "batch_usd": str(e.batch_usd.quantize(Decimal("0.000001"))),
+                "live_usd_high": str(e.live_usd_high.quantize(Decimal("0.000001"))),
+                "batch_usd_high": str(e.batch_usd_high.quantize(Decimal("0.000001"))),
+            }
+        )
+
+    def total(key: str) -> str:
+        return str(sum((Decimal(m[key]) for m in per_model), Decimal(0)))
+
+    return {
+        "cells": plan.cell_count,
+        "mode": plan.mode,
+        "per_model": per_model,
+        "total": {
+            k: total(k) for k in ("live_usd", "batch_usd", "live_usd_high", "batch_usd_high")
+        },
+        "estimated_usd": total("batch_usd" if plan.mode == JobMode.BATCH else "live_usd"),
+    }
+
+
+def custom_id(job_id: int, item: int, prompt: int, model: int, repetition: int, temp: int) -> str:
+    """Deterministic, unique in the job, and valid for every provider (≤ 64, [A-Za-z0-9_-])."""
+    return f"j{job_id}-i{item}-p{prompt}-m{model}-r{repetition}-t{temp}"
+
+
+def job_create(*, user: Any, plan: JobPlan) -> GenerationJob:
+    estimate = job_estimate(plan)
+    config = {
+        "prompts": [
+            {
+                "id": v.pk,
+                "template": v.template.name,
+                "number": v.number,
+                "blocks": [{"title": b.title, "body": b.body} for b in v.blocks.all()],
+                "default_variables": v.default_variables,
+            }
+            for v in plan.prompts
+        ],
+        "models": [
+            {
+                "id": s.llm_model.pk,
+                "model_id": s.llm_model.model_id,
+                "label": s.label,
+                "params": s.params,
+                "connection": s.llm_model.connection_id,
+                "input_price_per_mtok": str(s.llm_model.input_price_per_mtok),
+                "output_price_per_mtok": str(s.llm_model.output_price_per_mtok),
+                "batch_discount": str(s.llm_model.batch_discount),
+            }
+            for s in plan.models
+        ],
+        "repetitions": plan.repetitions,
+        "temperatures": plan.temperatures,
+        "max_tokens": plan.max_tokens,
+        "max_retries": plan.max_retries,
+        "concurrency": plan.concurrency,
+        "mode": plan.mode,
+        "budget_usd": str(plan.budget_usd) if plan.budget_usd is not None else None,
+    }
+    with transaction.atomic():
+        job = GenerationJob.objects.create(
+            team=plan.team,
+            owner=user,
+            name=plan.name,
+            mode=plan.mode,
+            source_kind=plan.source_kind,
+            source_meta=plan.source_meta,
+            repetitions=plan.repetitions,
+            temperatures=plan.temperatures,
+            max_tokens=plan.max_tokens,
+            budget_usd=plan.budget_usd,
+            max_retries=plan.max_retries,
+            concurrency=plan.concurrency,
+            config=config,
+            estimate=estimate,
+            total_cells=plan.cell_count,
+        )
+        items = GenerationItem.objects.bulk_create(
+            [
+                GenerationItem(job=job, position=i, item_id=item_id, data=data)
+                for i, (item_id, data) in enumerate(plan.items)
+            ],
+            batch_size=BULK,
+        )
+        prompts = JobPrompt.objects.bulk_create(
+            [
+                JobPrompt(
+                    job=job, position=i, prompt_version=v, label=f"{v.template.name} v{v.number}"
+                )
+                for i, v in enumerate(plan.prompts)
+            ]
+        )
+        models = JobModel.objects.bulk_create(
+            [
+                JobModel(job=job, position=i, llm_model=s.llm_model, label=s.label, params=s.params)
+                for i, s in enumerate(plan.models)
+            ]
+        )
+        for version in plan.prompts:
+            prompt_services.version_lock(version=version)
+        cells = (
+            GenerationOutput(
+                job=job,
+                item=item,
+                prompt=prompt,
+                model_config=model,
+                repetition=rep,
+                temperature=temp,
+                custom_id=custom_id(
+                    job.pk, item.position, prompt.position, model.position, rep, t_index
+                ),
+            )
+            for item, prompt, model, rep, (t_index, temp) in itertools.product(
+                items, prompts, models, range(plan.repetitions), enumerate(plan.temperatures)
+            )
+        )
+        while chunk := list(itertools.islice(cells, BULK)):
+            GenerationOutput.objects.bulk_create(chunk)
+    return job
+
+
+# --- the state machine ------------------------------------------------------------------------
+
+ALLOWED = {
+    "start": {JobStatus.CREATED, JobStatus.PAUSED},
+    "pause": {JobStatus.RUNNING, JobStatus.QUEUED},
+    "cancel": {JobStatus.CREATED, JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.PAUSED},
+}
+
+
+def _locked(job: GenerationJob) -> GenerationJob:
+    return GenerationJob.objects.select_for_update().get(pk=job.pk)
+
+
+def _refuse(action: str, job: GenerationJob) -> Conflict:
+    allowed = ", ".join(sorted(ALLOWED[action]))
+    return Conflict(f"A {job.status} job cannot {action}; only a job that is {allowed} can.")
+
+
+def _require(user: Any, feature: str, job: GenerationJob) -> None:
+    if not policy.may(user, feature, job):
+        raise Forbidden()
+
+
+def job_start(*, user: Any, job: GenerationJob) -> GenerationJob:
+    """Start (or resume) a job; queue it if its owner already has one running."""
+    _require(user, GENERATION_MANAGE, job)
+    with transaction.atomic():
+        job = _locked(job)
+        if job.status not in ALLOWED["start"]:
+            raise _refuse("start", job)
+        busy = (
+            GenerationJob.objects.select_for_update()
+            .filter(owner_id=job.owner_id, status=JobStatus.RUNNING)
+            .exclude(pk=job.pk)
+            .exists()
+        )
+        job.status = JobStatus.QUEUED if busy else JobStatus.RUNNING
+        job.queued_at = timezone.now()
+        if not busy:
+            job.started_at = job.started_at or timezone.now()
+        job.status_message = ""
+        job.save(
+            update_fields=["status", "queued_at", "started_at", "status_message", "updated_at"]
+        )
+        if not busy:
+            _dispatch_on_commit(job)
+    return job
+
+
+def _dispatch_on_commit(job: GenerationJob) -> None:
+    from generation.tasks import enqueue_run
+
+    transaction.on_commit(lambda: enqueue_run(job.pk))
+
+
+def job_pause(*, user: Any, job: GenerationJob, message: str = "") -> GenerationJob:
+    _require(user, GENERATION_MANAGE, job)
+    return _stop(job, "pause", JobStatus.PAUSED, message)
+
+
+def job_cancel(*, user: Any, job: GenerationJob) -> GenerationJob:
+    _require(user, GENERATION_MANAGE, job)
+    return _stop(job, "cancel", JobStatus.CANCELLED, "")
+
+
+def _stop(job: GenerationJob, action: str, status: str, message: str) -> GenerationJob:
+    with transaction.atomic():
+        job = _locked(job)
+        if job.status not in ALLOWED[action]:
+            raise _refuse(action, job)
+        was_running = job.status == JobStatus.RUNNING
+        job.status = status
+        job.status_message = message
+        if status == JobStatus.CANCELLED:
+            job.finished_at = timezone.now()
+        job.save(update_fields=["status", "status_message", "finished_at", "updated_at"])
+        if was_running:
+            start_next_queued(owner_id=job.owner_id)
+    return job
+
+
+def start_next_queued(*, owner_id: int) -> GenerationJob | None:
+    """Start the owner's oldest queued job if none is running (call inside a transaction)."""
+    if GenerationJob.objects.filter(owner_id=owner_id, status=JobStatus.RUNNING).exists():
+        return None
+    nxt = (
+        GenerationJob.objects.select_for_update()
+        .filter(owner_id=owner_id, status=JobStatus.QUEUED)
+        .order_by("queued_at", "pk")
+        .first()
+    )
+    if nxt is None:
+        return None
+    nxt.status = JobStatus.RUNNING
+    nxt.started_at = nxt.started_at or timezone.now()
+    nxt.save(update_fields=["status", "started_at", "updated_at"])
+    _dispatch_on_commit(nxt)
+    return nxt
+
+
+def job_delete(*, user: Any, job: GenerationJob) -> None:
+    _require(user, GENERATION_MANAGE, job)
+    with transaction.atomic():
+        job = _locked(job)
+        if job.status in (JobStatus.RUNNING, JobStatus.QUEUED):
+            raise Conflict(f"A {job.status} job cannot be deleted; pause or cancel it first.")
+        job.delete()

@@ -1,0 +1,13 @@
+from django.urls import include, path
+from rest_framework.routers import SimpleRouter
+
+from generation.api import EstimateView, JobViewSet, OutputViewSet
+
+router = SimpleRouter(trailing_slash=False)
+router.register("jobs", JobViewSet, basename="generationjob")
+router.register("outputs", OutputViewSet, basename="generationoutput")
+
+urlpatterns = [
+    path("estimate", EstimateView.as_view(), name="generation-estimate"),
+    path("", include(router.urls)),
+]

@@ -1,0 +1,232 @@
+"""Generation jobs as ``Work`` for the execution engine (``evalplatform.runs.engine``)."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from evalplatform.prompts.rendering import Block, render
+from evalplatform.providers.estimate import estimate_tokens
+from evalplatform.providers.llm.retry import RetryPolicy
+from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
+from evalplatform.providers.models import LLMModel, ProviderConnection
+from evalplatform.runs.engine import Cell
+from generation.models import GenerationJob, GenerationOutput, JobStatus, OutputStatus
+
+LEASE = timedelta(seconds=60)
+# Without max_tokens, a cell's budget reservation assumes a reply this long.
+UNCAPPED_RESERVE_TOKENS = 4096
+
+
+@dataclass
+class _Prompt:
+    blocks: list[Block]
+    defaults: dict[str, Any]
+
+
+class GenerationWork:
+    def __init__(self, job_id: int, *, retry: RetryPolicy | None = None):
+        job = GenerationJob.objects.get(pk=job_id)
+        self.job_id = job_id
+        self.token = uuid.uuid4().hex
+        self.concurrency = job.concurrency
+        self.retry = retry or RetryPolicy(max_retries=job.max_retries)
+        self.max_tokens = job.max_tokens
+        self.prompts = {
+            p.pk: _Prompt(
+                [Block(b["title"], b["body"]) for b in snap["blocks"]],
+                snap.get("default_variables") or {},
+            )
+            for p, snap in zip(job.prompts.order_by("position"), job.config["prompts"], strict=True)
+        }
+        self.models: dict[int, tuple[LLMModel, dict[str, Any]]] = {
+            m.pk: (m.llm_model, m.params)
+            for m in job.models.select_related("llm_model__connection")
+        }
+
+    # --- lease ----------------------------------------------------------------------------------
+    def begin(self) -> bool:
+        now = timezone.now()
+        with transaction.atomic():
+            job = GenerationJob.objects.select_for_update().get(pk=self.job_id)
+            if job.status != JobStatus.RUNNING:
+                return False
+            if job.runner_token and job.lease_until and job.lease_until > now:
+                return False  # another runner holds it
+            # Cells a dead runner left running were never recorded: they run again, and
+            # their reservations are released. Recorded cells are never run twice.
+            GenerationOutput.objects.filter(job=job, status=OutputStatus.RUNNING).update(
+                status=OutputStatus.PENDING, reserved_usd=0, started_at=None
+            )
+            job.reserved_usd = Decimal(0)
+            job.runner_token, job.lease_until = self.token, now + LEASE
+            job.save(update_fields=["reserved_usd", "runner_token", "lease_until", "updated_at"])
+        return True
+
+    def control(self) -> str:
+        now = timezone.now()
+        renewed = GenerationJob.objects.filter(
+            pk=self.job_id, runner_token=self.token, status=JobStatus.RUNNING
+        ).update(lease_until=now + LEASE)
+        if renewed:
+            return "run"
+        job = GenerationJob.objects.filter(pk=self.job_id).values("status", "runner_token").first()
+        if job is None or job["runner_token"] != self.token:
+            return "lost"
+        return job["status"]
+
+    def end(self) -> bool:
+        from generation.services import start_next_queued
+
+        with transaction.atomic():
+            job = GenerationJob.objects.select_for_update().get(pk=self.job_id)
+            if job.runner_token != self.token:
+                return False
+            left = job.outputs.filter(status__in=[OutputStatus.PENDING, OutputStatus.RUNNING])
+            if job.status == JobStatus.RUNNING and left.exists():
+                return True  # resumed while the last window drained: keep going
+            fields = ["runner_token", "lease_until", "updated_at"]
+            if job.status == JobStatus.RUNNING:
+                job.status, job.finished_at = JobStatus.COMPLETED, timezone.now()
+                fields += ["status", "finished_at"]
+            job.runner_token, job.lease_until = "", None
+            job.save(update_fields=fields)
+            if job.status != JobStatus.RUNNING:
+                start_next_queued(owner_id=job.owner_id)
+        return False
+
+    # --- cells ----------------------------------------------------------------------------------
+    def connection(self, connection_id: int) -> ProviderConnection:
+        return ProviderConnection.objects.get(pk=connection_id)
+
+    def _request(self, output: GenerationOutput) -> tuple[LLMRequest, LLMModel]:
+        prompt = self.prompts[output.prompt_id]
+        rendered = render(
+            prompt.blocks, output.item.data, prompt.defaults, item_id=output.item.item_id
+        )
+        model, params = self.models[output.model_config_id]
+        params = dict(params)
+        if model.connection.kind == "mock":
+            params.setdefault("seed", output.repetition)  # repeated calls differ, reproducibly
+        return LLMRequest(
+            model=model.model_id,
+            system=rendered.system,
+            user=rendered.user,
+            temperature=output.temperature,
+            max_tokens=self.max_tokens,
+            params=params,
+        ), model
+
+    def _reservation(self, request: LLMRequest, model: LLMModel) -> Decimal:
+        out = request.max_tokens or UNCAPPED_RESERVE_TOKENS
+        tokens_in = estimate_tokens(request.system) + estimate_tokens(request.user)
+        # A margin on the input side covers the estimate's error against real tokenizers.
+        return model.cost_usd(math.ceil(tokens_in * 1.5), out)
+
+    def claim(self, limit: int) -> tuple[list[Cell], bool]:
+        cells: list[Cell] = []
+        blocked = False
+        with transaction.atomic():
+            job = GenerationJob.objects.select_for_update().get(pk=self.job_id)
+            if job.runner_token != self.token or job.status != JobStatus.RUNNING:
+                return [], False
+            available = (
+                job.budget_usd - job.cost_usd - job.reserved_usd
+                if job.budget_usd is not None
+                else None
+            )
+            pending = list(
+                job.outputs.filter(status=OutputStatus.PENDING)
+                .select_related("item")
+                .order_by("pk")[:limit]
+            )
+            now = timezone.now()
+            for output in pending:
+                request, model = self._request(output)
+                reserve = self._reservation(request, model)
+                if available is not None:
+                    if reserve > available:
+                        blocked = True
+                        break
+                    available -= reserve
+                output.status, output.started_at, output.reserved_usd = (
+                    OutputStatus.RUNNING,
+                    now,
+                    reserve,
+                )
+                cells.append(
+                    Cell(output.pk, model.connection_id, request, reserve, output.model_config_id)
+                )
+            claimed = pending[: len(cells)]
+            GenerationOutput.objects.bulk_update(claimed, ["status", "started_at", "reserved_usd"])
+            job.reserved_usd += sum((c.reserved_usd for c in cells), Decimal(0))
+            job.save(update_fields=["reserved_usd", "updated_at"])
+        return cells, blocked
+
+    def record_success(self, cell: Cell, response: LLMResponse, attempts: int) -> None:
+        model = self.models[cell.meta][0]
+        cost = model.cost_usd(response.input_tokens, response.output_tokens)
+        with transaction.atomic():
+            # Only a running cell is recorded: a result can never be counted twice.
+            updated = GenerationOutput.objects.filter(
+                pk=cell.id, status=OutputStatus.RUNNING
+            ).update(
+                status=OutputStatus.COMPLETED,
+                content=response.text,
+                finish_reason=response.finish_reason[:40],
+                input_tokens=response.input_tokens,
+                output_tokens=response.output_tokens,
+                cost_usd=cost,
+                processing_time_ms=round(response.latency_s * 1000),
+                attempts=attempts,
+                error_kind="",
+                error_message="",
+                reserved_usd=0,
+                completed_at=timezone.now(),
+            )
+            if updated:
+                GenerationJob.objects.filter(pk=self.job_id).update(
+                    completed_cells=F("completed_cells") + 1,
+                    cost_usd=F("cost_usd") + cost,
+                    reserved_usd=F("reserved_usd") - cell.reserved_usd,
+                )
+
+    def record_failure(self, cell: Cell, error: ProviderError, attempts: int) -> None:
+        with transaction.atomic():
+            updated = GenerationOutput.objects.filter(
+                pk=cell.id, status=OutputStatus.RUNNING
+            ).update(
+                status=OutputStatus.FAILED,
+                attempts=attempts,
+                error_kind=error.kind,
+                error_message=(error.message + (f"\n{error.raw_text}" if error.raw_text else ""))[
+                    :4000
+                ],
+                reserved_usd=0,
+                completed_at=timezone.now(),
+            )
+            if updated:
+                GenerationJob.objects.filter(pk=self.job_id).update(
+                    failed_cells=F("failed_cells") + 1,
+                    reserved_usd=F("reserved_usd") - cell.reserved_usd,
+                )
+
+    def budget_exhausted(self) -> None:
+        with transaction.atomic():
+            job = GenerationJob.objects.select_for_update().get(pk=self.job_id)
+            if job.status != JobStatus.RUNNING or job.runner_token != self.token:
+                return
+            job.status = JobStatus.PAUSED
+            job.status_message = (
+                f"Budget reached: ${job.cost_usd:.4f} spent of ${job.budget_usd:.2f}. "
+                "Raise the budget and resume to continue."
+            )
+            job.save(update_fields=["status", "status_message", "updated_at"])

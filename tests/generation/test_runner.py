@@ -1,0 +1,275 @@
+"""The live runner through the engine: mock and fake provider, retries and failure isolation,
+budget pause and resume, crash recovery, pause within one window, export and statistics."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+import threading
+import time
+from decimal import Decimal
+
+import pytest
+from django.db import connections
+from django.db.models import Sum
+
+from evalplatform.providers.llm.retry import RetryPolicy
+from evalplatform.runs.engine import run_live
+from generation.models import GenerationJob, GenerationOutput, JobStatus
+from generation.selectors import CSV_COLUMNS
+from generation.work import GenerationWork
+from tests.factories import ConnectionFactory, LLMModelFactory
+from tests.generation.conftest import job_body
+
+JOBS = "/api/generation/jobs"
+
+
+class FakeSleep:
+    def __init__(self):
+        self.waits = []
+
+    async def __call__(self, seconds):
+        self.waits.append(seconds)
+
+
+def run(job_id, *, max_retries=3, sleep=None):
+    policy = RetryPolicy(max_retries=max_retries, sleep=sleep or FakeSleep())
+    return asyncio.run(run_live(GenerationWork(job_id, retry=policy)))
+
+
+def started_job(api, user, setup, **extra):
+    response = api(user).post(JOBS, job_body(setup, **extra), format="json")
+    assert response.status_code == 201, response.json()
+    job_id = response.json()["id"]
+    assert api(user).post(f"{JOBS}/{job_id}/start").json()["status"] == "running"
+    return job_id
+
+
+def totals_agree(job):
+    job.refresh_from_db()
+    spent = job.outputs.aggregate(s=Sum("cost_usd"))["s"] or Decimal(0)
+    assert job.cost_usd == spent  # cost counted exactly once
+    return job
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_runs_to_completion_on_the_mock(api, creator, setup):
+    job_id = started_job(api, creator, setup)
+    summary = run(job_id)
+    job = totals_agree(GenerationJob.objects.get(pk=job_id))
+    assert summary.succeeded == 48 and summary.failed == 0
+    assert job.status == JobStatus.COMPLETED and job.completed_cells == 48
+    assert job.finished_at and job.reserved_usd == 0 and job.runner_token == ""
+    outputs = job.outputs.all()
+    assert all(o.content and o.output_tokens and o.cost_usd > 0 for o in outputs)
+    # Repetitions are seeded, so repeated calls differ the way a model's do.
+    reps = outputs.filter(
+        item__item_id="s0", prompt__position=0, model_config__position=0, temperature=1.0
+    )
+    assert len({o.content for o in reps}) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_faults_are_retried_and_failures_isolated(api, creator, team_a, fake_provider):
+    from tests.factories import PromptTemplateFactory, make_version
+
+    connection = ConnectionFactory(team=team_a, kind="openai", base_url=fake_provider.url)
+    model = LLMModelFactory(connection=connection, model_id="gpt-fake")
+    version = make_version(PromptTemplateFactory(team=team_a), [("", "Say: {{content}}")])
+    items = [
+        {"id": "ok", "content": "fine"},
+        {"id": "flaky", "content": "x [[fault:500*1]]"},
+        {"id": "bad", "content": "x [[fault:400]]"},
+    ]
+    body = {
+        "team": "team-a",
+        "name": "Faults",
+        "prompt_versions": [version.pk],
+        "models": [model.pk],
+        "temperatures": [0.0],
+        "source": {"type": "manual", "format": "json", "content": json.dumps(items)},
+    }
+    job_id = api(creator).post(JOBS, body, format="json").json()["id"]
+    api(creator).post(f"{JOBS}/{job_id}/start")
+    sleep = FakeSleep()
+    run(job_id, sleep=sleep)
+    job = totals_agree(GenerationJob.objects.get(pk=job_id))
+    by_item = {o.item.item_id: o for o in job.outputs.select_related("item")}
+    assert job.status == JobStatus.COMPLETED
+    assert (job.completed_cells, job.failed_cells) == (2, 1)
+    assert by_item["flaky"].status == "completed" and by_item["flaky"].attempts == 2
+    assert sleep.waits == [1.0]
+    bad = by_item["bad"]
+    assert bad.status == "failed" and bad.error_kind == "bad_request" and bad.attempts == 1
+    assert "Injected fault 400" in bad.error_message and bad.cost_usd == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_budget_pauses_and_raising_it_resumes(api, creator, setup):
+    job_id = started_job(api, creator, setup, budget_usd="0.004")
+    summary = run(job_id)
+    job = totals_agree(GenerationJob.objects.get(pk=job_id))
+    assert summary.stopped_by == "budget" and job.status == JobStatus.PAUSED
+    assert "Budget reached" in job.status_message
+    assert 0 < job.cost_usd <= Decimal("0.004") and job.reserved_usd == 0
+    assert 0 < job.completed_cells < 48
+    assert job.outputs.filter(status="running").count() == 0
+
+    client = api(creator)
+    assert client.patch(f"{JOBS}/{job_id}", {"budget_usd": "10"}, format="json").status_code == 200
+    assert client.post(f"{JOBS}/{job_id}/start").json()["status"] == "running"
+    run(job_id)
+    job = totals_agree(GenerationJob.objects.get(pk=job_id))
+    assert job.status == JobStatus.COMPLETED and job.completed_cells == 48
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_restarted_runner_finishes_only_what_is_left(api, creator, setup):
+    from django.utils import timezone
+
+    job_id = started_job(api, creator, setup)
+    done = list(GenerationOutput.objects.filter(job_id=job_id).order_by("pk")[:5])
+    for output in done:  # recorded by the runner that died
+        output.status, output.content, output.cost_usd = "completed", "kept", Decimal("0.01")
+        output.save()
+    GenerationJob.objects.filter(pk=job_id).update(
+        completed_cells=5,
+        cost_usd=Decimal("0.05"),
+        reserved_usd=Decimal("0.03"),
+        runner_token="dead-runner",
+        lease_until=timezone.now() - timezone.timedelta(seconds=5),
+    )
+    in_flight = GenerationOutput.objects.filter(job_id=job_id, status="pending").order_by("pk")[:3]
+    GenerationOutput.objects.filter(pk__in=[o.pk for o in in_flight]).update(
+        status="running", reserved_usd=Decimal("0.01")
+    )
+
+    summary = run(job_id)
+    job = totals_agree(GenerationJob.objects.get(pk=job_id))
+    assert summary.succeeded == 43 and job.status == JobStatus.COMPLETED
+    assert job.completed_cells == 48 and job.reserved_usd == 0
+    assert GenerationOutput.objects.filter(pk__in=[o.pk for o in done], content="kept").count() == 5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_live_lease_keeps_a_second_runner_out(api, creator, setup):
+    from django.utils import timezone
+
+    job_id = started_job(api, creator, setup)
+    GenerationJob.objects.filter(pk=job_id).update(
+        runner_token="other", lease_until=timezone.now() + timezone.timedelta(seconds=60)
+    )
+    assert run(job_id).stopped_by == "held"
+    assert GenerationOutput.objects.filter(job_id=job_id, status="pending").count() == 48
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pause_takes_effect_within_one_window(api, creator, setup):
+    setup["connection"].options = {"latency_s": 0.05}
+    setup["connection"].save()
+    job_id = started_job(api, creator, setup, concurrency=4)
+    result = {}
+
+    def runner():
+        try:
+            result["summary"] = run(job_id, sleep=asyncio.sleep)
+        finally:
+            connections.close_all()  # this thread's own connection
+
+    thread = threading.Thread(target=runner)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while GenerationJob.objects.get(pk=job_id).completed_cells < 8:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert api(creator).post(f"{JOBS}/{job_id}/pause").json()["status"] == "paused"
+    paused_at = GenerationJob.objects.get(pk=job_id).completed_cells
+    thread.join(timeout=20)
+    job = totals_agree(GenerationJob.objects.get(pk=job_id))
+    assert result["summary"].stopped_by == "paused" and job.status == JobStatus.PAUSED
+    assert job.completed_cells <= paused_at + 4  # at most the window in flight
+    assert job.outputs.filter(status="running").count() == 0 and job.reserved_usd == 0
+    assert job.outputs.filter(status="pending").count() == 48 - job.completed_cells
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_next_queued_job_starts_when_one_completes(api, creator, setup):
+    first = started_job(api, creator, setup)
+    second = api(creator).post(JOBS, job_body(setup, name="Next"), format="json").json()["id"]
+    assert api(creator).post(f"{JOBS}/{second}/start").json()["status"] == "queued"
+    run(first)
+    assert GenerationJob.objects.get(pk=second).status == JobStatus.RUNNING
+
+
+@pytest.mark.django_db(transaction=True)
+def test_exports_and_statistics(api, creator, setup):
+    job_id = started_job(api, creator, setup)
+    run(job_id)
+    client = api(creator)
+    response = client.post(f"{JOBS}/{job_id}/export/csv")
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert (
+        rows[0]
+        == CSV_COLUMNS
+        == [
+            "output_id",
+            "source_item_id",
+            "prompt_variant",
+            "model_name",
+            "generated_content",
+            "input_tokens",
+            "output_tokens",
+            "cost_usd",
+            "processing_time_ms",
+            "status",
+            "error_message",
+            "created_at",
+            "completed_at",
+        ]
+    )
+    assert len(rows) == 49 and {r[9] for r in rows[1:]} == {"completed"}
+    exported = json.loads(b"".join(client.post(f"{JOBS}/{job_id}/export/json").streaming_content))
+    assert exported["job"]["config"]["temperatures"] == [0.0, 1.0]
+    assert len(exported["outputs"]) == 48 and set(exported["outputs"][0]) == set(CSV_COLUMNS)
+    stats = client.get(f"{JOBS}/{job_id}/statistics").json()
+    assert stats["by_status"] == {"completed": 48}
+    assert set(stats["by_model"]) == {"Small", "Large"}
+    assert stats["by_model"]["Small"]["outputs"] == 24
+    assert set(stats["by_prompt"]) == {"Summary v1", "Short v1"}
+    outputs = client.get(f"{JOBS}/{job_id}/outputs", {"status": "completed", "page_size": 5}).json()
+    assert outputs["count"] == 48 and len(outputs["results"]) == 5
+    model_id = GenerationJob.objects.get(pk=job_id).models.get(position=1).pk
+    filtered = client.get(f"{JOBS}/{job_id}/outputs", {"model": model_id}).json()
+    assert filtered["count"] == 24 and {o["model_name"] for o in filtered["results"]} == {"Large"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_recovery_redispatches_jobs_whose_runner_died(api, creator, setup):
+    # The migration schedules it (idempotently; transactional tests flush migration data).
+    from importlib import import_module
+
+    from django.apps import apps
+    from django.utils import timezone
+    from django_q.brokers import get_broker
+    from django_q.models import Schedule
+
+    from generation.tasks import recover_jobs
+
+    migration = import_module("generation.migrations.0002_recover_jobs_schedule")
+    migration.schedule(apps, None)
+    migration.schedule(apps, None)
+    assert Schedule.objects.filter(func="generation.tasks.recover_jobs", minutes=1).count() == 1
+    job_id = started_job(api, creator, setup)
+    broker = get_broker()
+    broker.purge_queue()
+    GenerationJob.objects.filter(pk=job_id).update(
+        runner_token="alive", lease_until=timezone.now() + timezone.timedelta(seconds=30)
+    )
+    assert recover_jobs() == [] and broker.queue_size() == 0
+    GenerationJob.objects.filter(pk=job_id).update(
+        lease_until=timezone.now() - timezone.timedelta(seconds=1)
+    )
+    assert recover_jobs() == [job_id] and broker.queue_size() == 1
