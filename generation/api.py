@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, cast
 
 import django_filters
 from django.conf import settings
 from django.db import transaction
-from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status
@@ -30,7 +26,7 @@ from evalplatform.accounts.roles import (
 )
 from evalplatform.api.permissions import TeamScopedViewSet
 from evalplatform.errors import Conflict, FieldErrors
-from generation import selectors, services
+from generation import exports, selectors, services
 from generation.models import GenerationJob, GenerationOutput, JobStatus
 
 
@@ -258,42 +254,15 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
     @extend_schema(request=None, responses={(200, "text/csv"): OpenApiTypes.STR})
     @action(detail=True, methods=["post"], url_path="export/csv")
     def export_csv(self, request, pk=None):
-        job = self._job()
-
-        def rows() -> Iterator[str]:
-            buffer = io.StringIO()
-            writer = csv.writer(buffer)
-            writer.writerow(selectors.CSV_COLUMNS)
-            for row in selectors.export_rows(job):
-                writer.writerow(row)
-                if buffer.tell() > 64 * 1024:
-                    yield buffer.getvalue()
-                    buffer.seek(0)
-                    buffer.truncate()
-            yield buffer.getvalue()
-
-        response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="generation-job-{job.pk}.csv"'
-        return response
+        """All outputs as CSV with the spec's columns, streamed."""
+        return exports.csv_response(self._job())
 
     @extend_schema(request=None, responses={(200, "application/json"): OpenApiTypes.OBJECT})
     @action(detail=True, methods=["post"], url_path="export/json")
     def export_json(self, request, pk=None):
+        """The job with its full configuration, and every output, streamed."""
         job = self._job()
-        head = JobSerializer(selectors.jobs().get(pk=job.pk)).data | {"config": job.config}
-
-        def chunks() -> Iterator[str]:
-            yield '{"job": ' + json.dumps(head, default=str) + ', "outputs": ['
-            first = True
-            for row in selectors.export_rows(job):
-                record = dict(zip(selectors.CSV_COLUMNS, row, strict=True))
-                yield ("" if first else ",") + json.dumps(record, default=str)
-                first = False
-            yield "]}"
-
-        response = StreamingHttpResponse(chunks(), content_type="application/json")
-        response["Content-Disposition"] = f'attachment; filename="generation-job-{job.pk}.json"'
-        return response
+        return exports.json_response(job, JobSerializer(selectors.jobs().get(pk=job.pk)).data)
 
 
 class OutputViewSet(TeamScopedViewSet, mixins.RetrieveModelMixin):

@@ -1,0 +1,51 @@
+"""Streamed exports (memory stays flat whatever the job's size), shared by the API and admin."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from django.http import StreamingHttpResponse
+
+from generation import selectors
+from generation.models import GenerationJob
+
+FLUSH_BYTES = 64 * 1024
+
+
+def csv_chunks(job: GenerationJob) -> Iterator[str]:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(selectors.CSV_COLUMNS)
+    for row in selectors.export_rows(job):
+        writer.writerow(row)
+        if buffer.tell() > FLUSH_BYTES:
+            yield buffer.getvalue()
+            buffer.seek(0)
+            buffer.truncate()
+    yield buffer.getvalue()
+
+
+def json_chunks(job: GenerationJob, head: dict[str, Any]) -> Iterator[str]:
+    yield '{"job": ' + json.dumps(head | {"config": job.config}, default=str) + ', "outputs": ['
+    first = True
+    for row in selectors.export_rows(job):
+        record = dict(zip(selectors.CSV_COLUMNS, row, strict=True))
+        yield ("" if first else ",") + json.dumps(record, default=str)
+        first = False
+    yield "]}"
+
+
+def csv_response(job: GenerationJob) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(csv_chunks(job), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="generation-job-{job.pk}.csv"'
+    return response
+
+
+def json_response(job: GenerationJob, head: dict[str, Any]) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(json_chunks(job, head), content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="generation-job-{job.pk}.json"'
+    return response
