@@ -39,10 +39,19 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_fake(port: int) -> subprocess.Popen:
+def start_fake(port: int, *, latency: float = 0.0) -> subprocess.Popen:
+    # The fake runs in the embedded mode (no database needed) in its own process.
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     proc = subprocess.Popen(
-        [sys.executable, "manage.py", "fake_provider", "--port", str(port)],
+        [
+            sys.executable,
+            "manage.py",
+            "fake_provider",
+            "--port",
+            str(port),
+            "--latency",
+            str(latency),
+        ],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

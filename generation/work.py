@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -16,9 +17,9 @@ from django.utils import timezone
 from evalplatform.prompts.rendering import Block, render
 from evalplatform.providers.estimate import estimate_tokens
 from evalplatform.providers.llm.retry import RetryPolicy
-from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
+from evalplatform.providers.llm.types import LLMRequest
 from evalplatform.providers.models import LLMModel, ProviderConnection
-from evalplatform.runs.engine import Cell
+from evalplatform.runs.engine import Cell, Outcome
 from generation.models import GenerationJob, GenerationOutput, JobStatus, OutputStatus
 
 LEASE = timedelta(seconds=60)
@@ -171,52 +172,66 @@ class GenerationWork:
             job.save(update_fields=["reserved_usd", "updated_at"])
         return cells, blocked
 
-    def record_success(self, cell: Cell, response: LLMResponse, attempts: int) -> None:
-        model = self.models[cell.meta][0]
-        cost = model.cost_usd(response.input_tokens, response.output_tokens)
-        with transaction.atomic():
-            # Only a running cell is recorded: a result can never be counted twice.
-            updated = GenerationOutput.objects.filter(
-                pk=cell.id, status=OutputStatus.RUNNING
-            ).update(
-                status=OutputStatus.COMPLETED,
-                content=response.text,
-                finish_reason=response.finish_reason[:40],
-                input_tokens=response.input_tokens,
-                output_tokens=response.output_tokens,
-                cost_usd=cost,
-                processing_time_ms=round(response.latency_s * 1000),
-                attempts=attempts,
-                error_kind="",
-                error_message="",
-                reserved_usd=0,
-                completed_at=timezone.now(),
-            )
-            if updated:
-                GenerationJob.objects.filter(pk=self.job_id).update(
-                    completed_cells=F("completed_cells") + 1,
-                    cost_usd=F("cost_usd") + cost,
-                    reserved_usd=F("reserved_usd") - cell.reserved_usd,
-                )
+    def step(self, outcomes: Sequence[Outcome], limit: int) -> tuple[str, list[Cell], bool]:
+        if outcomes:
+            self.record(outcomes)
+        control = self.control()
+        if control != "run" or limit <= 0:
+            return control, [], False
+        cells, blocked = self.claim(limit)
+        return control, cells, blocked
 
-    def record_failure(self, cell: Cell, error: ProviderError, attempts: int) -> None:
+    def record(self, outcomes: Sequence[Outcome]) -> None:
+        """Record finished cells in one transaction. Only a running cell is recorded, so a
+        result can never be counted twice."""
+        now = timezone.now()
+        completed = failed = 0
+        cost_total = released = Decimal(0)
         with transaction.atomic():
-            updated = GenerationOutput.objects.filter(
-                pk=cell.id, status=OutputStatus.RUNNING
-            ).update(
-                status=OutputStatus.FAILED,
-                attempts=attempts,
-                error_kind=error.kind,
-                error_message=(error.message + (f"\n{error.raw_text}" if error.raw_text else ""))[
-                    :4000
-                ],
-                reserved_usd=0,
-                completed_at=timezone.now(),
-            )
-            if updated:
+            for outcome in outcomes:
+                cell, response, error = outcome.cell, outcome.response, outcome.error
+                running = GenerationOutput.objects.filter(pk=cell.id, status=OutputStatus.RUNNING)
+                if response is not None:
+                    cost = self.models[cell.meta][0].cost_usd(
+                        response.input_tokens, response.output_tokens
+                    )
+                    updated = running.update(
+                        status=OutputStatus.COMPLETED,
+                        content=response.text,
+                        finish_reason=response.finish_reason[:40],
+                        input_tokens=response.input_tokens,
+                        output_tokens=response.output_tokens,
+                        cost_usd=cost,
+                        processing_time_ms=round(response.latency_s * 1000),
+                        attempts=outcome.attempts,
+                        error_kind="",
+                        error_message="",
+                        reserved_usd=0,
+                        completed_at=now,
+                    )
+                    if updated:
+                        completed += 1
+                        cost_total += cost
+                        released += cell.reserved_usd
+                elif error is not None:
+                    message = error.message + (f"\n{error.raw_text}" if error.raw_text else "")
+                    updated = running.update(
+                        status=OutputStatus.FAILED,
+                        attempts=outcome.attempts,
+                        error_kind=error.kind,
+                        error_message=message[:4000],
+                        reserved_usd=0,
+                        completed_at=now,
+                    )
+                    if updated:
+                        failed += 1
+                        released += cell.reserved_usd
+            if completed or failed:
                 GenerationJob.objects.filter(pk=self.job_id).update(
-                    failed_cells=F("failed_cells") + 1,
-                    reserved_usd=F("reserved_usd") - cell.reserved_usd,
+                    completed_cells=F("completed_cells") + completed,
+                    failed_cells=F("failed_cells") + failed,
+                    cost_usd=F("cost_usd") + cost_total,
+                    reserved_usd=F("reserved_usd") - released,
                 )
 
     def budget_exhausted(self) -> None:

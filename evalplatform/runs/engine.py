@@ -1,16 +1,18 @@
 """The one execution engine for LLM calls (generation jobs now, judge runs later).
 
-It knows nothing of generation or evaluations: they plug in through ``Work``, which claims
-pending cells (reserving budget for each), builds their requests, and records outcomes.
+It knows nothing of generation or evaluations: they plug in through ``Work``, which records
+finished cells, says whether to go on, and claims pending cells (reserving budget for each).
 The engine keeps up to ``concurrency`` cells in flight through one ``ProviderClient`` per
-connection, retries by the platform schedule, and checks the job's control state between
-requests, so pause and cancel take effect within one in-flight window.
+connection and retries by the platform schedule. All database work of one step (record what
+finished, read the job's state, claim more) is one hop to the database thread, so its cost is
+shared by every cell that finished together; the claim re-checks the job's state in its
+transaction, so pause and cancel take effect within one in-flight window.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol
@@ -32,6 +34,14 @@ class Cell:
     meta: Any = None  # the work's own data about the cell
 
 
+@dataclass
+class Outcome:
+    cell: Cell
+    attempts: int
+    response: LLMResponse | None = None
+    error: ProviderError | None = None
+
+
 class Work(Protocol):
     concurrency: int
     retry: RetryPolicy
@@ -39,18 +49,12 @@ class Work(Protocol):
     def begin(self) -> bool:
         """Take the job's lease (recovering cells a dead runner left); False if held."""
 
-    def control(self) -> str:
-        """'run', or why to stop ('paused', 'cancelled', 'lost')."""
-
-    def claim(self, limit: int) -> tuple[list[Cell], bool]:
-        """Up to ``limit`` pending cells, marked running with budget reserved; and whether
-        the budget stopped the claim."""
+    def step(self, outcomes: Sequence[Outcome], limit: int) -> tuple[str, list[Cell], bool]:
+        """Record ``outcomes``; then the job's state ('run', or why to stop: 'paused',
+        'cancelled', 'lost'), up to ``limit`` newly claimed cells (marked running, budget
+        reserved) and whether the budget stopped the claim."""
 
     def connection(self, connection_id: int) -> Any: ...
-
-    def record_success(self, cell: Cell, response: LLMResponse, attempts: int) -> None: ...
-
-    def record_failure(self, cell: Cell, error: ProviderError, attempts: int) -> None: ...
 
     def budget_exhausted(self) -> None: ...
 
@@ -64,12 +68,16 @@ class RunSummary:
     failed: int = 0
     stopped_by: str = ""
 
+    def count(self, outcomes: Sequence[Outcome]) -> None:
+        for outcome in outcomes:
+            if outcome.error is None:
+                self.succeeded += 1
+            else:
+                self.failed += 1
+
 
 async def run_live(
-    work: Work,
-    *,
-    client_factory: Callable[[Any], ProviderClient] | None = None,
-    on_cell: Callable[[Cell], Awaitable[None]] | None = None,
+    work: Work, *, client_factory: Callable[[Any], ProviderClient] | None = None
 ) -> RunSummary:
     summary = RunSummary()
     if not await sync_to_async(work.begin)():
@@ -79,51 +87,48 @@ async def run_live(
     make_client = client_factory or (
         lambda conn: ProviderClient.for_connection(conn, retry=work.retry)
     )
+    step = sync_to_async(work.step)
 
-    async def client_for(connection_id: int) -> ProviderClient:
-        if connection_id not in clients:
-            connection = await sync_to_async(work.connection)(connection_id)
-            clients[connection_id] = make_client(connection)
-        return clients[connection_id]
+    creating = asyncio.Lock()
 
-    async def execute(cell: Cell) -> None:
-        client = await client_for(cell.connection_id)
+    async def execute(cell: Cell) -> Outcome:
+        if cell.connection_id not in clients:
+            async with creating:  # one client (one pool) per connection, however many wait
+                if cell.connection_id not in clients:
+                    connection = await sync_to_async(work.connection)(cell.connection_id)
+                    clients[cell.connection_id] = make_client(connection)
         try:
-            result = await client.complete(cell.request, retry=work.retry)
+            result = await clients[cell.connection_id].complete(cell.request, retry=work.retry)
         except ProviderError as error:
-            await sync_to_async(work.record_failure)(cell, error, error.attempts)
-            summary.failed += 1
-            return
-        await sync_to_async(work.record_success)(cell, result.response, result.attempts)
-        summary.succeeded += 1
-        if on_cell is not None:
-            await on_cell(cell)
+            return Outcome(cell, error.attempts, error=error)
+        return Outcome(cell, result.attempts, response=result.response)
 
     try:
         while True:
-            in_flight: set[asyncio.Task[None]] = set()
-            budget_blocked = False
+            in_flight: set[asyncio.Task[Outcome]] = set()
+            finished: list[Outcome] = []
+            blocked = False
             while True:
-                control = await sync_to_async(work.control)()
+                free = 0 if blocked else work.concurrency - len(in_flight)
+                control, cells, blocked = await step(finished, free)
+                summary.count(finished)
+                finished = []
                 if control != "run":
                     summary.stopped_by = control
                     break
-                free = work.concurrency - len(in_flight)
-                if free > 0 and not budget_blocked:
-                    cells, budget_blocked = await sync_to_async(work.claim)(free)
-                    in_flight.update(asyncio.create_task(execute(c)) for c in cells)
+                in_flight.update(asyncio.create_task(execute(c)) for c in cells)
                 if not in_flight:
-                    if budget_blocked:
+                    if blocked:
                         await sync_to_async(work.budget_exhausted)()
                         summary.stopped_by = "budget"
                     break
-                done, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
-                in_flight -= done
-                budget_blocked = False  # actual costs may have freed part of the reservation
-                for task in done:
-                    task.result()  # a bug in recording must not pass silently
-            if in_flight:  # stopping: let what is in flight land and be recorded
-                await asyncio.gather(*in_flight)
+                done, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+                finished = [task.result() for task in done]
+                blocked = False  # actual costs may have freed part of the reservations
+            if in_flight:  # stopping: let what is in flight land, and record it
+                finished = list(await asyncio.gather(*in_flight))
+                await step(finished, 0)
+                summary.count(finished)
             if not await sync_to_async(work.end)():
                 return summary
     finally:

@@ -273,3 +273,19 @@ def test_recovery_redispatches_jobs_whose_runner_died(api, creator, setup):
         lease_until=timezone.now() - timezone.timedelta(seconds=1)
     )
     assert recover_jobs() == [job_id] and broker.queue_size() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_client_per_connection_however_many_cells_start_together(api, creator, setup):
+    from evalplatform.providers.llm.client import ProviderClient
+
+    job_id = started_job(api, creator, setup, concurrency=16)
+    made = []
+
+    def factory(connection):
+        made.append(connection.pk)
+        return ProviderClient.for_connection(connection, retry=RetryPolicy(sleep=FakeSleep()))
+
+    work = GenerationWork(job_id, retry=RetryPolicy(sleep=FakeSleep()))
+    summary = asyncio.run(run_live(work, client_factory=factory))
+    assert summary.succeeded == 48 and made == [setup["connection"].pk]

@@ -1,0 +1,130 @@
+"""Live generation throughput: N cells against the fake provider (its own process) at a fixed
+latency and concurrency, on a fresh SQLite database (or DATABASE_URL).
+
+    python bench/generation_throughput.py [--cells 600] [--latency 0.2] [--concurrency 32]
+
+Ideal wall time is ceil(cells / concurrency) x latency. Platform CPU is this process's CPU
+time per cell (rendering, budget reservation, claiming, recording, HTTP). Last line: JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cells", type=int, default=600)
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--concurrency", type=int, default=32)
+    args = parser.parse_args()
+    os.environ.setdefault("EVAL_DATA_DIR", tempfile.mkdtemp(prefix="evalbench-"))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from provider_overhead import free_port, start_fake
+
+    from evalplatform.accounts.models import Membership, Team
+    from evalplatform.accounts.roles import Role
+    from evalplatform.prompts.models import PromptBlock, PromptTemplate, PromptVersion
+    from evalplatform.providers.llm.retry import RetryPolicy
+    from evalplatform.providers.models import LLMModel, ProviderConnection
+    from evalplatform.runs.engine import run_live
+    from generation import services
+    from generation.models import GenerationJob
+    from generation.work import GenerationWork
+
+    call_command("migrate", verbosity=0)
+    port = free_port()
+    fake = start_fake(port, latency=args.latency)
+    try:
+        user = get_user_model().objects.create_user("bench")
+        team = Team.objects.create(name="Bench", slug="bench")
+        Membership.objects.create(user=user, team=team, role=Role.CREATOR)
+        connection = ProviderConnection.objects.create(
+            team=team,
+            name="fake",
+            kind="openai",
+            base_url=f"http://127.0.0.1:{port}",
+            max_concurrency=args.concurrency,
+            timeout_s=30,
+        )
+        model = LLMModel.objects.create(
+            connection=connection,
+            model_id="gpt-fake",
+            display_name="Fake",
+            input_price_per_mtok=1,
+            output_price_per_mtok=2,
+        )
+        template = PromptTemplate.objects.create(team=team, name="Summary")
+        version = PromptVersion.objects.create(template=template, number=1)
+        PromptBlock.objects.create(version=version, position=0, title="System", body="Be brief.")
+        PromptBlock.objects.create(version=version, position=1, body="Summarize: {{content}}")
+        items = [
+            {"id": i, "content": f"Item {i}: a paragraph about rivers and rain."}
+            for i in range(args.cells)
+        ]
+        data = {
+            "team": "bench",
+            "name": "throughput",
+            "prompt_versions": [version.pk],
+            "models": [model.pk],
+            "temperatures": [0.7],
+            "max_tokens": 200,
+            "concurrency": args.concurrency,
+            "source": {"type": "manual", "format": "json", "content": json.dumps(items)},
+        }
+        start = time.perf_counter()
+        job = services.job_create(user=user, plan=services.job_plan(user=user, data=data))
+        create_s = time.perf_counter() - start
+        services.job_start(user=user, job=job)
+
+        cpu, wall = time.process_time(), time.perf_counter()
+        summary = asyncio.run(run_live(GenerationWork(job.pk, retry=RetryPolicy())))
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    finally:
+        fake.terminate()
+        fake.wait(timeout=10)
+    job = GenerationJob.objects.get(pk=job.pk)
+    assert job.status == "completed" and job.completed_cells == args.cells, (job.status, summary)
+    ideal = math.ceil(args.cells / args.concurrency) * args.latency
+    print(f"created {args.cells} cells in {create_s:.2f} s")
+    print(
+        f"ran {args.cells} cells in {wall:.2f} s (ideal {ideal:.2f} s), "
+        f"{cpu * 1000 / args.cells:.2f} CPU ms per cell"
+    )
+    print(
+        json.dumps(
+            {
+                "cells": args.cells,
+                "latency_s": args.latency,
+                "concurrency": args.concurrency,
+                "database": django.db.connection.vendor,
+                "create_s": round(create_s, 3),
+                "wall_s": round(wall, 3),
+                "ideal_s": round(ideal, 3),
+                "wall_over_ideal_ratio": round(wall / ideal, 3),
+                "cpu_ms_per_cell": round(cpu * 1000 / args.cells, 3),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
