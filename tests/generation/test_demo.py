@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+
+from generation.models import GenerationJob, GenerationOutput
+
+
+@pytest.mark.django_db(transaction=True)
+def test_demo_runs_the_loop_offline_and_is_idempotent():
+    out = io.StringIO()
+    call_command("demo", stdout=out)
+    text = out.getvalue()
+    assert "Demo user demo-manager /" in text and "completed, 320/320 outputs" in text
+    job = GenerationJob.objects.get(name__startswith="Demo:")
+    assert job.status == "completed" and job.cost_usd > 0
+    first = {o.custom_id: o.content for o in GenerationOutput.objects.filter(job=job)}
+    assert len(first) == 320 and all(first.values())
+
+    again = io.StringIO()
+    call_command("demo", stdout=again)
+    assert "Demo user" not in again.getvalue() and "completed, 320/320" in again.getvalue()
+    assert GenerationJob.objects.count() == 1
+    assert {o.custom_id: o.content for o in GenerationOutput.objects.filter(job=job)} == first
