@@ -226,6 +226,9 @@ SECURE_REFERRER_POLICY = "same-origin"
 
 # --- Platform limits ------------------------------------------------------------------------
 UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 50 * 1024 * 1024)
+GENERATION_MAX_CELLS = env_int("GENERATION_MAX_CELLS", 200_000)
+# A runner renews its lease on a job every step; a job whose lease ran out is recovered.
+GENERATION_LEASE_S = env_int("GENERATION_LEASE_S", 60)
 # Request bodies other than file parts (JSON, form fields) are capped at the same size.
 DATA_UPLOAD_MAX_MEMORY_SIZE = UPLOAD_MAX_BYTES
 

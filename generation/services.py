@@ -271,7 +271,7 @@ def job_plan(
         max_retries or 0,
         concurrency,
     )
-    limit = getattr(settings, "GENERATION_MAX_CELLS", 200_000)
+    limit = settings.GENERATION_MAX_CELLS
     if plan.cell_count > limit:
         raise FieldErrors({"models": f"{plan.cell_count:,} cells; at most {limit:,} per job."})
     return plan

@@ -10,6 +10,7 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -22,7 +23,6 @@ from evalplatform.providers.models import LLMModel, ProviderConnection
 from evalplatform.runs.engine import Cell, Outcome
 from generation.models import GenerationJob, GenerationOutput, JobStatus, OutputStatus
 
-LEASE = timedelta(seconds=60)
 # Without max_tokens, a cell's budget reservation assumes a reply this long.
 UNCAPPED_RESERVE_TOKENS = 4096
 
@@ -68,7 +68,7 @@ class GenerationWork:
                 status=OutputStatus.PENDING, reserved_usd=0, started_at=None
             )
             job.reserved_usd = Decimal(0)
-            job.runner_token, job.lease_until = self.token, now + LEASE
+            job.runner_token, job.lease_until = self.token, now + timedelta(seconds=settings.GENERATION_LEASE_S)
             job.save(update_fields=["reserved_usd", "runner_token", "lease_until", "updated_at"])
         return True
 
@@ -76,7 +76,7 @@ class GenerationWork:
         now = timezone.now()
         renewed = GenerationJob.objects.filter(
             pk=self.job_id, runner_token=self.token, status=JobStatus.RUNNING
-        ).update(lease_until=now + LEASE)
+        ).update(lease_until=now + timedelta(seconds=settings.GENERATION_LEASE_S))
         if renewed:
             return "run"
         job = GenerationJob.objects.filter(pk=self.job_id).values("status", "runner_token").first()
