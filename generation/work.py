@@ -68,7 +68,10 @@ class GenerationWork:
                 status=OutputStatus.PENDING, reserved_usd=0, started_at=None
             )
             job.reserved_usd = Decimal(0)
-            job.runner_token, job.lease_until = self.token, now + timedelta(seconds=settings.GENERATION_LEASE_S)
+            job.runner_token, job.lease_until = (
+                self.token,
+                now + timedelta(seconds=settings.GENERATION_LEASE_S),
+            )
             job.save(update_fields=["reserved_usd", "runner_token", "lease_until", "updated_at"])
         return True
 
