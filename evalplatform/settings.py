@@ -226,7 +226,9 @@ SECURE_REFERRER_POLICY = "same-origin"
 
 # --- Platform limits ------------------------------------------------------------------------
 UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 50 * 1024 * 1024)
-GENERATION_MAX_CELLS = env_int("GENERATION_MAX_CELLS", 200_000)
+# A job's cells are written in one transaction when it is created (about 10 s for 50,000 on
+# SQLite here); the cap keeps that under the SQLite busy timeout.
+GENERATION_MAX_CELLS = env_int("GENERATION_MAX_CELLS", 50_000)
 # A runner renews its lease on a job every step; a job whose lease ran out is recovered.
 GENERATION_LEASE_S = env_int("GENERATION_LEASE_S", 60)
 # Request bodies other than file parts (JSON, form fields) are capped at the same size.

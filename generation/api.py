@@ -149,8 +149,10 @@ def _job_input(request) -> tuple[dict[str, Any], bytes | None, str]:
             )
         try:
             data = json.loads(request.data.get("config") or "{}")
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise FieldErrors({"config": "The config field must be JSON."}) from exc
+        if not isinstance(data, dict):
+            raise FieldErrors({"config": "The config field must be a JSON object."})
         return data, upload.read(), upload.name or ""
     if not isinstance(request.data, dict):
         raise FieldErrors({"non_field_errors": "Send a JSON object."})
@@ -188,7 +190,7 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
         data, upload, filename = _job_input(request)
         plan = services.job_plan(user=request.user, data=data, upload=upload, filename=filename)
         job = services.job_create(user=request.user, plan=plan)
-        if data.get("start"):
+        if data.get("start") is True:
             services.job_start(user=request.user, job=job)
         return Response(
             JobSerializer(selectors.jobs().get(pk=job.pk)).data, status.HTTP_201_CREATED

@@ -90,6 +90,12 @@ class GenerationJob(models.Model):
                 condition=models.Q(completed_cells__lte=models.F("total_cells")),
                 name="job_completed_within_total",
             ),
+            # One running job per user (the services lock the owner row to decide it).
+            models.UniqueConstraint(
+                fields=["owner"],
+                condition=models.Q(status="running"),
+                name="one_running_job_per_owner",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -187,6 +193,7 @@ class GenerationOutput(models.Model):
     output_tokens = models.PositiveIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
     reserved_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
+    runner_token = models.CharField(max_length=32, blank=True)  # the runner that claimed it
     processing_time_ms = models.PositiveIntegerField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     error_kind = models.CharField(max_length=40, blank=True)

@@ -9,6 +9,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -35,6 +36,7 @@ from generation.models import (
     JobModel,
     JobPrompt,
     JobStatus,
+    OutputStatus,
     SourceKind,
 )
 
@@ -125,6 +127,8 @@ def job_plan(
     mode = data.get("mode", JobMode.LIVE)
     if mode not in JobMode.values:
         errors["mode"] = "live or batch."
+    elif mode == JobMode.BATCH:
+        errors["mode"] = "Batch mode arrives with the batch runner; use live for now."
     repetitions = _int(data, "repetitions", 1, 1, 100, errors) or 1
     max_tokens = _int(data, "max_tokens", None, 1, 1_000_000, errors)
     max_retries = _int(data, "max_retries", 3, 0, 10, errors)
@@ -146,15 +150,23 @@ def job_plan(
     if data.get("budget_usd") not in (None, ""):
         try:
             budget = Decimal(str(data["budget_usd"]))
-            if not budget.is_finite() or budget <= 0:
+            if (
+                not budget.is_finite()
+                or not Decimal("0.0001") <= budget < Decimal(10**8)
+                or budget != budget.quantize(Decimal("0.0001"))
+            ):
                 raise InvalidOperation
         except InvalidOperation:
-            errors["budget_usd"] = "A positive amount in USD."
+            errors["budget_usd"] = "An amount in USD from 0.0001 to 99,999,999.9999 (4 decimals)."
             budget = None
 
     prompt_ids = data.get("prompt_versions") or []
     prompts: list[PromptVersion] = []
-    if not isinstance(prompt_ids, list) or not prompt_ids:
+    if (
+        not isinstance(prompt_ids, list)
+        or not prompt_ids
+        or not all(isinstance(p, int) and not isinstance(p, bool) for p in prompt_ids)
+    ):
         errors["prompt_versions"] = "Choose at least one prompt version (a list of ids)."
     else:
         found = (
@@ -207,6 +219,12 @@ def job_plan(
             if not isinstance(params, dict):
                 errors[f"models[{index}].params"] = "Parameters are an object."
                 continue
+            if reserved := _reserved_params(params):
+                errors[f"models[{index}].params"] = (
+                    f"{', '.join(reserved)} are set by the job (model, prompt, max_tokens, "
+                    "temperature, one reply), not by parameters."
+                )
+                continue
             label = str(
                 spec.get("label")
                 or model.display_name
@@ -222,6 +240,8 @@ def job_plan(
             models.append(ModelSpec(model, label, params))
 
     source = data.get("source") or {}
+    if not isinstance(source, dict):
+        raise FieldErrors({"source": "The source is an object: {type, format, content}."})
     kind = source.get("type", SourceKind.MANUAL if upload is not None else None)
     items: list[sources.Item] = []
     meta: dict[str, Any] = {}
@@ -275,6 +295,32 @@ def job_plan(
     if plan.cell_count > limit:
         raise FieldErrors({"models": f"{plan.cell_count:,} cells; at most {limit:,} per job."})
     return plan
+
+
+# Request fields the job sets itself: parameters may not override them, or the budget
+# reservation (based on max_tokens and one reply) and the pricing would be wrong.
+_RESERVED_KEYS = {
+    "model",
+    "messages",
+    "contents",
+    "system",
+    "systemInstruction",
+    "stream",
+    "n",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "candidateCount",
+    "maxOutputTokens",
+}
+
+
+def _reserved_params(params: Mapping[str, Any]) -> list[str]:
+    found = sorted(k for k in params if k in _RESERVED_KEYS)
+    config = params.get("generationConfig")
+    if isinstance(config, Mapping):
+        found += [f"generationConfig.{k}" for k in sorted(config) if k in _RESERVED_KEYS]
+    return found
 
 
 def job_estimate(plan: JobPlan) -> dict[str, Any]:
@@ -428,7 +474,15 @@ ALLOWED = {
 
 
 def _locked(job: GenerationJob) -> GenerationJob:
-    return GenerationJob.objects.select_for_update().get(pk=job.pk)
+    job = GenerationJob.objects.select_for_update().get(pk=job.pk)
+    _lock_owner(job.owner_id)
+    return job
+
+
+def _lock_owner(owner_id: int) -> None:
+    """Serialize "one running job per user" decisions: with no running job there is no job
+    row to lock, so lock the owner's row (a constraint backs this up)."""
+    get_user_model().objects.select_for_update().filter(pk=owner_id).exists()
 
 
 def _refuse(action: str, job: GenerationJob) -> Conflict:
@@ -501,6 +555,7 @@ def _stop(job: GenerationJob, action: str, status: str, message: str) -> Generat
 
 def start_next_queued(*, owner_id: int) -> GenerationJob | None:
     """Start the owner's oldest queued job if none is running (call inside a transaction)."""
+    _lock_owner(owner_id)
     if GenerationJob.objects.filter(owner_id=owner_id, status=JobStatus.RUNNING).exists():
         return None
     nxt = (
@@ -516,6 +571,24 @@ def start_next_queued(*, owner_id: int) -> GenerationJob | None:
     nxt.save(update_fields=["status", "started_at", "updated_at"])
     _dispatch_on_commit(nxt)
     return nxt
+
+
+def job_fail(*, job_id: int, message: str) -> None:
+    """Mark a running job failed (an error of the platform, not of a provider): cells left
+    running go back to pending (a resume runs them), reservations are released, the lease
+    is dropped and the owner's next queued job starts."""
+    with transaction.atomic():
+        job = GenerationJob.objects.select_for_update().filter(pk=job_id).first()
+        if job is None or job.status != JobStatus.RUNNING:
+            return
+        _lock_owner(job.owner_id)
+        job.outputs.filter(status=OutputStatus.RUNNING).update(
+            status=OutputStatus.PENDING, reserved_usd=0, runner_token="", started_at=None
+        )
+        job.status, job.status_message, job.finished_at = JobStatus.FAILED, message, timezone.now()
+        job.reserved_usd, job.runner_token, job.lease_until = Decimal(0), "", None
+        job.save()
+        start_next_queued(owner_id=job.owner_id)
 
 
 def job_delete(*, user: Any, job: GenerationJob) -> None:

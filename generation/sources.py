@@ -94,6 +94,8 @@ def parse_upload(raw: bytes, fmt: str) -> list[Item]:
     if fmt == "json":
         try:
             data = json.loads(text)
+        except RecursionError as exc:
+            raise FieldErrors({"source.file": "The JSON is nested too deeply."}) from exc
         except json.JSONDecodeError as exc:
             raise FieldErrors(
                 {
@@ -110,9 +112,12 @@ def parse_upload(raw: bytes, fmt: str) -> list[Item]:
             if line.strip():
                 try:
                     add(f"line {number}", json.loads(line))
+                except RecursionError:
+                    errors[f"line {number}"] = "The JSON is nested too deeply."
                 except json.JSONDecodeError as exc:
                     errors[f"line {number}"] = f"Invalid JSON: {exc.msg} (column {exc.colno})."
     elif fmt == "csv":
+        csv.field_size_limit(max(csv.field_size_limit(), settings.UPLOAD_MAX_BYTES))
         reader = csv.reader(io.StringIO(text, newline=""))
         header = next(reader, [])
         names = [h.strip() for h in header]

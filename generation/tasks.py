@@ -11,6 +11,7 @@ from django_q.tasks import async_task
 
 from evalplatform.runs.engine import RunSummary, run_live
 from generation.models import GenerationJob, JobStatus
+from generation.services import job_fail
 from generation.work import GenerationWork
 
 logger = logging.getLogger(__name__)
@@ -21,8 +22,14 @@ def enqueue_run(job_id: int) -> None:
 
 
 def run_job(job_id: int) -> str:
-    """Run a job's pending cells until done, paused, cancelled or out of budget."""
-    summary: RunSummary = asyncio.run(run_live(GenerationWork(job_id)))
+    """Run a job's pending cells until done, paused, cancelled or out of budget. An error
+    of the platform itself (not of a provider) fails the job with its reason."""
+    try:
+        summary: RunSummary = asyncio.run(run_live(GenerationWork(job_id)))
+    except Exception as exc:
+        logger.exception("job %s: the runner failed", job_id)
+        job_fail(job_id=job_id, message=f"The runner failed: {type(exc).__name__}: {exc}"[:500])
+        return "failed"
     logger.info(
         "job %s: %s succeeded, %s failed, stopped by %s",
         job_id,

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 from django.conf import settings
@@ -23,8 +23,9 @@ from evalplatform.providers.models import LLMModel, ProviderConnection
 from evalplatform.runs.engine import Cell, Outcome
 from generation.models import GenerationJob, GenerationOutput, JobStatus, OutputStatus
 
-# Without max_tokens, a cell's budget reservation assumes a reply this long.
+# Without max_tokens, replies are capped at this many tokens (and the reservation assumes it).
 UNCAPPED_RESERVE_TOKENS = 4096
+MICRO_USD = Decimal("0.000001")
 
 
 @dataclass
@@ -65,7 +66,7 @@ class GenerationWork:
             # Cells a dead runner left running were never recorded: they run again, and
             # their reservations are released. Recorded cells are never run twice.
             GenerationOutput.objects.filter(job=job, status=OutputStatus.RUNNING).update(
-                status=OutputStatus.PENDING, reserved_usd=0, started_at=None
+                status=OutputStatus.PENDING, reserved_usd=0, started_at=None, runner_token=""
             )
             job.reserved_usd = Decimal(0)
             job.runner_token, job.lease_until = (
@@ -74,6 +75,17 @@ class GenerationWork:
             )
             job.save(update_fields=["reserved_usd", "runner_token", "lease_until", "updated_at"])
         return True
+
+    @property
+    def heartbeat_s(self) -> float:
+        return settings.GENERATION_LEASE_S / 3
+
+    def heartbeat(self) -> bool:
+        return bool(
+            GenerationJob.objects.filter(pk=self.job_id, runner_token=self.token).update(
+                lease_until=timezone.now() + timedelta(seconds=settings.GENERATION_LEASE_S)
+            )
+        )
 
     def control(self) -> str:
         now = timezone.now()
@@ -125,7 +137,7 @@ class GenerationWork:
             system=rendered.system,
             user=rendered.user,
             temperature=output.temperature,
-            max_tokens=self.max_tokens,
+            max_tokens=self.max_tokens or UNCAPPED_RESERVE_TOKENS,
             params=params,
         ), model
 
@@ -133,7 +145,7 @@ class GenerationWork:
         out = request.max_tokens or UNCAPPED_RESERVE_TOKENS
         tokens_in = estimate_tokens(request.system) + estimate_tokens(request.user)
         # A margin on the input side covers the estimate's error against real tokenizers.
-        return model.cost_usd(math.ceil(tokens_in * 1.5), out)
+        return model.cost_usd(math.ceil(tokens_in * 1.5), out).quantize(MICRO_USD, ROUND_CEILING)
 
     def claim(self, limit: int) -> tuple[list[Cell], bool]:
         cells: list[Cell] = []
@@ -166,11 +178,14 @@ class GenerationWork:
                     now,
                     reserve,
                 )
+                output.runner_token = self.token
                 cells.append(
                     Cell(output.pk, model.connection_id, request, reserve, output.model_config_id)
                 )
             claimed = pending[: len(cells)]
-            GenerationOutput.objects.bulk_update(claimed, ["status", "started_at", "reserved_usd"])
+            GenerationOutput.objects.bulk_update(
+                claimed, ["status", "started_at", "reserved_usd", "runner_token"]
+            )
             job.reserved_usd += sum((c.reserved_usd for c in cells), Decimal(0))
             job.save(update_fields=["reserved_usd", "updated_at"])
         return cells, blocked
@@ -191,12 +206,20 @@ class GenerationWork:
         completed = failed = 0
         cost_total = released = Decimal(0)
         with transaction.atomic():
+            if not GenerationJob.objects.filter(pk=self.job_id, runner_token=self.token).exists():
+                return  # taken over: the new runner owns these cells now
             for outcome in outcomes:
                 cell, response, error = outcome.cell, outcome.response, outcome.error
-                running = GenerationOutput.objects.filter(pk=cell.id, status=OutputStatus.RUNNING)
+                # Only this runner's running cells: after a takeover, the old runner's late
+                # results are not recorded (and not counted).
+                running = GenerationOutput.objects.filter(
+                    pk=cell.id, status=OutputStatus.RUNNING, runner_token=self.token
+                )
                 if response is not None:
-                    cost = self.models[cell.meta][0].cost_usd(
-                        response.input_tokens, response.output_tokens
+                    cost = (
+                        self.models[cell.meta][0]
+                        .cost_usd(response.input_tokens, response.output_tokens)
+                        .quantize(MICRO_USD)
                     )
                     updated = running.update(
                         status=OutputStatus.COMPLETED,

@@ -12,6 +12,7 @@ transaction, so pause and cancel take effect within one in-flight window.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -23,6 +24,8 @@ from django.db import connections
 from evalplatform.providers.llm.client import ProviderClient
 from evalplatform.providers.llm.retry import RetryPolicy
 from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -45,6 +48,13 @@ class Outcome:
 class Work(Protocol):
     concurrency: int
     retry: RetryPolicy
+
+    @property
+    def heartbeat_s(self) -> float:
+        """Seconds between lease renewals."""
+
+    def heartbeat(self) -> bool:
+        """Renew the lease; False if another runner has taken the job over."""
 
     def begin(self) -> bool:
         """Take the job's lease (recovering cells a dead runner left); False if held."""
@@ -88,27 +98,45 @@ async def run_live(
         lambda conn: ProviderClient.for_connection(conn, retry=work.retry)
     )
     step = sync_to_async(work.step)
-
     creating = asyncio.Lock()
+    in_flight: set[asyncio.Task[Outcome]] = set()
+    lost = asyncio.Event()
 
     async def execute(cell: Cell) -> Outcome:
-        if cell.connection_id not in clients:
-            async with creating:  # one client (one pool) per connection, however many wait
-                if cell.connection_id not in clients:
-                    connection = await sync_to_async(work.connection)(cell.connection_id)
-                    clients[cell.connection_id] = make_client(connection)
         try:
+            if cell.connection_id not in clients:
+                async with creating:  # one client (one pool) per connection
+                    if cell.connection_id not in clients:
+                        connection = await sync_to_async(work.connection)(cell.connection_id)
+                        clients[cell.connection_id] = make_client(connection)
             result = await clients[cell.connection_id].complete(cell.request, retry=work.retry)
         except ProviderError as error:
             return Outcome(cell, error.attempts, error=error)
+        except Exception as exc:  # a cell's own failure must not stop the others
+            logger.exception("cell %s failed inside the platform", cell.id)
+            internal = ProviderError(
+                f"Internal error: {type(exc).__name__}", kind="internal", retryable=False
+            )
+            return Outcome(cell, 1, error=internal)
         return Outcome(cell, result.attempts, response=result.response)
 
-    try:
+    async def heartbeat() -> None:
+        # Keeps the lease while calls are slow; a runner that lost it stops at once, and
+        # what it had in flight is no longer its to record.
         while True:
-            in_flight: set[asyncio.Task[Outcome]] = set()
+            await asyncio.sleep(work.heartbeat_s)
+            if not await sync_to_async(work.heartbeat)():
+                lost.set()
+                for task in in_flight:
+                    task.cancel()
+                return
+
+    beat = asyncio.create_task(heartbeat())
+    try:
+        while not lost.is_set():
             finished: list[Outcome] = []
             blocked = False
-            while True:
+            while not lost.is_set():
                 free = 0 if blocked else work.concurrency - len(in_flight)
                 control, cells, blocked = await step(finished, free)
                 summary.count(finished)
@@ -122,16 +150,29 @@ async def run_live(
                         await sync_to_async(work.budget_exhausted)()
                         summary.stopped_by = "budget"
                     break
-                done, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
-                finished = [task.result() for task in done]
+                done, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+                in_flight.difference_update(done)
+                finished = [task.result() for task in done if not task.cancelled()]
                 blocked = False  # actual costs may have freed part of the reservations
+            if lost.is_set():
+                summary.stopped_by = "lost"
+                break
             if in_flight:  # stopping: let what is in flight land, and record it
-                finished = list(await asyncio.gather(*in_flight))
+                finished = [
+                    o
+                    for o in await asyncio.gather(*in_flight, return_exceptions=True)
+                    if isinstance(o, Outcome)
+                ]
+                in_flight.clear()
                 await step(finished, 0)
                 summary.count(finished)
             if not await sync_to_async(work.end)():
-                return summary
+                break
+        return summary
     finally:
+        beat.cancel()
+        for task in in_flight:
+            task.cancel()
         for client in clients.values():
             await client.aclose()
         # The database work ran in sync_to_async's thread: close its connections there.

@@ -180,3 +180,51 @@ def test_permissions_and_team_scoping(api, team_a, team_b, member, creator, setu
     response = api(outsider).post(JOBS, job_body(setup, team="team-b"), format="json")
     assert response.status_code == 400
     assert {"prompt_versions[0]", "models[0]"} <= set(response.json()["errors"])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"source": "a string"}, "source"),
+        ({"prompt_versions": [{}]}, "prompt_versions"),
+        ({"budget_usd": "1e20"}, "budget_usd"),
+        ({"budget_usd": "0.000000001"}, "budget_usd"),
+        ({"mode": "batch"}, "mode"),
+        ({"models": [{"model": 0, "params": {"max_completion_tokens": 100000}}]}, "models[0]"),
+    ],
+)
+def test_more_bad_inputs_are_400_not_500(api, creator, setup, change, field):
+    if "models" in change:
+        change = {
+            "models": [{"model": setup["models"][0].pk, "params": change["models"][0]["params"]}]
+        }
+        field = "models[0].params"
+    response = create(api, creator, setup, **change)
+    assert response.status_code == 400, response.content
+    assert field in response.json()["errors"]
+    assert GenerationJob.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_start_flag_must_be_true_to_start(api, creator, setup):
+    assert create(api, creator, setup, start="no").json()["status"] == "created"
+
+
+@pytest.mark.django_db
+def test_list_endpoints_run_a_constant_number_of_queries(api, creator, setup):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def count(path):
+        with CaptureQueriesContext(connection) as ctx:
+            fresh = type(creator).objects.get(pk=creator.pk)
+            assert api(fresh).get(path).status_code == 200
+        return len(ctx.captured_queries)
+
+    first = create(api, creator, setup).json()["id"]
+    few_jobs, few_outputs = count(JOBS), count(f"{JOBS}/{first}/outputs?page_size=5")
+    for i in range(4):
+        create(api, creator, setup, name=f"more {i}")
+    assert count(JOBS) == few_jobs
+    assert count(f"{JOBS}/{first}/outputs?page_size=40") == few_outputs

@@ -289,3 +289,72 @@ def test_one_client_per_connection_however_many_cells_start_together(api, creato
     work = GenerationWork(job_id, retry=RetryPolicy(sleep=FakeSleep()))
     summary = asyncio.run(run_live(work, client_factory=factory))
     assert summary.succeeded == 48 and made == [setup["connection"].pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_platform_error_in_one_cell_fails_that_cell_only(api, creator, setup):
+    from evalplatform.providers.llm.client import ProviderClient
+
+    class Broken(ProviderClient):
+        async def complete(self, request, *, retry=None):
+            if "number 1 " in request.user:
+                raise ValueError("boom")
+            return await super().complete(request, retry=retry)
+
+    job_id = started_job(api, creator, setup)
+    work = GenerationWork(job_id, retry=RetryPolicy(sleep=FakeSleep()))
+    asyncio.run(run_live(work, client_factory=lambda c: Broken(kind="mock")))
+    job = totals_agree(GenerationJob.objects.get(pk=job_id))
+    assert job.status == JobStatus.COMPLETED and job.failed_cells == 16
+    failed = job.outputs.filter(status="failed")
+    assert {o.error_kind for o in failed} == {"internal"}
+    assert {o.item.item_id for o in failed.select_related("item")} == {"s1"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_crashing_runner_fails_the_job_and_starts_the_next(api, creator, setup, monkeypatch):
+    from generation import tasks
+
+    first = started_job(api, creator, setup)
+    second = api(creator).post(JOBS, job_body(setup, name="Next"), format="json").json()["id"]
+    api(creator).post(f"{JOBS}/{second}/start")
+
+    def explode(self, outcomes, limit):
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(GenerationWork, "step", explode)
+    assert tasks.run_job(first) == "failed"
+    job = GenerationJob.objects.get(pk=first)
+    assert job.status == JobStatus.FAILED and "database went away" in job.status_message
+    assert job.reserved_usd == 0 and job.outputs.filter(status="running").count() == 0
+    assert GenerationJob.objects.get(pk=second).status == JobStatus.RUNNING
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_runner_that_loses_its_lease_stops_and_records_nothing_more(
+    api, creator, setup, settings
+):
+    settings.GENERATION_LEASE_S = 1  # heartbeat every third of a second
+    setup["connection"].options = {"latency_s": 0.4}
+    setup["connection"].save()
+    job_id = started_job(api, creator, setup, concurrency=4)
+    result = {}
+
+    def runner():
+        try:
+            result["summary"] = run(job_id, sleep=asyncio.sleep)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=runner)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not GenerationOutput.objects.filter(job_id=job_id, status="running").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    GenerationJob.objects.filter(pk=job_id).update(runner_token="someone-else")  # a takeover
+    before = GenerationJob.objects.get(pk=job_id).completed_cells
+    thread.join(timeout=10)
+    assert result["summary"].stopped_by == "lost"
+    time.sleep(0.5)  # anything still in flight would have landed by now
+    assert GenerationJob.objects.get(pk=job_id).completed_cells == before
