@@ -9,21 +9,23 @@ from django.db.models import QuerySet
 
 from generation.models import GenerationJob, GenerationOutput
 
-CSV_COLUMNS = [
-    "output_id",
-    "source_item_id",
-    "prompt_variant",
-    "model_name",
-    "generated_content",
-    "input_tokens",
-    "output_tokens",
-    "cost_usd",
-    "processing_time_ms",
-    "status",
-    "error_message",
-    "created_at",
-    "completed_at",
+# The spec's CSV columns, in order, and the field each is read from.
+CSV_FIELDS = [
+    ("output_id", "pk"),
+    ("source_item_id", "item__item_id"),
+    ("prompt_variant", "prompt__label"),
+    ("model_name", "model_config__label"),
+    ("generated_content", "content"),
+    ("input_tokens", "input_tokens"),
+    ("output_tokens", "output_tokens"),
+    ("cost_usd", "cost_usd"),
+    ("processing_time_ms", "processing_time_ms"),
+    ("status", "status"),
+    ("error_message", "error_message"),
+    ("created_at", "created_at"),
+    ("completed_at", "completed_at"),
 ]
+CSV_COLUMNS = [column for column, _ in CSV_FIELDS]
 
 
 def jobs() -> QuerySet[GenerationJob]:
@@ -42,21 +44,7 @@ def export_rows(job: GenerationJob):
     rows = (
         GenerationOutput.objects.filter(job=job)
         .order_by("pk")
-        .values_list(
-            "pk",
-            "item__item_id",
-            "prompt__label",
-            "model_config__label",
-            "content",
-            "input_tokens",
-            "output_tokens",
-            "cost_usd",
-            "processing_time_ms",
-            "status",
-            "error_message",
-            "created_at",
-            "completed_at",
-        )
+        .values_list(*(field for _, field in CSV_FIELDS))
     )
     for row in rows.iterator(chunk_size=2000):
         *head, created, completed = row

@@ -39,6 +39,21 @@ def run(job_id, *, max_retries=3, sleep=None):
     return asyncio.run(run_live(GenerationWork(job_id, retry=policy)))
 
 
+def run_in_background(job_id):
+    """Run the job in a thread (as a worker would); returns (thread, result dict)."""
+    result = {}
+
+    def runner():
+        try:
+            result["summary"] = run(job_id, sleep=asyncio.sleep)
+        finally:
+            connections.close_all()  # this thread's own connection
+
+    thread = threading.Thread(target=runner)
+    thread.start()
+    return thread, result
+
+
 def started_job(api, user, setup, **extra):
     response = api(user).post(JOBS, job_body(setup, **extra), format="json")
     assert response.status_code == 201, response.json()
@@ -170,16 +185,7 @@ def test_pause_takes_effect_within_one_window(api, creator, setup):
     setup["connection"].options = {"latency_s": 0.05}
     setup["connection"].save()
     job_id = started_job(api, creator, setup, concurrency=4)
-    result = {}
-
-    def runner():
-        try:
-            result["summary"] = run(job_id, sleep=asyncio.sleep)
-        finally:
-            connections.close_all()  # this thread's own connection
-
-    thread = threading.Thread(target=runner)
-    thread.start()
+    thread, result = run_in_background(job_id)
     deadline = time.monotonic() + 20
     while GenerationJob.objects.get(pk=job_id).completed_cells < 8:
         assert time.monotonic() < deadline
@@ -338,16 +344,7 @@ def test_a_runner_that_loses_its_lease_stops_and_records_nothing_more(
     setup["connection"].options = {"latency_s": 0.4}
     setup["connection"].save()
     job_id = started_job(api, creator, setup, concurrency=4)
-    result = {}
-
-    def runner():
-        try:
-            result["summary"] = run(job_id, sleep=asyncio.sleep)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=runner)
-    thread.start()
+    thread, result = run_in_background(job_id)
     deadline = time.monotonic() + 10
     while not GenerationOutput.objects.filter(job_id=job_id, status="running").exists():
         assert time.monotonic() < deadline
