@@ -13,7 +13,7 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
-from django.db import transaction
+from django.db import connections, transaction
 
 from evalplatform.accounts.models import Membership, Team
 from evalplatform.accounts.roles import Role
@@ -144,6 +144,7 @@ class Command(BaseCommand):
             except BaseException as exc:  # reported below
                 errors.append(exc)
             finally:
+                connections.close_all()  # this thread's own database connection
                 done.set()
 
         thread = threading.Thread(target=work, daemon=True)
