@@ -172,9 +172,7 @@ def job_plan(
         found = (
             {
                 v.pk: v
-                for v in PromptVersion.objects.filter(
-                    pk__in=[p for p in prompt_ids if isinstance(p, int)], template__team=team
-                )
+                for v in PromptVersion.objects.filter(pk__in=prompt_ids, template__team=team)
                 .select_related("template")
                 .prefetch_related("blocks")
             }
@@ -233,10 +231,6 @@ def job_plan(
             if label in labels:
                 errors[f"models[{index}]"] = "Two model configurations with the same label."
             labels.add(label)
-            if mode == JobMode.BATCH and not model.supports_batch:
-                errors[f"models[{index}]"] = (
-                    f"{model.display_name} has no batch API; use live mode."
-                )
             models.append(ModelSpec(model, label, params))
 
     source = data.get("source") or {}

@@ -126,11 +126,6 @@ def access(
     return obj
 
 
-def require_feature(user: Any, feature: str, team: Team | int) -> None:
-    if not has_feature(user, feature, team):
-        raise Forbidden()
-
-
 def granted(user: Any, team: Team | int) -> frozenset[str]:
     if is_superuser(user):
         return frozenset(FEATURES)
