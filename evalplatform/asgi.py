@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels (session-authenticated)."""
+"""ASGI entry point: HTTP through Django, WebSockets through Channels (authenticated by the
+session or an API token)."""
 
 import os
 
@@ -7,17 +8,17 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the apps loaded)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from evalplatform.live.auth import (  # noqa: E402  (needs the apps loaded)
+    LiveAuthMiddlewareStack,
+    LiveOriginValidator,
+)
 from evalplatform.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        "websocket": LiveOriginValidator(LiveAuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

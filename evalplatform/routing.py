@@ -1,5 +1,7 @@
-"""WebSocket routes of every app, gathered in one place (apps append theirs as they arrive)."""
+"""WebSocket routes of every app, gathered in one place."""
 
 from django.urls import URLPattern
 
-websocket_urlpatterns: list[URLPattern] = []
+from generation.routing import websocket_urlpatterns as generation_routes
+
+websocket_urlpatterns: list[URLPattern] = [*generation_routes]

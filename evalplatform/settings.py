@@ -76,6 +76,7 @@ INSTALLED_APPS = [
     "evalplatform.providers",
     "evalplatform.prompts",
     "evalplatform.runs",
+    "evalplatform.live",
     "evalplatform.web",
     "generation",
     "scenarios",
@@ -231,6 +232,23 @@ UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 50 * 1024 * 1024)
 GENERATION_MAX_CELLS = env_int("GENERATION_MAX_CELLS", 50_000)
 # A runner renews its lease on a job every step; a job whose lease ran out is recovered.
 GENERATION_LEASE_S = env_int("GENERATION_LEASE_S", 60)
+# Live runs stream replies and publish events (item tokens, progress) to WebSocket clients.
+GENERATION_LIVE_EVENTS = env_bool("GENERATION_LIVE_EVENTS", True)
+
+# --- Live events ----------------------------------------------------------------------------
+# "channel_layer" (with Redis: workers send to channels-redis) or "database" (the embedded
+# default: workers append to an outbox table that each web process relays).
+LIVE_TRANSPORT = os.environ.get("LIVE_TRANSPORT") or ("channel_layer" if REDIS_URL else "database")
+if LIVE_TRANSPORT not in ("channel_layer", "database"):
+    raise ImproperlyConfigured("LIVE_TRANSPORT must be 'channel_layer' or 'database'.")
+if LIVE_TRANSPORT == "channel_layer" and not REDIS_URL:
+    raise ImproperlyConfigured(
+        "LIVE_TRANSPORT=channel_layer needs REDIS_URL: without Redis, web and worker processes "
+        "share no channel layer."
+    )
+# At most this many messages a second per job reach its watchers.
+LIVE_MAX_MESSAGES_PER_S = env_int("LIVE_MAX_MESSAGES_PER_S", 10)
+
 # Request bodies other than file parts (JSON, form fields) are capped at the same size.
 DATA_UPLOAD_MAX_MEMORY_SIZE = UPLOAD_MAX_BYTES
 

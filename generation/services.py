@@ -27,7 +27,7 @@ from evalplatform.prompts.models import PromptVersion
 from evalplatform.prompts.rendering import MissingVariable, MissingVariables, missing_for
 from evalplatform.providers.estimate import estimate_cost
 from evalplatform.providers.models import LLMModel
-from generation import sources
+from generation import events, sources
 from generation.models import (
     GenerationItem,
     GenerationJob,
@@ -512,6 +512,7 @@ def job_start(*, user: Any, job: GenerationJob) -> GenerationJob:
         )
         if not busy:
             _dispatch_on_commit(job)
+        events.announce(job)
     return job
 
 
@@ -542,6 +543,7 @@ def _stop(job: GenerationJob, action: str, status: str, message: str) -> Generat
         if status == JobStatus.CANCELLED:
             job.finished_at = timezone.now()
         job.save(update_fields=["status", "status_message", "finished_at", "updated_at"])
+        events.announce(job)
         if was_running:
             start_next_queued(owner_id=job.owner_id)
     return job
@@ -564,6 +566,7 @@ def start_next_queued(*, owner_id: int) -> GenerationJob | None:
     nxt.started_at = nxt.started_at or timezone.now()
     nxt.save(update_fields=["status", "started_at", "updated_at"])
     _dispatch_on_commit(nxt)
+    events.announce(nxt)
     return nxt
 
 
@@ -577,11 +580,16 @@ def job_fail(*, job_id: int, message: str) -> None:
             return
         _lock_owner(job.owner_id)
         job.outputs.filter(status=OutputStatus.RUNNING).update(
-            status=OutputStatus.PENDING, reserved_usd=0, runner_token="", started_at=None
+            status=OutputStatus.PENDING,
+            reserved_usd=0,
+            runner_token="",
+            started_at=None,
+            content="",
         )
         job.status, job.status_message, job.finished_at = JobStatus.FAILED, message, timezone.now()
         job.reserved_usd, job.runner_token, job.lease_until = Decimal(0), "", None
         job.save()
+        events.announce(job, events.JOB_FAILED)
         start_next_queued(owner_id=job.owner_id)
 
 

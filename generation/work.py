@@ -15,12 +15,15 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from evalplatform.accounts.services import notify
+from evalplatform.live.publish import ThrottledPublisher
 from evalplatform.prompts.rendering import Block, render
 from evalplatform.providers.estimate import estimate_tokens
 from evalplatform.providers.llm.retry import RetryPolicy
 from evalplatform.providers.llm.types import LLMRequest
 from evalplatform.providers.models import LLMModel, ProviderConnection
 from evalplatform.runs.engine import Cell, Outcome
+from generation import events
 from generation.models import GenerationJob, GenerationOutput, JobStatus, OutputStatus
 
 # Without max_tokens, replies are capped at this many tokens (and the reservation assumes it).
@@ -49,10 +52,19 @@ class GenerationWork:
             )
             for p, snap in zip(job.prompts.order_by("position"), job.config["prompts"], strict=True)
         }
+        self._publisher = events.publisher(job_id, self.token)
         self.models: dict[int, tuple[LLMModel, dict[str, Any]]] = {
             m.pk: (m.llm_model, m.params)
             for m in job.models.select_related("llm_model__connection")
         }
+
+    @property
+    def publisher(self) -> ThrottledPublisher | None:
+        return self._publisher
+
+    def _emit(self, event: str, data: dict[str, Any], key: int | None = None) -> None:
+        if self._publisher is not None:
+            self._publisher.add(event, data, key=key)
 
     # --- lease ----------------------------------------------------------------------------------
     def begin(self) -> bool:
@@ -66,7 +78,11 @@ class GenerationWork:
             # Cells a dead runner left running were never recorded: they run again, and
             # their reservations are released. Recorded cells are never run twice.
             GenerationOutput.objects.filter(job=job, status=OutputStatus.RUNNING).update(
-                status=OutputStatus.PENDING, reserved_usd=0, started_at=None, runner_token=""
+                status=OutputStatus.PENDING,
+                reserved_usd=0,
+                started_at=None,
+                runner_token="",
+                content="",  # a partial text, kept for watchers while it streamed
             )
             job.reserved_usd = Decimal(0)
             job.runner_token, job.lease_until = (
@@ -74,6 +90,7 @@ class GenerationWork:
                 now + timedelta(seconds=settings.GENERATION_LEASE_S),
             )
             job.save(update_fields=["reserved_usd", "runner_token", "lease_until", "updated_at"])
+        self._emit(events.JOB_STARTED, events.state(job))
         return True
 
     @property
@@ -117,6 +134,8 @@ class GenerationWork:
             job.save(update_fields=fields)
             if job.status != JobStatus.RUNNING:
                 start_next_queued(owner_id=job.owner_id)
+        completed = job.status == JobStatus.COMPLETED
+        self._emit(events.JOB_COMPLETED if completed else events.JOB_PROGRESS, events.state(job))
         return False
 
     # --- cells ----------------------------------------------------------------------------------
@@ -161,7 +180,7 @@ class GenerationWork:
             )
             pending = list(
                 job.outputs.filter(status=OutputStatus.PENDING)
-                .select_related("item")
+                .select_related("item", "prompt", "model_config")
                 .order_by("pk")[:limit]
             )
             now = timezone.now()
@@ -188,6 +207,8 @@ class GenerationWork:
             )
             job.reserved_usd += sum((c.reserved_usd for c in cells), Decimal(0))
             job.save(update_fields=["reserved_usd", "updated_at"])
+        for output in claimed:
+            self._emit(events.ITEM_STARTED, events.cell_data(output), key=output.pk)
         return cells, blocked
 
     def step(self, outcomes: Sequence[Outcome], limit: int) -> tuple[str, list[Cell], bool]:
@@ -205,6 +226,7 @@ class GenerationWork:
         now = timezone.now()
         completed = failed = 0
         cost_total = released = Decimal(0)
+        item_events: list[tuple[str, dict[str, Any], int]] = []
         with transaction.atomic():
             if not GenerationJob.objects.filter(pk=self.job_id, runner_token=self.token).exists():
                 return  # taken over: the new runner owns these cells now
@@ -239,6 +261,21 @@ class GenerationWork:
                         completed += 1
                         cost_total += cost
                         released += cell.reserved_usd
+                        item_events.append(
+                            (
+                                events.ITEM_COMPLETED,
+                                {
+                                    "output_id": cell.id,
+                                    "input_tokens": response.input_tokens,
+                                    "output_tokens": response.output_tokens,
+                                    "cost_usd": str(cost),
+                                    "processing_time_ms": round(response.latency_s * 1000),
+                                    "attempts": outcome.attempts,
+                                    "preview": response.text[: events.PREVIEW_CHARS],
+                                },
+                                cell.id,
+                            )
+                        )
                 elif error is not None:
                     message = error.message + (f"\n{error.raw_text}" if error.raw_text else "")
                     updated = running.update(
@@ -252,6 +289,18 @@ class GenerationWork:
                     if updated:
                         failed += 1
                         released += cell.reserved_usd
+                        item_events.append(
+                            (
+                                events.ITEM_FAILED,
+                                {
+                                    "output_id": cell.id,
+                                    "error_kind": error.kind,
+                                    "error_message": message[:500],
+                                    "attempts": outcome.attempts,
+                                },
+                                cell.id,
+                            )
+                        )
             if completed or failed:
                 GenerationJob.objects.filter(pk=self.job_id).update(
                     completed_cells=F("completed_cells") + completed,
@@ -259,6 +308,10 @@ class GenerationWork:
                     cost_usd=F("cost_usd") + cost_total,
                     reserved_usd=F("reserved_usd") - released,
                 )
+        if item_events and self._publisher is not None:
+            for event, data, key in item_events:
+                self._emit(event, data, key=key)
+            self._publisher.progress(events.JOB_PROGRESS, events.current_state(self.job_id))
 
     def budget_exhausted(self) -> None:
         with transaction.atomic():
@@ -271,3 +324,11 @@ class GenerationWork:
                 "Raise the budget and resume to continue."
             )
             job.save(update_fields=["status", "status_message", "updated_at"])
+            notify(
+                user=job.owner,
+                team=job.team,
+                kind="generation.budget_exceeded",
+                message=f"{job.name}: {job.status_message}",
+                link=f"/generation/jobs/{job.pk}",
+            )
+        self._emit(events.JOB_BUDGET_EXCEEDED, events.state(job))

@@ -54,3 +54,14 @@ def fake_provider():
 
     with run_in_thread() as running:
         yield running
+
+
+@pytest.fixture
+def platform_server(transactional_db):
+    """The platform's own ASGI application (HTTP and WebSockets) served by uvicorn on a
+    loopback port; yields ``host:port``."""
+    from evalplatform.asgi import application
+    from evalplatform.providers.fake.server import serve_in_thread
+
+    with serve_in_thread(application) as port:
+        yield f"127.0.0.1:{port}"

@@ -4,13 +4,14 @@ from typing import Any, cast
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evalplatform.accounts.models import ApiToken
+from evalplatform.accounts.models import ApiToken, Notification
 from evalplatform.accounts.selectors import me_summary
-from evalplatform.accounts.services import token_create, tokens_revoke
+from evalplatform.accounts.services import notifications_dismiss, token_create, tokens_revoke
 
 
 class MeTeamSerializer(serializers.Serializer):
@@ -82,3 +83,41 @@ class TokenViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.Gen
 
     def perform_destroy(self, instance):
         tokens_revoke(tokens=ApiToken.objects.filter(pk=instance.pk))
+
+
+class NotificationSerializer(serializers.ModelSerializer):
+    team = serializers.CharField(source="team.slug", read_only=True)
+
+    class Meta:
+        model = Notification
+        fields = ["id", "team", "kind", "message", "link", "created_at", "read_at"]
+        read_only_fields = fields
+
+
+class NotificationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    """The signed-in user's own notifications, newest first (``?unread=true`` for the unread
+    ones). ``POST .../{id}/read`` dismisses one, ``POST .../read`` all."""
+
+    serializer_class = NotificationSerializer
+    permission_classes = [IsAuthenticated]
+    queryset = Notification.objects.all()
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Notification.objects.none()
+        qs = Notification.objects.filter(user=cast(Any, self.request.user)).select_related("team")
+        if self.request.query_params.get("unread") in ("1", "true"):
+            qs = qs.filter(read_at__isnull=True)
+        return qs
+
+    @extend_schema(request=None, responses={204: None})
+    @action(detail=True, methods=["post"])
+    def read(self, request, pk=None):
+        notifications_dismiss(user=request.user, ids=[self.get_object().pk])
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=None, responses={204: None}, operation_id="notifications_read_all")
+    @action(detail=False, methods=["post"], url_path="read")
+    def read_all(self, request):
+        notifications_dismiss(user=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)

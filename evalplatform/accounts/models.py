@@ -60,3 +60,25 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class Notification(models.Model):
+    """Something a user should see (a job paused by its budget, ...): listed on their home
+    page and at ``/api/notifications`` until they dismiss it."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications"
+    )
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="notifications")
+    kind = models.CharField(max_length=60)
+    message = models.CharField(max_length=500)
+    link = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["user", "read_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.message}"

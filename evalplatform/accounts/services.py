@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from evalplatform.accounts.models import ApiToken
+from evalplatform.accounts.models import ApiToken, Notification
 from evalplatform.errors import NotFound
 
 TOKEN_PREFIX_LEN = 8
@@ -56,3 +56,18 @@ def token_authenticate(key: str) -> ApiToken | None:
 def tokens_revoke(*, tokens) -> int:
     """Revoke the tokens of a queryset (already revoked ones keep their date)."""
     return tokens.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+
+
+def notify(*, user: Any, team: Any, kind: str, message: str, link: str = "") -> Notification:
+    return Notification.objects.create(
+        user=user, team=team, kind=kind, message=message[:500], link=link[:300]
+    )
+
+
+def notifications_dismiss(*, user: Any, ids: list[int] | None = None) -> int:
+    """Mark the user's notifications read (all, or those in ``ids``); other users' are never
+    touched."""
+    unread = Notification.objects.filter(user=user, read_at__isnull=True)
+    if ids is not None:
+        unread = unread.filter(pk__in=ids)
+    return unread.update(read_at=timezone.now())

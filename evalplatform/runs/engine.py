@@ -3,10 +3,11 @@
 It knows nothing of generation or evaluations: they plug in through ``Work``, which records
 finished cells, says whether to go on, and claims pending cells (reserving budget for each).
 The engine keeps up to ``concurrency`` cells in flight through one ``ProviderClient`` per
-connection and retries by the platform schedule. All database work of one step (record what
-finished, read the job's state, claim more) is one hop to the database thread, so its cost is
-shared by every cell that finished together; the claim re-checks the job's state in its
-transaction, so pause and cancel take effect within one in-flight window.
+connection and retries by the platform schedule. With a publisher, replies stream and their
+text goes out as live events (throttled by the publisher). All database work of one step
+(record what finished, read the job's state, claim more) is one hop to the database thread,
+so its cost is shared by every cell that finished together; the claim re-checks the job's
+state in its transaction, so pause and cancel take effect within one in-flight window.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any, Protocol
 from asgiref.sync import sync_to_async
 from django.db import connections
 
-from evalplatform.providers.llm.client import ProviderClient
+from evalplatform.live.publish import ThrottledPublisher
+from evalplatform.providers.llm.client import CallResult, ProviderClient
 from evalplatform.providers.llm.retry import RetryPolicy
 from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
 
@@ -71,6 +73,10 @@ class Work(Protocol):
     def end(self) -> bool:
         """Finish or release the job; True if the runner should keep going (resumed)."""
 
+    @property
+    def publisher(self) -> ThrottledPublisher | None:
+        """Live events of the run; with one, replies stream and their text is published."""
+
 
 @dataclass
 class RunSummary:
@@ -102,6 +108,21 @@ async def run_live(
     in_flight: set[asyncio.Task[Outcome]] = set()
     lost = asyncio.Event()
 
+    publisher = work.publisher
+
+    async def call(client: ProviderClient, cell: Cell) -> CallResult:
+        if publisher is None:
+            return await client.complete(cell.request, retry=work.retry)
+        try:
+            return await client.complete_streaming(
+                cell.request,
+                lambda delta: publisher.text(cell.id, delta),
+                on_attempt=lambda: publisher.begin_text(cell.id),
+                retry=work.retry,
+            )
+        finally:
+            publisher.end_text(cell.id)
+
     async def execute(cell: Cell) -> Outcome:
         try:
             if cell.connection_id not in clients:
@@ -109,7 +130,7 @@ async def run_live(
                     if cell.connection_id not in clients:
                         connection = await sync_to_async(work.connection)(cell.connection_id)
                         clients[cell.connection_id] = make_client(connection)
-            result = await clients[cell.connection_id].complete(cell.request, retry=work.retry)
+            result = await call(clients[cell.connection_id], cell)
         except ProviderError as error:
             return Outcome(cell, error.attempts, error=error)
         except Exception as exc:  # a cell's own failure must not stop the others
@@ -132,6 +153,8 @@ async def run_live(
                 return
 
     beat = asyncio.create_task(heartbeat())
+    if publisher is not None:
+        publisher.start()
     try:
         while not lost.is_set():
             finished: list[Outcome] = []
@@ -175,5 +198,7 @@ async def run_live(
             task.cancel()
         for client in clients.values():
             await client.aclose()
+        if publisher is not None:
+            await publisher.close()
         # The database work ran in sync_to_async's thread: close its connections there.
         await sync_to_async(connections.close_all)()

@@ -307,6 +307,11 @@ def test_a_platform_error_in_one_cell_fails_that_cell_only(api, creator, setup):
                 raise ValueError("boom")
             return await super().complete(request, retry=retry)
 
+        async def complete_streaming(self, request, on_text, **kwargs):
+            if "number 1 " in request.user:
+                raise ValueError("boom")
+            return await super().complete_streaming(request, on_text, **kwargs)
+
     job_id = started_job(api, creator, setup)
     work = GenerationWork(job_id, retry=RetryPolicy(sleep=FakeSleep()))
     asyncio.run(run_live(work, client_factory=lambda c: Broken(kind="mock")))

@@ -46,6 +46,7 @@ class FakeConfig:
     timeout_s: float = 30.0
     seed: int = 0
     stream_chunk_words: int = 3
+    stream_chunk_delay_s: float = 0.0  # a pause after each streamed chunk (slow streams)
     # Batches (see batches.py): seconds from submission to the end, share of failed lines.
     batch_duration_s: float = 1.0
     batch_failure_rate: float = 0.0
@@ -128,6 +129,8 @@ class FakeProvider:
             return
         async for piece in reply.stream:
             await send({"type": "http.response.body", "body": piece, "more_body": True})
+            if self.config.stream_chunk_delay_s:
+                await asyncio.sleep(self.config.stream_chunk_delay_s)
         await send({"type": "http.response.body", "body": b""})
 
     async def dispatch(self, scope: dict[str, Any], raw: bytes) -> Reply:

@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import uvicorn
 
@@ -35,11 +36,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 @contextlib.contextmanager
-def run_in_thread(
-    config: FakeConfig | None = None, *, host: str = "127.0.0.1", port: int = 0
-) -> Iterator[RunningFake]:
-    """Serve a fresh fake provider on loopback until the block ends."""
-    app = FakeProvider(config)
+def serve_in_thread(app: Any, *, host: str = "127.0.0.1", port: int = 0) -> Iterator[int]:
+    """Serve any ASGI application with uvicorn in a background thread on loopback until the
+    block ends; yields the port."""
     port = port or free_port(host)
     server = uvicorn.Server(
         uvicorn.Config(
@@ -51,15 +50,25 @@ def run_in_thread(
             timeout_graceful_shutdown=1,
         )
     )
-    thread = threading.Thread(target=server.run, name="fake-provider", daemon=True)
+    thread = threading.Thread(target=server.run, name=f"asgi-{port}", daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"The fake provider did not start on {host}:{port}.")
+            raise RuntimeError(f"The server did not start on {host}:{port}.")
         time.sleep(0.01)
     try:
-        yield RunningFake(app, host, port)
+        yield port
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def run_in_thread(
+    config: FakeConfig | None = None, *, host: str = "127.0.0.1", port: int = 0
+) -> Iterator[RunningFake]:
+    """Serve a fresh fake provider on loopback until the block ends."""
+    app = FakeProvider(config)
+    with serve_in_thread(app, host=host, port=port) as bound:
+        yield RunningFake(app, host, bound)

@@ -187,6 +187,40 @@ class ProviderClient:
             raise
         return CallResult(response, attempts.count, attempts.errors or [])
 
+    async def complete_streaming(
+        self,
+        request: LLMRequest,
+        on_text: Callable[[str], None],
+        *,
+        on_attempt: Callable[[], None] | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> CallResult:
+        """Like ``complete``, but the reply streams through ``on_text`` as it arrives. Any
+        failure, even part-way through the text, retries the whole call by the schedule;
+        ``on_attempt`` runs before each attempt (the text starts again from empty)."""
+        once_only = RetryPolicy(max_retries=0)
+
+        async def attempt() -> LLMResponse:
+            if on_attempt is not None:
+                on_attempt()
+            async with contextlib.aclosing(self.stream(request, retry=once_only)) as items:
+                async for item in items:
+                    if isinstance(item, str):
+                        on_text(item)
+                    else:
+                        return item
+            raise ProviderError(
+                "The stream ended without a reply.", kind="malformed", retryable=True
+            )
+
+        attempts = Attempts()
+        try:
+            response = await with_retries(attempt, retry or self.retry, attempts=attempts)
+        except ProviderError as error:
+            error.attempts = attempts.count
+            raise
+        return CallResult(response, attempts.count, attempts.errors or [])
+
     async def stream(
         self, request: LLMRequest, *, retry: RetryPolicy | None = None
     ) -> AsyncGenerator[StreamItem, None]:

@@ -1,0 +1,312 @@
+"""Live job events over the real ASGI application (Channels): who may subscribe, the snapshot
+first, the spec's event names, streamed text that rebuilds every output exactly, partial text
+for a client that connects mid-stream, and the publisher's throttling."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connections
+from django.test import Client
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from evalplatform.accounts.roles import Role
+from evalplatform.accounts.services import token_create
+from evalplatform.live.models import LiveEvent
+from evalplatform.live.publish import ThrottledPublisher
+from generation import events
+from generation.models import GenerationJob, GenerationOutput
+from tests.factories import ConnectionFactory, LLMModelFactory, PromptTemplateFactory, make_version
+from tests.generation.conftest import job_body
+from tests.generation.test_runner import JOBS, run_in_background, started_job
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def in_thread(fn):
+    """Run blocking Django code (requests, queries) off the event loop, closing the
+    thread's database connection afterwards."""
+
+    def call():
+        try:
+            return fn()
+        finally:
+            connections.close_all()
+
+    return await asyncio.to_thread(call)
+
+
+class Socket:
+    """A WebSocket client of the platform over loopback (as a browser or a script)."""
+
+    def __init__(self, server, path, *, user=None, session_of=None, origin=None):
+        self.uri = f"ws://{server}{path}"
+        self.user, self.session_of, self.origin = user, session_of, origin
+
+    def headers(self):
+        headers = []
+        if self.user is not None:
+            _, key = token_create(user=self.user, name="ws")
+            headers.append(("Authorization", f"Token {key}"))
+        if self.session_of is not None:
+            client = Client()
+            client.force_login(self.session_of)
+            name = settings.SESSION_COOKIE_NAME
+            headers.append(("Cookie", f"{name}={client.cookies[name].value}"))
+        return headers
+
+    async def __aenter__(self):
+        headers = await in_thread(self.headers)
+        self.ws = await connect(
+            self.uri, additional_headers=headers, origin=self.origin, open_timeout=10
+        )
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.ws.close()
+
+    async def next(self, timeout=10):
+        return json.loads(await asyncio.wait_for(self.ws.recv(), timeout))
+
+    async def until(self, last_event, timeout=60):
+        """Every event up to and including ``last_event``."""
+        received = []
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"no {last_event}; got {[m['event'] for m in received][-10:]}"
+            message = await self.next(remaining)
+            received.append(message)
+            if message["event"] == last_event:
+                return received
+
+
+async def close_code(socket):
+    try:
+        async with socket as s:
+            await s.next()
+    except InvalidStatus as refused:
+        return refused.response.status_code
+    except ConnectionClosed as closed:
+        return closed.rcvd.code if closed.rcvd else None
+    return "open"
+
+
+def apply_tokens(texts, messages):
+    """What a client does: put each delta at its offset (offset 0 starts a text afresh)."""
+    for message in messages:
+        if message["event"] == events.ITEM_TOKEN:
+            data = message["data"]
+            before = texts.get(data["output_id"], "")
+            assert data["offset"] <= len(before), "a gap in the streamed text"
+            texts[data["output_id"]] = before[: data["offset"]] + data["delta"]
+    return texts
+
+
+def created_job(api, user, setup):
+    response = api(user).post(JOBS, job_body(setup), format="json")
+    assert response.status_code == 201, response.json()
+    return response.json()["id"]
+
+
+def test_only_users_who_may_view_the_job_can_subscribe(
+    api, creator, setup, team_b, member, platform_server
+):
+    job_id = created_job(api, creator, setup)
+    path = f"/ws/generation/jobs/{job_id}"
+    outsider = member(team_b, Role.ADMIN)
+
+    async def scenario():
+        assert await close_code(Socket(platform_server, path)) == 4401
+        assert await close_code(Socket(platform_server, path, user=outsider)) == 4404
+        missing = Socket(platform_server, "/ws/generation/jobs/999999", user=creator)
+        assert await close_code(missing) == 4404
+        # A page of another site cannot ride on the user's session.
+        foreign = Socket(platform_server, path, session_of=creator, origin="http://evil.example")
+        assert await close_code(foreign) == 403
+
+    asyncio.run(scenario())
+
+
+def test_a_viewer_gets_a_snapshot_first(api, creator, setup, team_a, member, platform_server):
+    job_id = created_job(api, creator, setup)
+    viewer = member(team_a, Role.VIEWER)
+
+    async def scenario():
+        path = f"/ws/generation/jobs/{job_id}"
+        origin = f"http://{platform_server.replace('127.0.0.1', 'localhost')}"
+        async with Socket(platform_server, path, session_of=viewer, origin=origin) as socket:
+            return await socket.next()
+
+    snapshot = asyncio.run(scenario())
+    assert snapshot["event"] == events.JOB_SNAPSHOT
+    data = snapshot["data"]
+    assert data["job_id"] == job_id and data["status"] == "created"
+    assert (data["total"], data["completed"], data["failed"]) == (48, 0, 0)
+    assert data["processing"] == [] and data["cost_usd"] == "0.000000"
+
+
+def test_a_run_streams_every_event_and_the_text_of_every_output(
+    api, creator, setup, platform_server
+):
+    job_id = created_job(api, creator, setup)
+
+    async def scenario():
+        async with Socket(platform_server, f"/ws/generation/jobs/{job_id}", user=creator) as ws:
+            assert (await ws.next())["data"]["status"] == "created"
+            start = await in_thread(lambda: api(creator).post(f"{JOBS}/{job_id}/start").json())
+            assert start["status"] == "running"
+            thread, _ = await in_thread(lambda: run_in_background(job_id))
+            messages = await ws.until(events.JOB_COMPLETED)
+            await in_thread(lambda: thread.join(60))
+            return messages
+
+    messages = asyncio.run(scenario())
+    names = [m["event"] for m in messages]
+    assert names[0] == events.JOB_PROGRESS and messages[0]["data"]["status"] == "running"
+    assert events.JOB_STARTED in names and names[-1] == events.JOB_COMPLETED
+    assert set(names) <= set(events.EVENTS)
+    outputs = {o.pk: o for o in GenerationOutput.objects.filter(job_id=job_id)}
+    started = [m["data"]["output_id"] for m in messages if m["event"] == events.ITEM_STARTED]
+    completed = [m["data"] for m in messages if m["event"] == events.ITEM_COMPLETED]
+    assert sorted(started) == sorted(outputs) == sorted(d["output_id"] for d in completed)
+    for data in completed:
+        output = outputs[data["output_id"]]
+        assert data["cost_usd"] == str(output.cost_usd)
+        assert data["output_tokens"] == output.output_tokens
+        assert data["preview"] == output.content[: events.PREVIEW_CHARS]
+    # Each cell's tokens come after its start and before its completion.
+    for output_id in outputs:
+        kinds = [m["event"] for m in messages if m["data"].get("output_id") == output_id]
+        assert kinds[0] == events.ITEM_STARTED and kinds[-1] == events.ITEM_COMPLETED
+        assert set(kinds[1:-1]) == {events.ITEM_TOKEN}
+    texts = apply_tokens({}, messages)
+    assert texts == {pk: o.content for pk, o in outputs.items()}
+    final = messages[-1]["data"]
+    assert (final["completed"], final["failed"], final["progress"]) == (48, 0, 1.0)
+    assert final["cost_usd"] == str(GenerationJob.objects.get(pk=job_id).cost_usd)
+
+
+def test_a_client_that_connects_mid_stream_sees_the_partial_text(
+    api, creator, team_a, fake_provider, platform_server
+):
+    fake_provider.app.config.stream_chunk_delay_s = 0.05
+    fake_provider.app.config.stream_chunk_words = 1
+    connection = ConnectionFactory(team=team_a, kind="openai", base_url=fake_provider.url)
+    model = LLMModelFactory(connection=connection, model_id="gpt-fake")
+    version = make_version(PromptTemplateFactory(team=team_a), [("", "Write about {{content}}")])
+    body = {
+        "team": "team-a",
+        "name": "Slow",
+        "prompt_versions": [version.pk],
+        "models": [model.pk],
+        "temperatures": [0.0],
+        "max_tokens": 400,
+        "source": {"type": "manual", "format": "json", "content": json.dumps([{"content": "x"}])},
+    }
+    job_id = api(creator).post(JOBS, body, format="json").json()["id"]
+    api(creator).post(f"{JOBS}/{job_id}/start")
+    output = GenerationOutput.objects.get(job_id=job_id)
+    thread, _ = run_in_background(job_id)
+    deadline = time.monotonic() + 30
+    while not GenerationOutput.objects.filter(pk=output.pk, status="running").exclude(content=""):
+        assert time.monotonic() < deadline and thread.is_alive(), "no partial text was kept"
+        time.sleep(0.02)
+
+    async def scenario():
+        async with Socket(platform_server, f"/ws/generation/jobs/{job_id}", user=creator) as ws:
+            snapshot = await ws.next()
+            return snapshot, await ws.until(events.JOB_COMPLETED)
+
+    snapshot, messages = asyncio.run(scenario())
+    thread.join(30)
+    (cell,) = snapshot["data"]["processing"]
+    assert cell["output_id"] == output.pk and cell["item_id"] == "1"
+    output.refresh_from_db()
+    assert cell["text"] and output.content.startswith(cell["text"])
+    assert cell["text"] != output.content  # it really was part-way
+    texts = apply_tokens({output.pk: cell["text"]}, messages)
+    assert texts[output.pk] == output.content
+
+
+def test_status_changes_reach_watchers_without_a_runner(api, creator, setup, platform_server):
+    job_id = created_job(api, creator, setup)
+    client = api(creator)
+
+    async def scenario():
+        async with Socket(platform_server, f"/ws/generation/jobs/{job_id}", user=creator) as ws:
+            await ws.next()
+            seen = []
+            for action in ("start", "pause", "cancel"):
+                await in_thread(lambda a=action: client.post(f"{JOBS}/{job_id}/{a}"))
+                seen.append(await ws.next())
+            return seen
+
+    # No worker runs the queued task here: every event comes from the services.
+    seen = asyncio.run(scenario())
+    assert [m["event"] for m in seen] == [events.JOB_PROGRESS] * 3
+    assert [m["data"]["status"] for m in seen] == ["running", "paused", "cancelled"]
+
+
+def test_budget_exceeded_is_an_event_and_a_notification(api, creator, setup, platform_server):
+    job_id = started_job(api, creator, setup, budget_usd="0.004")
+
+    async def scenario():
+        async with Socket(platform_server, f"/ws/generation/jobs/{job_id}", user=creator) as ws:
+            await ws.next()
+            thread, _ = await in_thread(lambda: run_in_background(job_id))
+            messages = await ws.until(events.JOB_BUDGET_EXCEEDED)
+            await in_thread(lambda: thread.join(60))
+            return messages
+
+    messages = asyncio.run(scenario())
+    assert messages[-1]["data"]["status"] == "paused"
+    assert "Budget reached" in messages[-1]["data"]["status_message"]
+    listed = api(creator).get("/api/notifications?unread=true").json()["results"]
+    assert [n["kind"] for n in listed] == ["generation.budget_exceeded"]
+    assert listed[0]["link"] == f"/generation/jobs/{job_id}"
+    assert api(creator).post(f"/api/notifications/{listed[0]['id']}/read").status_code == 204
+    assert api(creator).get("/api/notifications?unread=true").json()["results"] == []
+
+
+def test_the_publisher_sends_one_message_per_window_in_order(settings):
+    """With a long window, everything recorded while one message is in the window goes out
+    together: ordered, tokens coalesced with their offsets, only the last progress."""
+    settings.LIVE_TRANSPORT = "database"
+    group = "test.publisher"
+
+    async def scenario():
+        publisher = ThrottledPublisher(group, token_event="tok", interval=3600)
+        publisher.start()
+        publisher.add("first", {"n": 0})
+        await asyncio.sleep(0.2)  # the first message leaves at once; the window starts
+        publisher.begin_text(7)
+        for word in ["a", "b", "c"]:
+            publisher.text(7, word)
+        publisher.add("done", {"output_id": 7}, key=7)
+        publisher.text(8, "xy")
+        for n in range(50):
+            publisher.progress("progress", {"n": n})
+        await asyncio.sleep(0.2)
+        sent = await in_thread(LiveEvent.objects.filter(group=group).count)
+        assert sent == 1  # the rest is still in the window
+        await publisher.close()
+        await sync_to_async(connections.close_all)()  # the sender's database thread
+
+    asyncio.run(scenario())
+    rows = [row.events for row in LiveEvent.objects.filter(group=group).order_by("pk")]
+    assert rows == [
+        [{"event": "first", "data": {"n": 0}}],
+        [
+            {"event": "tok", "data": {"output_id": 7, "offset": 0, "delta": "abc"}},
+            {"event": "done", "data": {"output_id": 7}},
+            {"event": "tok", "data": {"output_id": 8, "offset": 0, "delta": "xy"}},
+            {"event": "progress", "data": {"n": 49}},
+        ],
+    ]
