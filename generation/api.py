@@ -8,7 +8,6 @@ from typing import Any, cast
 
 import django_filters
 from django.conf import settings
-from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status
@@ -25,9 +24,9 @@ from evalplatform.accounts.roles import (
     GENERATION_VIEW,
 )
 from evalplatform.api.permissions import TeamScopedViewSet
-from evalplatform.errors import Conflict, FieldErrors
+from evalplatform.errors import FieldErrors
 from generation import exports, selectors, services
-from generation.models import GenerationJob, GenerationOutput, JobStatus
+from generation.models import GenerationJob, GenerationOutput
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -199,19 +198,9 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
     @extend_schema(request=JobUpdateSerializer, responses=JobSerializer)
     def partial_update(self, request, *args, **kwargs):
         """Rename, or change the budget (not while running: pause first)."""
-        job = self._job()
-        data = JobUpdateSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        with transaction.atomic():
-            job = GenerationJob.objects.select_for_update().get(pk=job.pk)
-            if (
-                job.status in (JobStatus.RUNNING, JobStatus.QUEUED)
-                and "budget_usd" in data.validated_data
-            ):
-                raise Conflict("A running job's configuration cannot change; pause it first.")
-            for name, value in data.validated_data.items():
-                setattr(job, name, value)
-            job.save()
+        if not isinstance(request.data, dict):
+            raise FieldErrors({"non_field_errors": "Send a JSON object."})
+        job = services.job_update(user=request.user, job=self._job(), data=dict(request.data))
         return Response(JobSerializer(selectors.jobs().get(pk=job.pk)).data)
 
     def destroy(self, request, *args, **kwargs):

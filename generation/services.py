@@ -102,6 +102,24 @@ def _int(
     return number
 
 
+def _budget(value: Any, errors: dict[str, str]) -> Decimal | None:
+    """A budget in USD (None or "" for no budget); a bad one is reported in ``errors``."""
+    if value in (None, ""):
+        return None
+    try:
+        budget = Decimal(str(value).strip())
+        if (
+            not budget.is_finite()
+            or not Decimal("0.0001") <= budget < Decimal(10**8)
+            or budget != budget.quantize(Decimal("0.0001"))
+        ):
+            raise InvalidOperation
+    except InvalidOperation:
+        errors["budget_usd"] = "An amount in USD from 0.0001 to 99,999,999.9999 (4 decimals)."
+        return None
+    return budget
+
+
 def job_plan(
     *, user: Any, data: Mapping[str, Any], upload: bytes | None = None, filename: str = ""
 ) -> JobPlan:
@@ -146,19 +164,7 @@ def job_plan(
         temperatures = [0.7]
     elif len(set(temperatures)) != len(temperatures):
         errors["temperatures"] = "Each temperature once."
-    budget: Decimal | None = None
-    if data.get("budget_usd") not in (None, ""):
-        try:
-            budget = Decimal(str(data["budget_usd"]))
-            if (
-                not budget.is_finite()
-                or not Decimal("0.0001") <= budget < Decimal(10**8)
-                or budget != budget.quantize(Decimal("0.0001"))
-            ):
-                raise InvalidOperation
-        except InvalidOperation:
-            errors["budget_usd"] = "An amount in USD from 0.0001 to 99,999,999.9999 (4 decimals)."
-            budget = None
+    budget = _budget(data.get("budget_usd"), errors)
 
     prompt_ids = data.get("prompt_versions") or []
     prompts: list[PromptVersion] = []
@@ -461,7 +467,7 @@ def job_create(*, user: Any, plan: JobPlan) -> GenerationJob:
 # --- the state machine ------------------------------------------------------------------------
 
 ALLOWED = {
-    "start": {JobStatus.CREATED, JobStatus.PAUSED},
+    "start": {JobStatus.CREATED, JobStatus.PAUSED, JobStatus.FAILED},
     "pause": {JobStatus.RUNNING, JobStatus.QUEUED},
     "cancel": {JobStatus.CREATED, JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.PAUSED},
 }
@@ -490,7 +496,8 @@ def _require(user: Any, feature: str, job: GenerationJob) -> None:
 
 
 def job_start(*, user: Any, job: GenerationJob) -> GenerationJob:
-    """Start (or resume) a job; queue it if its owner already has one running."""
+    """Start a job, or resume a paused or failed one; queue it if its owner already has one
+    running."""
     _require(user, GENERATION_MANAGE, job)
     with transaction.atomic():
         job = _locked(job)
@@ -507,8 +514,16 @@ def job_start(*, user: Any, job: GenerationJob) -> GenerationJob:
         if not busy:
             job.started_at = job.started_at or timezone.now()
         job.status_message = ""
+        job.finished_at = None  # a failed job resumes
         job.save(
-            update_fields=["status", "queued_at", "started_at", "status_message", "updated_at"]
+            update_fields=[
+                "status",
+                "queued_at",
+                "started_at",
+                "status_message",
+                "finished_at",
+                "updated_at",
+            ]
         )
         if not busy:
             _dispatch_on_commit(job)
@@ -591,6 +606,34 @@ def job_fail(*, job_id: int, message: str) -> None:
         job.save()
         events.announce(job, events.JOB_FAILED)
         start_next_queued(owner_id=job.owner_id)
+
+
+def job_update(*, user: Any, job: GenerationJob, data: Mapping[str, Any]) -> GenerationJob:
+    """Rename a job or change its budget (``budget_usd``: an amount, or null/"" for none).
+    A running or queued job's budget cannot change: pause it first."""
+    _require(user, GENERATION_MANAGE, job)
+    errors: dict[str, str] = {}
+    changes: dict[str, Any] = {}
+    if "name" in data:
+        name = str(data["name"] or "").strip()
+        if not name or len(name) > 200:
+            errors["name"] = "A job needs a name of at most 200 characters."
+        changes["name"] = name
+    if "budget_usd" in data:
+        changes["budget_usd"] = _budget(data["budget_usd"], errors)
+    unknown = set(data) - {"name", "budget_usd"}
+    if unknown:
+        errors.update({field: "Only name and budget_usd can change." for field in unknown})
+    if errors:
+        raise FieldErrors(errors)
+    with transaction.atomic():
+        job = _locked(job)
+        if "budget_usd" in changes and job.status in (JobStatus.RUNNING, JobStatus.QUEUED):
+            raise Conflict(f"A {job.status} job's budget cannot change; pause it first.")
+        for field, value in changes.items():
+            setattr(job, field, value)
+        job.save(update_fields=[*changes, "updated_at"])
+    return job
 
 
 def job_delete(*, user: Any, job: GenerationJob) -> None:

@@ -7,4 +7,5 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(template_name="web/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("notifications/dismiss", views.dismiss_notifications, name="notifications-dismiss"),
 ]

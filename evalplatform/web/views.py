@@ -1,8 +1,13 @@
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
 
+from evalplatform.accounts.models import Notification
 from evalplatform.accounts.roles import ADMIN_ACCESS, FEATURES
 from evalplatform.accounts.selectors import me_summary
+from evalplatform.accounts.services import notifications_dismiss
+from evalplatform.web.redirects import safe_next
 
 
 @login_required
@@ -11,4 +16,18 @@ def home(request):
     for team in summary["teams"]:
         team["feature_rows"] = [(code, FEATURES[code]) for code in team["features"]]
         team["admin"] = ADMIN_ACCESS in team["features"]
-    return render(request, "web/home.html", {"me": summary})
+    unread = Notification.objects.filter(user=request.user, read_at__isnull=True)
+    return render(
+        request,
+        "web/home.html",
+        {"me": summary, "notifications": unread.select_related("team")[:20]},
+    )
+
+
+@login_required
+@require_POST
+def dismiss_notifications(request):
+    """Dismiss the listed notifications (``id`` fields), or all; then go back."""
+    ids = [int(i) for i in request.POST.getlist("id") if i.isdigit()]
+    notifications_dismiss(user=request.user, ids=ids or None)
+    return redirect(safe_next(request, reverse("home")))

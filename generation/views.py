@@ -1,0 +1,345 @@
+"""The generation pages: the hub, the 5-step wizard and the job page (with live progress).
+
+They use the same services and selectors as the API, so a page and a script get the same
+validation, permissions and numbers. Every action is a POST with a CSRF token.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Prefetch
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from evalplatform.accounts import policy
+from evalplatform.accounts.models import Notification
+from evalplatform.accounts.roles import (
+    GENERATION_CREATE,
+    GENERATION_EXPORT,
+    GENERATION_MANAGE,
+    GENERATION_VIEW,
+    PROMPTS_VIEW,
+    PROVIDERS_VIEW,
+)
+from evalplatform.errors import ApplicationError, FieldErrors, NotFound
+from evalplatform.prompts.models import PromptTemplate, PromptVersion
+from evalplatform.prompts.rendering import MissingVariables, variables_in
+from evalplatform.providers.models import LLMModel
+from evalplatform.web.redirects import safe_next
+from generation import selectors, services, sources
+from generation.models import GenerationJob, JobStatus, OutputStatus, SourceKind
+
+ACTIVE = (JobStatus.RUNNING, JobStatus.QUEUED, JobStatus.PAUSED)
+OUTPUTS_PER_PAGE = 25
+# Which wizard step shows an error about a field.
+_STEP_OF = (("team", 1), ("source", 1), ("prompt_versions", 2), ("models", 3))
+_TEMPERATURE_SPLIT = re.compile(r"[,\s;]+")
+FORMAT_CHOICES = [
+    ("", "Detect (by file name; pasted text: JSON, JSON lines or plain text)"),
+    ("json", "JSON array"),
+    ("jsonl", "JSON lines"),
+    ("csv", "CSV with a header row"),
+    ("text", "Plain text, one item per line"),
+]
+
+
+def _job(request: HttpRequest, job_id: int) -> GenerationJob:
+    try:
+        return policy.access(request.user, GENERATION_VIEW, selectors.jobs(), pk=job_id)
+    except NotFound as exc:
+        raise Http404 from exc
+
+
+# --- hub ----------------------------------------------------------------------------------------
+@login_required
+def hub(request: HttpRequest) -> HttpResponse:
+    jobs = list(policy.visible(request.user, GENERATION_VIEW, selectors.jobs())[:200])
+    return render(
+        request,
+        "generation/hub.html",
+        {
+            "active": [j for j in jobs if j.status in ACTIVE],
+            "others": [j for j in jobs if j.status not in ACTIVE],
+            "can_create": policy.has_feature_anywhere(request.user, GENERATION_CREATE),
+            "manage": {j.pk for j in jobs if policy.may(request.user, GENERATION_MANAGE, j)},
+            "notifications": Notification.objects.filter(
+                user_id=request.user.pk, read_at__isnull=True
+            ).select_related("team")[:20],
+        },
+    )
+
+
+# --- wizard -------------------------------------------------------------------------------------
+def _wizard_team(request: HttpRequest):
+    teams = list(policy.teams_with(request.user, GENERATION_CREATE).order_by("name"))
+    if not teams:
+        raise Http404
+    wanted = request.POST.get("team") or request.GET.get("team")
+    team = next((t for t in teams if t.slug == wanted), teams[0])
+    return team, teams
+
+
+def _choices(request: HttpRequest, team) -> dict[str, Any]:
+    prompts: list[dict[str, Any]] = []
+    if policy.has_feature(request.user, PROMPTS_VIEW, team):
+        templates = PromptTemplate.objects.filter(team=team).prefetch_related(
+            Prefetch(
+                "versions",
+                queryset=PromptVersion.objects.order_by("-number").prefetch_related("blocks"),
+            )
+        )
+        for template in templates.order_by("name"):
+            versions = list(template.versions.all())
+            if versions:
+                latest = versions[0]
+                prompts.append(
+                    {
+                        "template": template,
+                        "version": latest,
+                        "older": versions[1:6],
+                        "variables": variables_in(latest.as_blocks()),
+                    }
+                )
+    models = (
+        LLMModel.objects.filter(connection__team=team, active=True)
+        .select_related("connection")
+        .order_by("connection__name", "display_name")
+        if policy.has_feature(request.user, PROVIDERS_VIEW, team)
+        else LLMModel.objects.none()
+    )
+    return {
+        "prompts": prompts,
+        "models": list(models),
+        "extra_sources": list(sources.SOURCE_REGISTRY),
+    }
+
+
+def _number(value: str) -> Any:
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        try:
+            return float(value)
+        except ValueError:
+            return value  # the service names the field that is wrong
+
+
+def _config_from_form(request: HttpRequest, team) -> tuple[dict[str, Any], dict[str, str]]:
+    """The API's job configuration from the wizard's fields (and errors of form shape)."""
+    post = request.POST
+    errors: dict[str, str] = {}
+    temperatures: Any = []
+    for part in _TEMPERATURE_SPLIT.split(post.get("temperatures", "").strip()):
+        if part:
+            temperatures.append(_number(part))
+    models: list[Any] = [int(m) for m in post.getlist("models") if m.isdigit()]
+    extra = post.get("model_configs", "").strip()
+    if extra:
+        try:
+            configs = json.loads(extra)
+        except ValueError:
+            configs = None
+        if not isinstance(configs, list):
+            errors["models"] = (
+                'Extra configurations are a JSON list: [{"model": id, "params": {...}}].'
+            )
+        else:
+            models.extend(configs)
+    source_type = post.get("source_type", SourceKind.MANUAL)
+    content, fmt = post.get("content", ""), post.get("format", "")
+    if not fmt and content and "file" not in request.FILES:
+        # Pasted text without a declared format: JSON and JSON lines show by their start.
+        start = content.lstrip()[:1]
+        fmt = "json" if start == "[" else "jsonl" if start == "{" else "text"
+    config = {
+        "team": team.slug,
+        "name": post.get("name", ""),
+        "mode": post.get("mode", "live"),
+        "source": {
+            "type": source_type,
+            "format": fmt,
+            "content": content,
+        },
+        "prompt_versions": [int(p) for p in post.getlist("prompt_versions") if p.isdigit()],
+        "models": models,
+        "temperatures": temperatures or [0.7],
+        "repetitions": _number(post.get("repetitions", "")) or 1,
+        "max_tokens": _number(post.get("max_tokens", "")),
+        "budget_usd": post.get("budget_usd", "").strip() or None,
+        "max_retries": _number(post.get("max_retries", "")),
+        "concurrency": _number(post.get("concurrency", "")) or 8,
+    }
+    if config["max_retries"] is None:
+        config["max_retries"] = 3
+    return config, errors
+
+
+def _upload(request: HttpRequest) -> tuple[bytes | None, str]:
+    upload = request.FILES.get("file")
+    if upload is None or request.POST.get("source_type") != SourceKind.MANUAL:
+        return None, ""
+    if (upload.size or 0) > settings.UPLOAD_MAX_BYTES:
+        raise FieldErrors(
+            {
+                "source.file": f"The file has {upload.size:,} bytes; the limit is "
+                f"{settings.UPLOAD_MAX_BYTES:,}."
+            }
+        )
+    return upload.read(), upload.name or ""
+
+
+def _plan(request: HttpRequest, team):
+    config, errors = _config_from_form(request, team)
+    if errors:
+        raise FieldErrors(errors)
+    upload, filename = _upload(request)
+    return services.job_plan(user=request.user, data=config, upload=upload, filename=filename)
+
+
+def _error_steps(errors: dict[str, list[str]]) -> dict[int, list[tuple[str, str]]]:
+    steps: dict[int, list[tuple[str, str]]] = {}
+    for field, messages_ in errors.items():
+        step = next((s for prefix, s in _STEP_OF if field.startswith(prefix)), 4)
+        steps.setdefault(step, []).extend((field, m) for m in messages_)
+    return steps
+
+
+@login_required
+def wizard(request: HttpRequest) -> HttpResponse:
+    team, teams = _wizard_team(request)
+    context: dict[str, Any] = {"team": team, "teams": teams, "form": request.POST}
+    context |= _choices(request, team)
+    if request.method == "POST":
+        try:
+            plan = _plan(request, team)
+            job = services.job_create(user=request.user, plan=plan)
+            if request.POST.get("start"):
+                services.job_start(user=request.user, job=job)
+        except FieldErrors as exc:
+            context["errors"] = _error_steps(exc.errors)
+        except MissingVariables as exc:
+            context["missing"] = exc.missing
+        except ApplicationError as exc:
+            context["errors"] = {4: [("", exc.message)]}
+        else:
+            messages.success(request, f"Job “{job.name}” created ({job.total_cells:,} outputs).")
+            return redirect("generation-job", job_id=job.pk)
+        first = min(context.get("errors") or {1: []}) if "errors" in context else 1
+        context["open_step"] = first
+    context["selected_prompts"] = {int(p) for p in request.POST.getlist("prompt_versions")}
+    context["selected_models"] = {
+        int(m) for m in request.POST.getlist("models") if str(m).isdigit()
+    }
+    context["upload_limit"] = settings.UPLOAD_MAX_BYTES
+    context["formats"] = FORMAT_CHOICES
+    status = 400 if request.method == "POST" else 200
+    return render(request, "generation/wizard.html", context, status=status)
+
+
+@login_required
+@require_POST
+def wizard_estimate(request: HttpRequest) -> HttpResponse:
+    """The wizard's last step: the plan's size and cost (an HTML fragment for htmx)."""
+    team, _ = _wizard_team(request)
+    context: dict[str, Any] = {}
+    try:
+        plan = _plan(request, team)
+    except FieldErrors as exc:
+        context["errors"] = [m for ms in exc.errors.values() for m in ms]
+    except MissingVariables as exc:
+        context["missing"] = exc.missing
+    except ApplicationError as exc:
+        context["errors"] = [exc.message]
+    else:
+        context["plan"] = plan
+        context["estimate"] = services.job_estimate(plan)
+    return render(request, "generation/_estimate.html", context)
+
+
+# --- job page -----------------------------------------------------------------------------------
+def _outputs_context(request: HttpRequest, job: GenerationJob) -> dict[str, Any]:
+    qs = selectors.outputs(job).order_by("-pk")
+    filters = {
+        "status": request.GET.get("status", ""),
+        "model": request.GET.get("model", ""),
+        "prompt": request.GET.get("prompt", ""),
+        "item": request.GET.get("item", "").strip(),
+    }
+    if filters["status"] in OutputStatus.values:
+        qs = qs.filter(status=filters["status"])
+    if filters["model"].isdigit():
+        qs = qs.filter(model_config_id=int(filters["model"]))
+    if filters["prompt"].isdigit():
+        qs = qs.filter(prompt_id=int(filters["prompt"]))
+    if filters["item"]:
+        qs = qs.filter(item__item_id=filters["item"])
+    page = Paginator(qs, OUTPUTS_PER_PAGE).get_page(request.GET.get("page"))
+    query = urlencode({k: v for k, v in filters.items() if v})
+    return {"job": job, "page": page, "filters": filters, "query": query}
+
+
+@login_required
+def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = _job(request, job_id)
+    user = request.user
+    context = _outputs_context(request, job) | {
+        "statistics": selectors.statistics_for(job),
+        "statuses": OutputStatus.choices,
+        "can_manage": policy.may(user, GENERATION_MANAGE, job),
+        "can_export": policy.may(user, GENERATION_EXPORT, job),
+    }
+    return render(request, "generation/job.html", context)
+
+
+@login_required
+def job_outputs(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The outputs table alone (htmx refreshes it as cells finish, and on filter changes)."""
+    job = _job(request, job_id)
+    return render(request, "generation/_outputs.html", _outputs_context(request, job))
+
+
+_ACTIONS = {
+    "start": services.job_start,
+    "pause": services.job_pause,
+    "cancel": services.job_cancel,
+}
+
+
+@login_required
+@require_POST
+def job_action(request: HttpRequest, job_id: int, action: str) -> HttpResponse:
+    job = _job(request, job_id)
+    back = safe_next(request, reverse("generation-job", kwargs={"job_id": job.pk}))
+    try:
+        if action == "delete":
+            services.job_delete(user=request.user, job=job)
+            messages.success(request, f"Job “{job.name}” deleted.")
+            return redirect("generation-hub")
+        if action == "budget":
+            services.job_update(
+                user=request.user, job=job, data={"budget_usd": request.POST.get("budget_usd")}
+            )
+            messages.success(request, "Budget updated.")
+        elif action in _ACTIONS:
+            job = _ACTIONS[action](user=request.user, job=job)
+            messages.success(request, f"Job {job.status}.")
+        else:
+            raise Http404
+    except FieldErrors as exc:
+        messages.error(request, " ".join(m for ms in exc.errors.values() for m in ms))
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    return redirect(back)
