@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -73,7 +73,7 @@ def hub(request: HttpRequest) -> HttpResponse:
             "can_create": policy.has_feature_anywhere(request.user, GENERATION_CREATE),
             "manage": {j.pk for j in jobs if policy.may(request.user, GENERATION_MANAGE, j)},
             "notifications": Notification.objects.filter(
-                user_id=request.user.pk, read_at__isnull=True
+                user=cast(Any, request.user), read_at__isnull=True
             ).select_related("team")[:20],
         },
     )
