@@ -232,6 +232,9 @@ UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 50 * 1024 * 1024)
 GENERATION_MAX_CELLS = env_int("GENERATION_MAX_CELLS", 50_000)
 # A runner renews its lease on a job every step; a job whose lease ran out is recovered.
 GENERATION_LEASE_S = env_int("GENERATION_LEASE_S", 60)
+# Batch mode: at most this many cells in one provider batch (providers allow 50,000+; smaller
+# batches come back sooner and a failure costs less).
+GENERATION_BATCH_MAX_CELLS = env_int("GENERATION_BATCH_MAX_CELLS", 10_000)
 # Live runs stream replies and publish events (item tokens, progress) to WebSocket clients.
 GENERATION_LIVE_EVENTS = env_bool("GENERATION_LIVE_EVENTS", True)
 

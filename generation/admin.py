@@ -43,6 +43,7 @@ class GenerationJobAdmin(TeamScopedAdmin):
         "max_tokens",
         "budget_usd",
         "max_retries",
+        "finish_live",
         "concurrency",
         "config",
         "estimate",

@@ -25,7 +25,7 @@ from evalplatform.accounts.roles import (
 )
 from evalplatform.api.permissions import TeamScopedViewSet
 from evalplatform.errors import FieldErrors
-from generation import exports, selectors, services
+from generation import batch_runner, exports, selectors, services
 from generation.models import GenerationJob, GenerationOutput
 
 
@@ -55,6 +55,7 @@ class JobSerializer(serializers.ModelSerializer):
             "budget_usd",
             "max_retries",
             "concurrency",
+            "finish_live",
             "estimate",
             "total_cells",
             "completed_cells",
@@ -185,7 +186,8 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
         """Create a job: team, name, mode, source ({type: manual|prompt_only, format,
         content} or a multipart ``file`` with the rest as JSON in ``config``),
         prompt_versions, models, repetitions, temperatures, max_tokens, budget_usd,
-        max_retries, concurrency. Nothing is written unless all of it is valid."""
+        max_retries, concurrency, finish_live (batch mode: failed rows finish live).
+        Nothing is written unless all of it is valid."""
         data, upload, filename = _job_input(request)
         plan = services.job_plan(user=request.user, data=data, upload=upload, filename=filename)
         job = services.job_create(user=request.user, plan=plan)
@@ -236,6 +238,12 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
             raise FieldErrors({k: v for k, v in qs.errors.items()})
         page = self.paginate_queryset(qs.qs)
         return self.get_paginated_response(OutputSerializer(page, many=True).data)
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @action(detail=True, methods=["get"])
+    def batches(self, request, pk=None):
+        """The job's provider batches (batch mode): state, counts, round, newest first."""
+        return Response(batch_runner.job_batches(self._job()))
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     @action(detail=True, methods=["get"])

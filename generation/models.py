@@ -58,6 +58,8 @@ class GenerationJob(models.Model):
     max_tokens = models.PositiveIntegerField(null=True, blank=True)
     budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
     max_retries = models.PositiveIntegerField(default=3, validators=[MaxValueValidator(10)])
+    # Batch mode: cells that failed in a batch run again live instead of in a new batch.
+    finish_live = models.BooleanField(default=False)
     concurrency = models.PositiveIntegerField(
         default=8, validators=[MinValueValidator(1), MaxValueValidator(256)]
     )
@@ -194,6 +196,14 @@ class GenerationOutput(models.Model):
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
     reserved_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
     runner_token = models.CharField(max_length=32, blank=True)  # the runner that claimed it
+    # The provider batch the cell is in while it runs in batch mode.
+    batch = models.ForeignKey(
+        "runs.ProviderBatch",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
     processing_time_ms = models.PositiveIntegerField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     error_kind = models.CharField(max_length=40, blank=True)

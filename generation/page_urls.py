@@ -8,6 +8,7 @@ urlpatterns = [
     path("new/estimate", views.wizard_estimate, name="generation-new-estimate"),
     path("jobs/<int:job_id>", views.job_detail, name="generation-job"),
     path("jobs/<int:job_id>/outputs", views.job_outputs, name="generation-job-outputs"),
+    path("jobs/<int:job_id>/statistics", views.job_statistics, name="generation-job-statistics"),
     path(
         "jobs/<int:job_id>/<str:action>",
         views.job_action,

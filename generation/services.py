@@ -21,6 +21,7 @@ from evalplatform.accounts.roles import (
     PROMPTS_VIEW,
     PROVIDERS_VIEW,
 )
+from evalplatform.accounts.services import notify
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
 from evalplatform.prompts import services as prompt_services
 from evalplatform.prompts.models import PromptVersion
@@ -66,6 +67,7 @@ class JobPlan:
     budget_usd: Decimal | None
     max_retries: int
     concurrency: int
+    finish_live: bool = False
 
     @property
     def cell_count(self) -> int:
@@ -145,8 +147,9 @@ def job_plan(
     mode = data.get("mode", JobMode.LIVE)
     if mode not in JobMode.values:
         errors["mode"] = "live or batch."
-    elif mode == JobMode.BATCH:
-        errors["mode"] = "Batch mode arrives with the batch runner; use live for now."
+    finish_live = data.get("finish_live", False)
+    if not isinstance(finish_live, bool):
+        errors["finish_live"] = "true or false."
     repetitions = _int(data, "repetitions", 1, 1, 100, errors) or 1
     max_tokens = _int(data, "max_tokens", None, 1, 1_000_000, errors)
     max_retries = _int(data, "max_retries", 3, 0, 10, errors)
@@ -237,6 +240,13 @@ def job_plan(
             if label in labels:
                 errors[f"models[{index}]"] = "Two model configurations with the same label."
             labels.add(label)
+            if mode == JobMode.BATCH and (
+                not model.supports_batch or model.connection.kind == "mock"
+            ):
+                errors[f"models[{index}]"] = (
+                    f"{model.display_name} has no batch API here; choose live mode or "
+                    "another model."
+                )
             models.append(ModelSpec(model, label, params))
 
     source = data.get("source") or {}
@@ -290,6 +300,7 @@ def job_plan(
         budget,
         max_retries or 0,
         concurrency,
+        finish_live is True,
     )
     limit = settings.GENERATION_MAX_CELLS
     if plan.cell_count > limit:
@@ -400,6 +411,7 @@ def job_create(*, user: Any, plan: JobPlan) -> GenerationJob:
         "max_retries": plan.max_retries,
         "concurrency": plan.concurrency,
         "mode": plan.mode,
+        "finish_live": plan.finish_live,
         "budget_usd": str(plan.budget_usd) if plan.budget_usd is not None else None,
     }
     with transaction.atomic():
@@ -416,6 +428,7 @@ def job_create(*, user: Any, plan: JobPlan) -> GenerationJob:
             budget_usd=plan.budget_usd,
             max_retries=plan.max_retries,
             concurrency=plan.concurrency,
+            finish_live=plan.finish_live,
             config=config,
             estimate=estimate,
             total_cells=plan.cell_count,
@@ -585,6 +598,30 @@ def start_next_queued(*, owner_id: int) -> GenerationJob | None:
     return nxt
 
 
+def _usd(amount: Decimal) -> str:
+    """$1,234.5 or $0.0004: as many decimals as the amount has (at most six)."""
+    text = f"{amount:,.6f}".rstrip("0").rstrip(".")
+    return f"${text}"
+
+
+def pause_for_budget(job: GenerationJob) -> None:
+    """The budget is reached: pause the (locked, running) job, tell its owner and its
+    watchers. Raising the budget and resuming continues."""
+    job.status = JobStatus.PAUSED
+    job.status_message = (
+        f"Budget reached: {_usd(job.cost_usd)} spent of {_usd(job.budget_usd or Decimal(0))}. "
+        "Raise the budget and resume to continue."
+    )
+    job.save(update_fields=["status", "status_message", "updated_at"])
+    notify(
+        user=job.owner,
+        team=job.team,
+        kind="generation.budget_exceeded",
+        message=f"{job.name}: {job.status_message}",
+        link=f"/generation/jobs/{job.pk}",
+    )
+
+
 def job_fail(*, job_id: int, message: str) -> None:
     """Mark a running job failed (an error of the platform, not of a provider): cells left
     running go back to pending (a resume runs them), reservations are released, the lease
@@ -594,7 +631,8 @@ def job_fail(*, job_id: int, message: str) -> None:
         if job is None or job.status != JobStatus.RUNNING:
             return
         _lock_owner(job.owner_id)
-        job.outputs.filter(status=OutputStatus.RUNNING).update(
+        # Cells in provider batches stay there: their results are still recorded.
+        job.outputs.filter(status=OutputStatus.RUNNING, batch__isnull=True).update(
             status=OutputStatus.PENDING,
             reserved_usd=0,
             runner_token="",

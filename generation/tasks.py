@@ -10,7 +10,8 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from evalplatform.runs.engine import RunSummary, run_live
-from generation.models import GenerationJob, JobStatus
+from generation import batch_runner
+from generation.models import GenerationJob, JobMode, JobStatus
 from generation.services import job_fail
 from generation.work import GenerationWork
 
@@ -23,7 +24,22 @@ def enqueue_run(job_id: int) -> None:
 
 def run_job(job_id: int) -> str:
     """Run a job's pending cells until done, paused, cancelled or out of budget. An error
-    of the platform itself (not of a provider) fails the job with its reason."""
+    of the platform itself (not of a provider) fails the job with its reason. A batch job
+    is submitted to the providers' batch APIs (``batch_runner``), except that with
+    ``finish_live`` the cells that failed in a batch run live here."""
+    job = GenerationJob.objects.filter(pk=job_id).values("mode", "finish_live").first()
+    if job is None:
+        return "gone"
+    if job["mode"] == JobMode.BATCH and not (
+        job["finish_live"] and batch_runner._retries_waiting(job_id)
+    ):
+        try:
+            batch = asyncio.run(batch_runner.drive(job_id))
+        except Exception as exc:
+            logger.exception("job %s: the batch driver failed", job_id)
+            job_fail(job_id=job_id, message=f"The batch driver failed: {exc}"[:500])
+            return "failed"
+        return f"submitted {batch.submitted_cells} cells in {batch.submitted_batches} batches"
     try:
         summary: RunSummary = asyncio.run(run_live(GenerationWork(job_id)))
     except Exception as exc:
@@ -40,13 +56,22 @@ def run_job(job_id: int) -> str:
     return summary.stopped_by or "completed"
 
 
+def drive_batches() -> dict:
+    """Scheduled every minute: poll, record and re-submit provider batches of all jobs."""
+    summary = asyncio.run(batch_runner.drive())
+    return vars(summary)
+
+
 def recover_jobs() -> list[int]:
-    """Re-dispatch running jobs whose runner stopped renewing its lease (a killed worker).
+    """Re-dispatch running jobs whose live runner stopped renewing its lease (a killed
+    worker). Batch jobs between live runs need no runner (``drive_batches`` moves them).
     Scheduled every minute; harmless when nothing is stale."""
     stale = []
     with transaction.atomic():
-        for job in GenerationJob.objects.select_for_update(skip_locked=True).filter(
-            status=JobStatus.RUNNING
+        for job in (
+            GenerationJob.objects.select_for_update(skip_locked=True)
+            .filter(status=JobStatus.RUNNING)
+            .exclude(mode=JobMode.BATCH, runner_token="")
         ):
             if job.lease_until is None or job.lease_until < timezone.now():
                 stale.append(job.pk)

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Prefetch
+from django.db.models import F, Prefetch
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -36,8 +36,8 @@ from evalplatform.prompts.models import PromptTemplate, PromptVersion
 from evalplatform.prompts.rendering import MissingVariables, variables_in
 from evalplatform.providers.models import LLMModel
 from evalplatform.web.redirects import safe_next
-from generation import selectors, services, sources
-from generation.models import GenerationJob, JobStatus, OutputStatus, SourceKind
+from generation import batch_runner, selectors, services, sources
+from generation.models import GenerationJob, JobMode, JobStatus, OutputStatus, SourceKind
 
 ACTIVE = (JobStatus.RUNNING, JobStatus.QUEUED, JobStatus.PAUSED)
 OUTPUTS_PER_PAGE = 25
@@ -181,6 +181,7 @@ def _config_from_form(request: HttpRequest, team) -> tuple[dict[str, Any], dict[
         "budget_usd": post.get("budget_usd", "").strip() or None,
         "max_retries": _number(post.get("max_retries", "")),
         "concurrency": _number(post.get("concurrency", "")) or 8,
+        "finish_live": post.get("finish_live") == "1",
     }
     if config["max_retries"] is None:
         config["max_retries"] = 3
@@ -271,7 +272,8 @@ def wizard_estimate(request: HttpRequest) -> HttpResponse:
 
 # --- job page -----------------------------------------------------------------------------------
 def _outputs_context(request: HttpRequest, job: GenerationJob) -> dict[str, Any]:
-    qs = selectors.outputs(job).order_by("-pk")
+    # The newest results first, then what is still to come.
+    qs = selectors.outputs(job).order_by(F("completed_at").desc(nulls_last=True), "-pk")
     filters = {
         "status": request.GET.get("status", ""),
         "model": request.GET.get("model", ""),
@@ -297,11 +299,21 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     user = request.user
     context = _outputs_context(request, job) | {
         "statistics": selectors.statistics_for(job),
+        "batches": batch_runner.job_batches(job) if job.mode == JobMode.BATCH else [],
         "statuses": OutputStatus.choices,
         "can_manage": policy.may(user, GENERATION_MANAGE, job),
         "can_export": policy.may(user, GENERATION_EXPORT, job),
     }
     return render(request, "generation/job.html", context)
+
+
+@login_required
+def job_statistics(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The statistics tables alone (refreshed as cells finish)."""
+    job = _job(request, job_id)
+    return render(
+        request, "generation/_statistics.html", {"statistics": selectors.statistics_for(job)}
+    )
 
 
 @login_required

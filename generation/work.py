@@ -15,7 +15,6 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from evalplatform.accounts.services import notify
 from evalplatform.live.publish import ThrottledPublisher
 from evalplatform.prompts.rendering import Block, render
 from evalplatform.providers.estimate import estimate_tokens
@@ -77,7 +76,9 @@ class GenerationWork:
                 return False  # another runner holds it
             # Cells a dead runner left running were never recorded: they run again, and
             # their reservations are released. Recorded cells are never run twice.
-            GenerationOutput.objects.filter(job=job, status=OutputStatus.RUNNING).update(
+            GenerationOutput.objects.filter(
+                job=job, status=OutputStatus.RUNNING, batch__isnull=True
+            ).update(
                 status=OutputStatus.PENDING,
                 reserved_usd=0,
                 started_at=None,
@@ -123,11 +124,14 @@ class GenerationWork:
             job = GenerationJob.objects.select_for_update().get(pk=self.job_id)
             if job.runner_token != self.token:
                 return False
-            left = job.outputs.filter(status__in=[OutputStatus.PENDING, OutputStatus.RUNNING])
-            if job.status == JobStatus.RUNNING and left.exists():
+            live_left = job.outputs.filter(status=OutputStatus.PENDING) | job.outputs.filter(
+                status=OutputStatus.RUNNING, batch__isnull=True
+            )
+            if job.status == JobStatus.RUNNING and live_left.exists():
                 return True  # resumed while the last window drained: keep going
             fields = ["runner_token", "lease_until", "updated_at"]
-            if job.status == JobStatus.RUNNING:
+            in_batches = job.outputs.filter(status=OutputStatus.RUNNING, batch__isnull=False)
+            if job.status == JobStatus.RUNNING and not in_batches.exists():
                 job.status, job.finished_at = JobStatus.COMPLETED, timezone.now()
                 fields += ["status", "finished_at"]
             job.runner_token, job.lease_until = "", None
@@ -160,11 +164,12 @@ class GenerationWork:
             params=params,
         ), model
 
-    def _reservation(self, request: LLMRequest, model: LLMModel) -> Decimal:
+    def _reservation(self, request: LLMRequest, model: LLMModel, *, batch: bool = False) -> Decimal:
         out = request.max_tokens or UNCAPPED_RESERVE_TOKENS
         tokens_in = estimate_tokens(request.system) + estimate_tokens(request.user)
         # A margin on the input side covers the estimate's error against real tokenizers.
-        return model.cost_usd(math.ceil(tokens_in * 1.5), out).quantize(MICRO_USD, ROUND_CEILING)
+        cost = model.cost_usd(math.ceil(tokens_in * 1.5), out, batch=batch)
+        return cost.quantize(MICRO_USD, ROUND_CEILING)
 
     def claim(self, limit: int) -> tuple[list[Cell], bool]:
         cells: list[Cell] = []
@@ -314,21 +319,11 @@ class GenerationWork:
             self._publisher.progress(events.JOB_PROGRESS, events.current_state(self.job_id))
 
     def budget_exhausted(self) -> None:
+        from generation.services import pause_for_budget
+
         with transaction.atomic():
             job = GenerationJob.objects.select_for_update().get(pk=self.job_id)
             if job.status != JobStatus.RUNNING or job.runner_token != self.token:
                 return
-            job.status = JobStatus.PAUSED
-            job.status_message = (
-                f"Budget reached: ${job.cost_usd:.4f} spent of ${job.budget_usd:.2f}. "
-                "Raise the budget and resume to continue."
-            )
-            job.save(update_fields=["status", "status_message", "updated_at"])
-            notify(
-                user=job.owner,
-                team=job.team,
-                kind="generation.budget_exceeded",
-                message=f"{job.name}: {job.status_message}",
-                link=f"/generation/jobs/{job.pk}",
-            )
+            pause_for_budget(job)
         self._emit(events.JOB_BUDGET_EXCEEDED, events.state(job))

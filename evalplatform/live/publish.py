@@ -50,9 +50,14 @@ class ThrottledPublisher:
 
     # --- recording (any thread) -----------------------------------------------------------------
     def add(self, event: str, data: dict[str, Any], *, key: int | None = None) -> None:
+        """Queue an event; ``key`` names the text it follows (a cell). An event without a
+        key (the whole run's) comes after the progress recorded before it."""
         with self._lock:
             if key is not None:
                 self._take_pending(key)
+            elif self._progress is not None:
+                self._events.append(self._progress)
+                self._progress = None
             self._events.append({"event": event, "data": data})
         self._signal()
 

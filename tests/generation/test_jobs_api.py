@@ -190,7 +190,8 @@ def test_permissions_and_team_scoping(api, team_a, team_b, member, creator, setu
         ({"prompt_versions": [{}]}, "prompt_versions"),
         ({"budget_usd": "1e20"}, "budget_usd"),
         ({"budget_usd": "0.000000001"}, "budget_usd"),
-        ({"mode": "batch"}, "mode"),
+        ({"mode": "batch"}, "models[0]"),  # the mock has no batch API
+        ({"mode": "later"}, "mode"),
         ({"models": [{"model": 0, "params": {"max_completion_tokens": 100000}}]}, "models[0]"),
     ],
 )

@@ -165,6 +165,9 @@ def test_a_run_streams_every_event_and_the_text_of_every_output(
             thread, _ = await in_thread(lambda: run_in_background(job_id))
             messages = await ws.until(events.JOB_COMPLETED)
             await in_thread(lambda: thread.join(60))
+            with pytest.raises(TimeoutError):  # nothing after the end (no stale progress)
+                late = await ws.next(timeout=1)
+                raise AssertionError(f"an event after completion: {late}")
             return messages
 
     messages = asyncio.run(scenario())
@@ -293,6 +296,8 @@ def test_the_publisher_sends_one_message_per_window_in_order(settings):
         publisher.text(8, "xy")
         for n in range(50):
             publisher.progress("progress", {"n": n})
+        publisher.add("the end", {})  # the run's own event follows the progress before it
+        publisher.progress("progress", {"n": 50})
         await asyncio.sleep(0.2)
         sent = await in_thread(LiveEvent.objects.filter(group=group).count)
         assert sent == 1  # the rest is still in the window
@@ -306,7 +311,9 @@ def test_the_publisher_sends_one_message_per_window_in_order(settings):
         [
             {"event": "tok", "data": {"output_id": 7, "offset": 0, "delta": "abc"}},
             {"event": "done", "data": {"output_id": 7}},
-            {"event": "tok", "data": {"output_id": 8, "offset": 0, "delta": "xy"}},
             {"event": "progress", "data": {"n": 49}},
+            {"event": "the end", "data": {}},
+            {"event": "tok", "data": {"output_id": 8, "offset": 0, "delta": "xy"}},
+            {"event": "progress", "data": {"n": 50}},
         ],
     ]

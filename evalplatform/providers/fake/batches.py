@@ -25,7 +25,7 @@ from evalplatform.providers.llm.types import LLMRequest
 if TYPE_CHECKING:
     from evalplatform.providers.fake.app import FakeProvider, Reply
 
-_FAULT = re.compile(r"\[\[fault:([a-z0-9_]+)")
+_FAULT = re.compile(r"\[\[fault:([a-z0-9_]+)(?:\*(\d+))?")
 _TYPES = "type.googleapis.com/google.ai.generativelanguage.v1main."
 _ERROR_STATUS = {"400": 400, "401": 401, "404": 404, "quota": 429, "429": 429, "529": 529}
 
@@ -39,6 +39,8 @@ class FakeBatch:
     model: str = ""
     input_file_id: str = ""
     name: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    attempts: dict[str, int] = field(default_factory=dict)  # custom_id -> its n-th submission
     cancelled_at: float | None = None
     processed_at_cancel: int = 0
     cancel_polled: bool = False
@@ -55,6 +57,9 @@ class BatchStore:
         self.provider = provider
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, FakeBatch] = {}
+        # Times each custom_id was submitted, across batches (``[[fault:KIND*N]]`` fails
+        # only its first N submissions).
+        self.seen: dict[str, int] = {}
 
     def routes(self) -> list[tuple[str, re.Pattern[str], Any]]:
         r = re.compile
@@ -62,9 +67,11 @@ class BatchStore:
             ("POST", r(r"^/v1/files$"), self.openai_upload),
             ("GET", r(r"^/v1/files/(?P<file_id>[^/]+)/content$"), self.openai_file),
             ("POST", r(r"^/v1/batches$"), self.openai_create),
+            ("GET", r(r"^/v1/batches$"), self.openai_list),
             ("GET", r(r"^/v1/batches/(?P<batch_id>[^/]+)$"), self.openai_get),
             ("POST", r(r"^/v1/batches/(?P<batch_id>[^/]+)/cancel$"), self.openai_cancel),
             ("POST", r(r"^/v1/messages/batches$"), self.anthropic_create),
+            ("GET", r(r"^/v1/messages/batches$"), self.anthropic_list),
             ("GET", r(r"^/v1/messages/batches/(?P<batch_id>[^/]+)$"), self.anthropic_get),
             (
                 "POST",
@@ -81,6 +88,7 @@ class BatchStore:
                 r(r"^/v1beta/models/(?P<model>[^/:]+):batchGenerateContent$"),
                 self.gemini_create,
             ),
+            ("GET", r(r"^/v1beta/batches$"), self.gemini_list),
             ("GET", r(r"^/v1beta/batches/(?P<batch_id>[^/:]+)$"), self.gemini_get),
             ("POST", r(r"^/v1beta/batches/(?P<batch_id>[^/:]+):cancel$"), self.gemini_cancel),
         ]
@@ -106,6 +114,8 @@ class BatchStore:
             expire=any("[[batch:expire]]" in r.user for _, r in requests),
             **fields,
         )
+        for custom_id, _ in requests:
+            self.seen[custom_id] = batch.attempts[custom_id] = self.seen.get(custom_id, 0) + 1
         self.batches[batch.id] = batch
         return batch
 
@@ -146,6 +156,8 @@ class BatchStore:
                 )
                 continue
             marker = _FAULT.search(f"{request.system}\n{request.user}")
+            if marker and marker.group(2) and batch.attempts[custom_id] > int(marker.group(2)):
+                marker = None  # failed its first N times already
             rng = random.Random(f"{config.seed}:{batch.id}:{custom_id}")  # noqa: S311
             if marker or rng.random() < config.batch_failure_rate:
                 kind = marker.group(1) if marker else "500"
@@ -282,7 +294,12 @@ class BatchStore:
             return self._reply(wire.error_body("openai", 400, "Duplicate custom_id."), 400)
         if rejected := self._rejected("openai", requests):
             return rejected
-        batch = self._add("openai", requests, input_file_id=body["input_file_id"])
+        batch = self._add(
+            "openai",
+            requests,
+            input_file_id=body["input_file_id"],
+            metadata=dict(body.get("metadata") or {}),
+        )
         return self._reply(self._openai_object(batch))
 
     def _openai_object(self, batch: FakeBatch) -> dict[str, Any]:
@@ -310,8 +327,16 @@ class BatchStore:
             "created_at": int(batch.created),
             "request_counts": {"total": len(batch.requests), "completed": ok, "failed": failed},
             "errors": None,
-            "metadata": {},
+            "metadata": batch.metadata,
         }
+
+    def _newest(self, protocol: str) -> list[FakeBatch]:
+        mine = [b for b in self.batches.values() if b.protocol == protocol]
+        return sorted(mine, key=lambda b: b.created, reverse=True)[:100]
+
+    async def openai_list(self, **_: Any) -> Reply:
+        data = [self._openai_object(b) for b in self._newest("openai")]
+        return self._reply({"object": "list", "data": data, "has_more": False})
 
     async def openai_get(self, batch_id: str, **_: Any) -> Reply:
         batch = self.batches.get(batch_id)
@@ -377,6 +402,10 @@ class BatchStore:
             if ended
             else None,
         }
+
+    async def anthropic_list(self, **_: Any) -> Reply:
+        data = [self._anthropic_object(b) for b in self._newest("anthropic")]
+        return self._reply({"data": data, "has_more": False})
 
     async def anthropic_get(self, batch_id: str, **_: Any) -> Reply:
         batch = self.batches.get(batch_id)
@@ -484,6 +513,10 @@ class BatchStore:
                 "inlinedResponses": {"inlinedResponses": answers},
             }
         return data
+
+    async def gemini_list(self, **_: Any) -> Reply:
+        operations = [self._gemini_object(b) for b in self._newest("gemini")]
+        return self._reply({"operations": operations})
 
     async def gemini_get(self, batch_id: str, **_: Any) -> Reply:
         batch = self.batches.get(batch_id)

@@ -313,3 +313,13 @@ class Batches(ABC):
 
     @abstractmethod
     async def cancel(self, handle: BatchHandle) -> BatchStatus: ...
+
+    @abstractmethod
+    async def find(
+        self, name: str, *, request_count: int, created_after: float, exclude: set[str]
+    ) -> list[BatchHandle]:
+        """Recent batches of this key that match a submission: by ``name`` where the protocol
+        keeps one (OpenAI metadata, Gemini display name), else by ``request_count`` and a
+        creation time after ``created_after`` (epoch seconds; Anthropic). ``exclude`` lists
+        remote ids already accounted for. How a submission the platform could not record
+        (a crash right after the provider accepted it) is found again instead of repeated."""

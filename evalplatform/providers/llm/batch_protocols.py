@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import IO, Any
 from urllib.parse import quote, urlsplit
 
@@ -18,6 +19,9 @@ from evalplatform.providers.llm.batch import (
     file_chunks,
 )
 from evalplatform.providers.llm.types import LLMRequest
+
+# How far the provider's clock may be from ours when matching a batch by creation time.
+CLOCK_SKEW_S = 120
 
 
 def _dumps(data: Any) -> bytes:
@@ -88,6 +92,22 @@ class OpenAIBatches(Batches):
     async def cancel(self, handle: BatchHandle) -> BatchStatus:
         url = self._url(f"/batches/{handle.remote_id}/cancel")
         return self._status(await self._json("POST", url))
+
+    async def find(
+        self, name: str, *, request_count: int, created_after: float, exclude: set[str]
+    ) -> list[BatchHandle]:
+        listed = await self._json("GET", self._url("/batches"), params={"limit": 100})
+        return [
+            BatchHandle(
+                "openai",
+                b["id"],
+                int((b.get("request_counts") or {}).get("total", 0)),
+                0,
+                input_file_id=str(b.get("input_file_id") or ""),
+            )
+            for b in listed.get("data") or []
+            if (b.get("metadata") or {}).get("name") == name[:512] and b["id"] not in exclude
+        ]
 
     async def _results(
         self, handle: BatchHandle, status: BatchStatus
@@ -163,6 +183,26 @@ class AnthropicBatches(Batches):
 
     async def cancel(self, handle: BatchHandle) -> BatchStatus:
         return self._status(await self._json("POST", self._url(f"/{handle.remote_id}/cancel")))
+
+    async def find(
+        self, name: str, *, request_count: int, created_after: float, exclude: set[str]
+    ) -> list[BatchHandle]:
+        # Message batches keep no name: match the request count and the creation time.
+        listed = await self._json("GET", self._url(), params={"limit": 100})
+        found = []
+        for b in listed.get("data") or []:
+            try:
+                created = datetime.fromisoformat(str(b["created_at"]).replace("Z", "+00:00"))
+            except (KeyError, ValueError):
+                continue
+            total = sum(int(v) for v in (b.get("request_counts") or {}).values())
+            if (
+                b["id"] not in exclude
+                and total == request_count
+                and created.timestamp() >= created_after - CLOCK_SKEW_S
+            ):
+                found.append(BatchHandle("anthropic", b["id"], total, 0))
+        return found
 
     async def _results(
         self, handle: BatchHandle, status: BatchStatus
@@ -257,6 +297,27 @@ class GeminiBatches(Batches):
     async def cancel(self, handle: BatchHandle) -> BatchStatus:
         await self._json("POST", self._url(f"/batches/{handle.remote_id}:cancel"))
         return await self.poll(handle)
+
+    async def find(
+        self, name: str, *, request_count: int, created_after: float, exclude: set[str]
+    ) -> list[BatchHandle]:
+        listed = await self._json("GET", self._url("/batches"), params={"pageSize": 100})
+        found = []
+        for operation in listed.get("operations") or listed.get("batches") or []:
+            meta = operation.get("metadata") or {}
+            remote_id = str(operation.get("name", "")).removeprefix("batches/")
+            if meta.get("displayName") == name[:128] and remote_id not in exclude:
+                stats = meta.get("batchStats") or {}
+                found.append(
+                    BatchHandle(
+                        "gemini",
+                        remote_id,
+                        int(stats.get("requestCount", 0)),
+                        0,
+                        model=str(meta.get("model", "")).removeprefix("models/"),
+                    )
+                )
+        return found
 
     async def _results(
         self, handle: BatchHandle, status: BatchStatus

@@ -38,7 +38,9 @@
     });
   };
 
-  Job.prototype.state = function (d) {
+  Job.prototype.state = function (d, fromSnapshot) {
+    // A completed or cancelled job never runs again: only a snapshot may say otherwise.
+    if (FINAL[this.status] && !fromSnapshot && d.status !== this.status) return;
     var finished = d.completed + d.failed;
     // Counts only grow within a status: an older message that arrives late is ignored.
     if (d.status === this.status && finished < this.done) return;
@@ -131,13 +133,15 @@
   Job.prototype.refreshOutputs = function () {
     var table = document.getElementById("outputs");
     if (!table || !window.htmx) return;
-    var page = table.querySelector("[data-page]");
-    if (page && page.dataset.page !== "1") return; // do not move a reader off their page
     var now = Date.now();
     if (now < this.refreshAt) return;
     this.refreshAt = now + 2000;
     var self = this;
     setTimeout(function () {
+      var stats = document.getElementById("statistics");
+      if (stats) window.htmx.ajax("GET", stats.dataset.url, {target: "#statistics"});
+      var page = table.querySelector("[data-page]");
+      if (page && page.dataset.page !== "1") return; // do not move a reader off their page
       var form = self.root.querySelector("form.filters");
       var query = form ? new URLSearchParams(new FormData(form)).toString() : "";
       window.htmx.ajax("GET", form.getAttribute("hx-get") + "?" + query, {target: "#outputs"});
@@ -149,7 +153,7 @@
     switch (message.event) {
       case "generation:job:snapshot":
         this.done = -1;
-        this.state(d);
+        this.state(d, true);
         this.clearCells();
         for (var i = 0; i < d.processing.length; i++) {
           this.startCell(d.processing[i], d.processing[i].text);
@@ -199,5 +203,11 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("[data-socket]").forEach(function (root) { new Job(root); });
+    // Forms that destroy something ask first.
+    document.querySelectorAll("form[data-confirm]").forEach(function (form) {
+      form.addEventListener("submit", function (e) {
+        if (!window.confirm(form.dataset.confirm)) e.preventDefault();
+      });
+    });
   });
 })();

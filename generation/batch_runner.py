@@ -1,0 +1,581 @@
+"""Batch mode: a job's cells go through the providers' batch APIs, at the batch price.
+
+One driver pass (``drive``; scheduled every minute, and run at once when a batch job starts):
+
+1. every open ``ProviderBatch`` of generation jobs moves on:
+   - still ``submitting`` after ``SUBMIT_GRACE`` (its worker died between the provider
+     accepting it and the platform recording it): found again at the provider and adopted,
+     or, if the provider has no such batch, given up and its cells made pending again;
+   - the job was cancelled: the provider is asked to cancel it (once);
+   - polled; once done, its results are recorded in chunks, idempotently by ``custom_id``
+     (only a cell still running in that batch is recorded, so a second pass over the same
+     results changes nothing). Failed, errored, expired and missing rows go back to pending
+     for the next round (alone, in a new batch) until ``max_retries``, then fail;
+2. every running batch job's pending cells are submitted: one batch per (connection,
+   model) and at most ``BATCH_MAX_CELLS`` cells, each recorded before it is sent, with the
+   budget reserved at the batch price. With ``finish_live``, cells that failed in a batch run
+   live instead (through the one execution engine);
+3. jobs with nothing pending or in flight complete.
+
+Everything the driver knows is in the database, so a restarted worker simply continues.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connections, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from evalplatform.providers.llm.batch import Batches, BatchHandle, BatchResult, BatchSubmitError
+from evalplatform.providers.llm.client import ProviderClient
+from evalplatform.providers.llm.types import LLMRequest, ProviderError
+from evalplatform.providers.models import ProviderConnection
+from evalplatform.runs.models import BatchState, ProviderBatch
+from generation import events
+from generation.models import GenerationJob, GenerationOutput, JobMode, JobStatus, OutputStatus
+from generation.work import MICRO_USD, GenerationWork
+
+logger = logging.getLogger(__name__)
+
+WORK_KIND = "generation"
+SUBMIT_GRACE = timedelta(minutes=15)
+INGEST_CHUNK = 500
+
+db = sync_to_async
+
+
+@dataclass
+class DriveSummary:
+    submitted_batches: int = 0
+    submitted_cells: int = 0
+    polled: int = 0
+    recorded: int = 0
+    adopted: int = 0
+    given_up: int = 0
+    completed_jobs: list[int] = field(default_factory=list)
+
+
+def _handle(row: ProviderBatch) -> BatchHandle:
+    return BatchHandle(
+        row.protocol,
+        row.remote_id,
+        row.request_count,
+        row.submitted_bytes,
+        model=row.model_id,
+        input_file_id=row.input_file_id,
+        custom_ids=list(row.custom_ids or []),
+    )
+
+
+def _open_rows(job_id: int | None) -> list[ProviderBatch]:
+    rows = ProviderBatch.objects.filter(work_kind=WORK_KIND, closed_at__isnull=True)
+    if job_id is not None:
+        rows = rows.filter(work_id=job_id)
+    return list(rows.order_by("pk"))
+
+
+def _job_status(job_id: int) -> str | None:
+    return GenerationJob.objects.filter(pk=job_id).values_list("status", flat=True).first()
+
+
+# --- recording results --------------------------------------------------------------------------
+def _record(row_id: int, results: Sequence[BatchResult]) -> int:
+    """Record one chunk of a batch's results in one transaction; returns how many cells
+    changed. Only cells still running in this batch are touched."""
+    row = ProviderBatch.objects.get(pk=row_id)
+    with transaction.atomic():
+        job = GenerationJob.objects.select_for_update().get(pk=row.work_id)
+        running = {
+            o.custom_id: o
+            for o in GenerationOutput.objects.filter(
+                batch_id=row.pk,
+                status=OutputStatus.RUNNING,
+                custom_id__in=[r.custom_id for r in results],
+            ).select_related("model_config__llm_model")
+        }
+        now = timezone.now()
+        completed = failed = 0
+        cost_total = released = Decimal(0)
+        changed = []
+        for result in results:
+            output = running.pop(result.custom_id, None)
+            if output is None:
+                continue  # recorded already (a second pass), or not this batch's
+            output.attempts += 1
+            released += output.reserved_usd
+            output.reserved_usd = Decimal(0)
+            if result.response is not None:
+                response = result.response
+                cost = output.model_config.llm_model.cost_usd(
+                    response.input_tokens, response.output_tokens, batch=True
+                ).quantize(MICRO_USD)
+                output.status = OutputStatus.COMPLETED
+                output.content = response.text
+                output.finish_reason = response.finish_reason[:40]
+                output.input_tokens, output.output_tokens = (
+                    response.input_tokens,
+                    response.output_tokens,
+                )
+                output.cost_usd = cost
+                output.error_kind = output.error_message = ""
+                output.completed_at = now
+                completed += 1
+                cost_total += cost
+            else:
+                error = result.error or ProviderError("No result.", kind="missing", retryable=True)
+                output.error_kind = error.kind[:40]
+                output.error_message = (
+                    error.message + (f"\n{error.raw_text}" if error.raw_text else "")
+                )[:4000]
+                if error.retryable and output.attempts <= job.max_retries:
+                    output.status = OutputStatus.PENDING  # re-submitted alone, next round
+                    output.batch = None
+                    output.started_at = None
+                else:
+                    output.status = OutputStatus.FAILED
+                    output.completed_at = now
+                    failed += 1
+            changed.append(output)
+        GenerationOutput.objects.bulk_update(
+            changed,
+            [
+                "status",
+                "content",
+                "finish_reason",
+                "input_tokens",
+                "output_tokens",
+                "cost_usd",
+                "reserved_usd",
+                "attempts",
+                "error_kind",
+                "error_message",
+                "batch",
+                "started_at",
+                "completed_at",
+            ],
+        )
+        if changed:
+            GenerationJob.objects.filter(pk=job.pk).update(
+                completed_cells=F("completed_cells") + completed,
+                failed_cells=F("failed_cells") + failed,
+                cost_usd=F("cost_usd") + cost_total,
+                reserved_usd=F("reserved_usd") - released,
+            )
+            job.refresh_from_db()
+            events.announce(job)
+    return len(changed)
+
+
+def _close(row_id: int) -> int:
+    """The batch is done and its results read: a cell the provider said nothing about is a
+    (re-submittable) missing result. Then nothing more is done with the batch."""
+    row = ProviderBatch.objects.get(pk=row_id)
+    left = list(
+        GenerationOutput.objects.filter(batch_id=row.pk, status=OutputStatus.RUNNING).values_list(
+            "custom_id", flat=True
+        )
+    )
+    missing = [
+        BatchResult(
+            custom_id,
+            error=ProviderError(
+                f"No result returned (batch {row.state}).", kind="missing", retryable=True
+            ),
+        )
+        for custom_id in left
+    ]
+    recorded = _record(row.pk, missing) if missing else 0
+    ProviderBatch.objects.filter(pk=row.pk).update(closed_at=timezone.now())
+    return recorded
+
+
+def _give_up(row_id: int, message: str) -> None:
+    """A batch that never reached the provider (or vanished there): its cells run again in
+    a later round; the attempt does not count, since nothing ran."""
+    with transaction.atomic():
+        row = ProviderBatch.objects.select_for_update().get(pk=row_id)
+        job = GenerationJob.objects.select_for_update().get(pk=row.work_id)
+        cells = GenerationOutput.objects.filter(batch_id=row.pk, status=OutputStatus.RUNNING)
+        released = sum((o.reserved_usd for o in cells), Decimal(0))
+        cells.update(status=OutputStatus.PENDING, batch=None, reserved_usd=0, started_at=None)
+        GenerationJob.objects.filter(pk=job.pk).update(reserved_usd=F("reserved_usd") - released)
+        row.state, row.error_message, row.closed_at = BatchState.LOST, message, timezone.now()
+        row.save(update_fields=["state", "error_message", "closed_at"])
+
+
+# --- submitting ---------------------------------------------------------------------------------
+def _prepare(
+    work: GenerationWork, llm_model_id: int, limit: int
+) -> tuple[ProviderBatch | None, list[tuple[str, LLMRequest]], bool]:
+    """Claim up to ``limit`` pending cells of one model into a new batch row (recorded
+    before anything is sent), reserving their budget at the batch price."""
+    with transaction.atomic():
+        job = GenerationJob.objects.select_for_update().get(pk=work.job_id)
+        if job.status != JobStatus.RUNNING:
+            return None, [], False
+        available = (
+            job.budget_usd - job.cost_usd - job.reserved_usd if job.budget_usd is not None else None
+        )
+        pending = list(
+            job.outputs.filter(status=OutputStatus.PENDING, model_config__llm_model_id=llm_model_id)
+            .select_related("item", "prompt", "model_config")
+            .order_by("pk")[:limit]
+        )
+        if not pending:
+            return None, [], False
+        model = work.models[pending[0].model_config_id][0]
+        row = ProviderBatch.objects.create(
+            team_id=job.team_id,
+            connection_id=model.connection_id,
+            work_kind=WORK_KIND,
+            work_id=job.pk,
+            model_id=model.model_id,
+            name=f"gen-{job.pk}-{uuid.uuid4().hex[:16]}",
+            protocol=model.connection.kind,
+            round=1 + max(o.attempts for o in pending),
+        )
+        now = timezone.now()
+        claimed: list[GenerationOutput] = []
+        requests: list[tuple[str, LLMRequest]] = []
+        blocked = False
+        for output in pending:
+            request, llm_model = work._request(output)
+            reserve = work._reservation(request, llm_model, batch=True)
+            if available is not None:
+                if reserve > available:
+                    blocked = True
+                    break
+                available -= reserve
+            output.status, output.batch, output.reserved_usd = OutputStatus.RUNNING, row, reserve
+            output.started_at = now
+            claimed.append(output)
+            requests.append((output.custom_id, request))
+        if not claimed:
+            row.delete()
+            return None, [], blocked
+        GenerationOutput.objects.bulk_update(
+            claimed, ["status", "batch", "reserved_usd", "started_at"]
+        )
+        job.reserved_usd += sum((o.reserved_usd for o in claimed), Decimal(0))
+        job.save(update_fields=["reserved_usd", "updated_at"])
+        row.request_count = len(claimed)
+        row.custom_ids = [o.custom_id for o in claimed]
+        row.save(update_fields=["request_count", "custom_ids"])
+    return row, requests, blocked
+
+
+def _record_handle(row_id: int, handle: BatchHandle) -> None:
+    """The provider accepted (part of) a submission: record it at once. A submission the
+    provider split by its size limits becomes one row per provider batch."""
+    with transaction.atomic():
+        row = ProviderBatch.objects.select_for_update().get(pk=row_id)
+        target = row
+        if row.remote_id:
+            target = ProviderBatch.objects.create(
+                team_id=row.team_id,
+                connection_id=row.connection_id,
+                work_kind=row.work_kind,
+                work_id=row.work_id,
+                model_id=row.model_id,
+                name=f"{row.name}-{uuid.uuid4().hex[:6]}",
+                protocol=row.protocol,
+                round=row.round,
+            )
+            GenerationOutput.objects.filter(
+                batch_id=row.pk, custom_id__in=handle.custom_ids
+            ).update(batch=target)
+        target.remote_id = handle.remote_id
+        target.input_file_id = handle.input_file_id
+        target.request_count = handle.request_count
+        target.submitted_bytes = handle.submitted_bytes
+        target.custom_ids = list(handle.custom_ids)
+        target.state = BatchState.VALIDATING
+        target.submitted_at = timezone.now()
+        target.save()
+
+
+def _submit_failed(row_id: int, error: ProviderError, accepted: set[str]) -> None:
+    """Cells of a submission the provider did not accept: pending again (a retryable error,
+    within the retry limit) or failed with the provider's message."""
+    row = ProviderBatch.objects.get(pk=row_id)
+    with transaction.atomic():
+        job = GenerationJob.objects.select_for_update().get(pk=row.work_id)
+        cells = list(
+            GenerationOutput.objects.filter(batch_id=row.pk, status=OutputStatus.RUNNING).exclude(
+                custom_id__in=accepted
+            )
+        )
+        now = timezone.now()
+        failed = 0
+        released = Decimal(0)
+        for output in cells:
+            output.attempts += 1
+            released += output.reserved_usd
+            output.reserved_usd, output.batch, output.started_at = Decimal(0), None, None
+            output.error_kind = error.kind[:40]
+            output.error_message = f"Batch submission failed: {error.message}"[:4000]
+            if error.retryable and output.attempts <= job.max_retries:
+                output.status = OutputStatus.PENDING
+            else:
+                output.status, output.completed_at = OutputStatus.FAILED, now
+                failed += 1
+        GenerationOutput.objects.bulk_update(
+            cells,
+            [
+                "attempts",
+                "reserved_usd",
+                "batch",
+                "started_at",
+                "error_kind",
+                "error_message",
+                "status",
+                "completed_at",
+            ],
+        )
+        GenerationJob.objects.filter(pk=job.pk).update(
+            failed_cells=F("failed_cells") + failed, reserved_usd=F("reserved_usd") - released
+        )
+        if not row.remote_id:
+            row.state, row.closed_at = BatchState.FAILED, now
+        row.error_message = error.message[:2000]
+        row.save(update_fields=["state", "closed_at", "error_message"])
+
+
+def _budget_pause(job_id: int) -> None:
+    """Nothing more fits the budget and nothing is in flight: pause, tell the owner."""
+    with transaction.atomic():
+        job = GenerationJob.objects.select_for_update().get(pk=job_id)
+        if job.status != JobStatus.RUNNING:
+            return
+        if job.outputs.filter(status=OutputStatus.RUNNING).exists():
+            return  # batches in flight may release reservations: wait for them
+        from generation.services import pause_for_budget, start_next_queued
+
+        pause_for_budget(job)
+        events.announce(job, events.JOB_BUDGET_EXCEEDED)
+        start_next_queued(owner_id=job.owner_id)
+
+
+def _jobs_to_submit(job_id: int | None) -> list[tuple[int, bool, list[int]]]:
+    """Running batch jobs with pending cells: (job, finish live?, models with pending)."""
+    jobs = GenerationJob.objects.filter(mode=JobMode.BATCH, status=JobStatus.RUNNING)
+    if job_id is not None:
+        jobs = jobs.filter(pk=job_id)
+    found = []
+    for job in jobs:
+        model_ids = sorted(
+            set(
+                job.outputs.filter(status=OutputStatus.PENDING).values_list(
+                    "model_config__llm_model_id", flat=True
+                )
+            )
+        )
+        if model_ids:
+            found.append((job.pk, job.finish_live, model_ids))
+    return found
+
+
+def _retries_waiting(job_id: int) -> bool:
+    return GenerationOutput.objects.filter(
+        job_id=job_id, status=OutputStatus.PENDING, attempts__gt=0
+    ).exists()
+
+
+def _finish_jobs(job_id: int | None) -> list[int]:
+    """Batch jobs with nothing pending or in flight are complete."""
+    from generation.services import start_next_queued
+
+    jobs = GenerationJob.objects.filter(mode=JobMode.BATCH, status=JobStatus.RUNNING)
+    if job_id is not None:
+        jobs = jobs.filter(pk=job_id)
+    done = []
+    for candidate in jobs.values_list("pk", flat=True):
+        with transaction.atomic():
+            job = GenerationJob.objects.select_for_update().get(pk=candidate)
+            left = job.outputs.filter(status__in=[OutputStatus.PENDING, OutputStatus.RUNNING])
+            if job.status != JobStatus.RUNNING or left.exists() or job.runner_token:
+                continue
+            job.status, job.finished_at = JobStatus.COMPLETED, timezone.now()
+            job.reserved_usd = Decimal(0)
+            job.save(update_fields=["status", "finished_at", "reserved_usd", "updated_at"])
+            events.announce(job, events.JOB_COMPLETED)
+            start_next_queued(owner_id=job.owner_id)
+            done.append(job.pk)
+    return done
+
+
+# --- the pass -----------------------------------------------------------------------------------
+class _Clients:
+    def __init__(self) -> None:
+        self.clients: dict[int, ProviderClient] = {}
+
+    async def batches(self, connection_id: int) -> Batches:
+        if connection_id not in self.clients:
+            connection = await db(ProviderConnection.objects.get)(pk=connection_id)
+            self.clients[connection_id] = ProviderClient.for_connection(connection)
+        return self.clients[connection_id].batches()
+
+    async def aclose(self) -> None:
+        for client in self.clients.values():
+            await client.aclose()
+
+
+async def _advance(row: ProviderBatch, clients: _Clients, summary: DriveSummary) -> None:
+    batches = await clients.batches(row.connection_id)
+    now = timezone.now()
+    if row.state == BatchState.SUBMITTING:
+        if now - row.created_at < SUBMIT_GRACE:
+            return  # probably still being sent by another worker
+        known = await db(
+            lambda: set(
+                ProviderBatch.objects.filter(connection_id=row.connection_id)
+                .exclude(remote_id="")
+                .values_list("remote_id", flat=True)
+            )
+        )()
+        found = await batches.find(
+            row.name,
+            request_count=row.request_count,
+            created_after=row.created_at.timestamp(),
+            exclude=known,
+        )
+        if not found:
+            await db(_give_up)(row.pk, "The provider has no record of this submission.")
+            summary.given_up += 1
+            return
+        for handle in found:
+            if len(found) == 1:
+                handle.custom_ids = list(row.custom_ids)
+            await db(_record_handle)(row.pk, handle)
+        summary.adopted += 1
+        return
+    handle = _handle(row)
+    job_status = await db(_job_status)(row.work_id)
+    try:
+        if job_status == JobStatus.CANCELLED and row.cancel_requested_at is None:
+            await batches.cancel(handle)
+            await db(ProviderBatch.objects.filter(pk=row.pk).update)(cancel_requested_at=now)
+        status = await batches.poll(handle)
+    except ProviderError as error:
+        if error.kind == "not_found":
+            await db(_give_up)(row.pk, f"The provider no longer knows this batch: {error}")
+            summary.given_up += 1
+        else:
+            logger.warning("batch %s: polling failed: %s", row.pk, error)
+            await db(ProviderBatch.objects.filter(pk=row.pk).update)(
+                error_message=f"Polling failed: {error.message}"[:2000], polled_at=now
+            )
+        return
+    summary.polled += 1
+    await db(ProviderBatch.objects.filter(pk=row.pk).update)(
+        state=status.state,
+        provider_state=status.provider_state[:60],
+        succeeded=status.succeeded,
+        failed=status.failed,
+        polled_at=now,
+        ended_at=now if status.done else None,
+    )
+    if not status.done:
+        return
+    row.state = status.state
+    chunk: list[BatchResult] = []
+    try:
+        async for result in batches.results(handle, status):
+            chunk.append(result)
+            if len(chunk) >= INGEST_CHUNK:
+                summary.recorded += await db(_record)(row.pk, chunk)
+                chunk = []
+        if chunk:
+            summary.recorded += await db(_record)(row.pk, chunk)
+    except ProviderError as error:
+        # Reading the results failed part-way: what was recorded stays; the next pass
+        # reads them again and records only the rest.
+        logger.warning("batch %s: reading results failed: %s", row.pk, error)
+        return
+    summary.recorded += await db(_close)(row.pk)
+
+
+async def _submit(
+    job_id: int, model_ids: list[int], clients: _Clients, summary: DriveSummary
+) -> None:
+    work = await db(GenerationWork)(job_id)
+    blocked = False
+    for llm_model_id in model_ids:
+        while not blocked:
+            row, requests, blocked = await db(_prepare)(
+                work, llm_model_id, settings.GENERATION_BATCH_MAX_CELLS
+            )
+            if row is None:
+                break
+            batches = await clients.batches(row.connection_id)
+
+            async def accepted(handle: BatchHandle, row_id: int = row.pk) -> None:
+                await db(_record_handle)(row_id, handle)
+
+            try:
+                await batches.submit(requests, display_name=row.name, on_submitted=accepted)
+            except BatchSubmitError as error:
+                taken = {c for h in error.handles for c in h.custom_ids}
+                await db(_submit_failed)(row.pk, error, taken)
+            except ProviderError as error:
+                await db(_submit_failed)(row.pk, error, set())
+            else:
+                summary.submitted_batches += 1
+                summary.submitted_cells += len(requests)
+    if blocked:
+        await db(_budget_pause)(job_id)
+
+
+async def drive(job_id: int | None = None) -> DriveSummary:
+    """One pass over open batches and running batch jobs (all, or one job's)."""
+    summary = DriveSummary()
+    clients = _Clients()
+    try:
+        for row in await db(_open_rows)(job_id):
+            try:
+                await _advance(row, clients, summary)
+            except Exception:  # one broken batch must not stop the others
+                logger.exception("batch %s could not be advanced", row.pk)
+        for pending_job, finish_live, model_ids in await db(_jobs_to_submit)(job_id):
+            if finish_live and await db(_retries_waiting)(pending_job):
+                from generation.tasks import enqueue_run
+
+                await db(enqueue_run)(pending_job)  # the live runner finishes them
+                continue
+            await _submit(pending_job, model_ids, clients, summary)
+        summary.completed_jobs = await db(_finish_jobs)(job_id)
+        return summary
+    finally:
+        await clients.aclose()
+        await db(connections.close_all)()
+
+
+def job_batches(job: GenerationJob) -> list[dict[str, Any]]:
+    """The job's provider batches, newest first (the job page and the API show them)."""
+    rows: Any = ProviderBatch.objects.filter(work_kind=WORK_KIND, work_id=job.pk).values(
+        "id",
+        "remote_id",
+        "model_id",
+        "state",
+        "provider_state",
+        "request_count",
+        "succeeded",
+        "failed",
+        "round",
+        "error_message",
+        "created_at",
+        "submitted_at",
+        "ended_at",
+        "closed_at",
+    )
+    return list(rows)
