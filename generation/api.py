@@ -271,8 +271,10 @@ class OutputViewSet(TeamScopedViewSet, mixins.RetrieveModelMixin):
 
 
 class EstimateView(APIView):
-    """Tokens and cost per model (live and batch prices) for a job configuration, without
-    creating it. Same body as creating a job."""
+    """Tokens and cost per model (live and batch prices, typical and high) for a job
+    configuration, without creating it. Same body as creating a job, plus ``pilot``: run that
+    many sampled cells first (1 to 20 real calls, at the live price) and calibrate the
+    estimate with their measured reply lengths (median as typical, p90 as high)."""
 
     parser_classes = [JSONParser, MultiPartParser, FormParser]
 
@@ -281,5 +283,6 @@ class EstimateView(APIView):
         if not policy.has_feature_anywhere(request.user, GENERATION_CREATE):
             return Response({"detail": "You may not create generation jobs."}, status=403)
         data, upload, filename = _job_input(request)
+        services.pilot_cells(data)  # a bad pilot value is a 400 before anything runs
         plan = services.job_plan(user=request.user, data=data, upload=upload, filename=filename)
-        return Response(services.job_estimate(plan))
+        return Response(services.job_estimate_with_pilot(plan, data))

@@ -51,7 +51,8 @@ def export_rows(job: GenerationJob):
         yield [*head, created.isoformat(), completed.isoformat() if completed else ""]
 
 
-def _percentile(values: list[int], q: float) -> float | None:
+def percentile(values: list[int], q: float) -> float | None:
+    """The nearest-rank ``q`` quantile of ``values`` (None when empty)."""
     if not values:
         return None
     ordered = sorted(values)
@@ -99,9 +100,9 @@ def statistics_for(job: GenerationJob) -> dict[str, Any]:
             entry["cost_usd"] = str(entry["cost_usd"])
             entry["latency_ms"] = {
                 "mean": round(statistics.fmean(values), 1) if values else None,
-                "p50": _percentile(values, 0.5),
-                "p90": _percentile(values, 0.9),
-                "p95": _percentile(values, 0.95),
+                "p50": percentile(values, 0.5),
+                "p90": percentile(values, 0.9),
+                "p95": percentile(values, 0.95),
             }
     return {
         "total": job.total_cells,

@@ -334,8 +334,10 @@ def _reserved_params(params: Mapping[str, Any]) -> list[str]:
     return found
 
 
-def job_estimate(plan: JobPlan) -> dict[str, Any]:
-    """Tokens and cost per model configuration, live and batch, and the total."""
+def job_estimate(plan: JobPlan, pilot: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Tokens and cost per model configuration, live and batch, and the total. With a
+    ``pilot`` (``generation.pilot.run_pilot``), each configuration it measured uses its
+    median reply length as typical, its p90 as high, and its real prompt tokens."""
     rendered = [
         (version, prompt_services.version_render(version=version, items=plan.items))
         for version in plan.prompts
@@ -344,7 +346,18 @@ def job_estimate(plan: JobPlan) -> dict[str, Any]:
     runs = plan.repetitions * len(plan.temperatures)
     for spec in plan.models:
         prompts = [(r.system, r.user) for _, results in rendered for r in results] * runs
-        e = estimate_cost(model=spec.llm_model, prompts=prompts, max_tokens=plan.max_tokens)
+        measured = ((pilot or {}).get("per_model") or {}).get(spec.label) or {}
+        calibrated = measured.get("output_tokens_p50") is not None
+        e = estimate_cost(
+            model=spec.llm_model,
+            prompts=prompts,
+            max_tokens=plan.max_tokens,
+            typical_output_tokens=max(1, round(measured["output_tokens_p50"]))
+            if calibrated
+            else None,
+            high_output_tokens=max(1, round(measured["output_tokens_p90"])) if calibrated else None,
+            input_factor=measured.get("input_factor") or 1.0,
+        )
         per_model.append(
             {
                 "model": spec.llm_model.pk,
@@ -357,6 +370,7 @@ def job_estimate(plan: JobPlan) -> dict[str, Any]:
                 "batch_usd": str(e.batch_usd.quantize(Decimal("0.000001"))),
                 "live_usd_high": str(e.live_usd_high.quantize(Decimal("0.000001"))),
                 "batch_usd_high": str(e.batch_usd_high.quantize(Decimal("0.000001"))),
+                "calibrated": calibrated,
             }
         )
 
@@ -371,7 +385,37 @@ def job_estimate(plan: JobPlan) -> dict[str, Any]:
             k: total(k) for k in ("live_usd", "batch_usd", "live_usd_high", "batch_usd_high")
         },
         "estimated_usd": total("batch_usd" if plan.mode == JobMode.BATCH else "live_usd"),
+        "estimated_usd_high": total(
+            "batch_usd_high" if plan.mode == JobMode.BATCH else "live_usd_high"
+        ),
+        **({"pilot": pilot} if pilot is not None else {}),
     }
+
+
+def pilot_cells(data: Mapping[str, Any]) -> int:
+    """The ``pilot`` field of an estimate request: 0 (none) to ``MAX_PILOT_CELLS``."""
+    from generation.pilot import MAX_PILOT_CELLS
+
+    value = data.get("pilot", 0)
+    if value in (None, "", 0, "0"):
+        return 0
+    try:
+        cells = int(value)
+    except (TypeError, ValueError):
+        cells = -1
+    if isinstance(value, bool) or not 1 <= cells <= MAX_PILOT_CELLS:
+        raise FieldErrors(
+            {"pilot": f"A number of cells to run first, from 1 to {MAX_PILOT_CELLS} (0: none)."}
+        )
+    return cells
+
+
+def job_estimate_with_pilot(plan: JobPlan, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The estimate, calibrated by a pilot when the request asks for one."""
+    from generation.pilot import run_pilot
+
+    cells = pilot_cells(data)
+    return job_estimate(plan, run_pilot(plan, cells) if cells else None)
 
 
 def custom_id(job_id: int, item: int, prompt: int, model: int, repetition: int, temp: int) -> str:

@@ -265,8 +265,11 @@ def wizard_estimate(request: HttpRequest) -> HttpResponse:
     except ApplicationError as exc:
         context["errors"] = [exc.message]
     else:
+        try:
+            context["estimate"] = services.job_estimate_with_pilot(plan, request.POST)
+        except FieldErrors as exc:
+            context["errors"] = [m for ms in exc.errors.values() for m in ms]
         context["plan"] = plan
-        context["estimate"] = services.job_estimate(plan)
     return render(request, "generation/_estimate.html", context)
 
 

@@ -54,16 +54,24 @@ def estimate_cost(
     prompts: Iterable[tuple[str, str]],
     max_tokens: int | None = None,
     typical_output_tokens: int | None = None,
+    high_output_tokens: int | None = None,
+    input_factor: float = 1.0,
 ) -> CostEstimate:
-    """Estimate for sending each ``(system, user)`` prompt once to ``model``."""
+    """Estimate for sending each ``(system, user)`` prompt once to ``model``. A pilot
+    calibrates it: its median and p90 reply lengths (``typical_output_tokens``,
+    ``high_output_tokens``) and the ratio of real to estimated prompt tokens
+    (``input_factor``)."""
     typical = typical_output_tokens or DEFAULT_TYPICAL_OUTPUT_TOKENS
     if max_tokens is not None:
         typical = min(typical, max_tokens)
     high = max_tokens if max_tokens is not None else typical * UNCAPPED_HIGH_FACTOR
+    if high_output_tokens is not None:
+        high = max(typical, min(high, high_output_tokens))
     requests = input_tokens = 0
     for system, user in prompts:
         requests += 1
         input_tokens += estimate_tokens(system) + estimate_tokens(user)
+    input_tokens = math.ceil(input_tokens * input_factor)
     out_typical, out_high = typical * requests, high * requests
     return CostEstimate(
         requests=requests,
