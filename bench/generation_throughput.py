@@ -4,7 +4,9 @@ latency and concurrency, on a fresh SQLite database (or DATABASE_URL).
     python bench/generation_throughput.py [--cells 600] [--latency 0.2] [--concurrency 32]
 
 Ideal wall time is ceil(cells / concurrency) x latency. Platform CPU is this process's CPU
-time per cell (rendering, budget reservation, claiming, recording, HTTP). Last line: JSON.
+time per cell (rendering, budget reservation, claiming, recording, HTTP, live events); the
+fake provider's own CPU per cell is reported beside it. ``GENERATION_LIVE_EVENTS=0`` measures
+the runner without streaming and events. Last line: JSON.
 """
 
 from __future__ import annotations
@@ -24,6 +26,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of another process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cells", type=int, default=600)
@@ -36,6 +44,7 @@ def main() -> None:
     import django
 
     django.setup()
+    from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from provider_overhead import free_port, start_fake
@@ -95,9 +104,11 @@ def main() -> None:
         create_s = time.perf_counter() - start
         services.job_start(user=user, job=job)
 
+        fake_cpu = process_cpu_s(fake.pid)
         cpu, wall = time.process_time(), time.perf_counter()
         summary = asyncio.run(run_live(GenerationWork(job.pk, retry=RetryPolicy())))
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        fake_cpu = process_cpu_s(fake.pid) - fake_cpu
     finally:
         fake.terminate()
         fake.wait(timeout=10)
@@ -107,7 +118,9 @@ def main() -> None:
     print(f"created {args.cells} cells in {create_s:.2f} s")
     print(
         f"ran {args.cells} cells in {wall:.2f} s (ideal {ideal:.2f} s), "
-        f"{cpu * 1000 / args.cells:.2f} CPU ms per cell"
+        f"{cpu * 1000 / args.cells:.2f} CPU ms per cell here, "
+        f"{fake_cpu * 1000 / args.cells:.2f} in the fake provider; "
+        f"live events {'on (replies stream)' if settings.GENERATION_LIVE_EVENTS else 'off'}"
     )
     print(
         json.dumps(
@@ -121,6 +134,8 @@ def main() -> None:
                 "ideal_s": round(ideal, 3),
                 "wall_over_ideal_ratio": round(wall / ideal, 3),
                 "cpu_ms_per_cell": round(cpu * 1000 / args.cells, 3),
+                "fake_cpu_ms_per_cell": round(fake_cpu * 1000 / args.cells, 3),
+                "live_events": settings.GENERATION_LIVE_EVENTS,
             }
         )
     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Case, TextField, Value, When
 
 from evalplatform.live.publish import ThrottledPublisher
 from evalplatform.live.transport import send_on_commit
@@ -120,10 +121,15 @@ def publisher(job_id: int, runner_token: str) -> ThrottledPublisher | None:
         return None
 
     def save_texts(texts: dict[int, str]) -> None:
-        for output_id, text in texts.items():
-            GenerationOutput.objects.filter(
-                pk=output_id, status=OutputStatus.RUNNING, runner_token=runner_token
-            ).update(content=text)
+        # One statement for every cell that streamed since the last message.
+        GenerationOutput.objects.filter(
+            pk__in=list(texts), status=OutputStatus.RUNNING, runner_token=runner_token
+        ).update(
+            content=Case(
+                *(When(pk=pk, then=Value(text)) for pk, text in texts.items()),
+                output_field=TextField(),
+            )
+        )
 
     return ThrottledPublisher(
         group(job_id),
