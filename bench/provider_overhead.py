@@ -39,7 +39,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_fake(port: int, *, latency: float = 0.0) -> subprocess.Popen:
+def start_fake(port: int, *, latency: float = 0.0, extra: tuple[str, ...] = ()) -> subprocess.Popen:
     # The fake runs in the embedded mode (no database needed) in its own process.
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     proc = subprocess.Popen(
@@ -51,6 +51,7 @@ def start_fake(port: int, *, latency: float = 0.0) -> subprocess.Popen:
             str(port),
             "--latency",
             str(latency),
+            *extra,
         ],
         cwd=ROOT,
         env=env,

@@ -28,6 +28,24 @@ from generation.models import GenerationJob, GenerationOutput, JobStatus, Output
 # Without max_tokens, replies are capped at this many tokens (and the reservation assumes it).
 UNCAPPED_RESERVE_TOKENS = 4096
 MICRO_USD = Decimal("0.000001")
+UPDATE_CHUNK = 500  # ids in one UPDATE ... WHERE id IN (...)
+
+
+def mark_claimed(outputs: Sequence[GenerationOutput], **fields: Any) -> None:
+    """Write claimed cells: ``fields`` (the same for all) and each one's reservation, in a
+    few UPDATEs (cells of one prompt length share a reservation). Django's bulk_update
+    costs far more per row (a CASE per field; measured by the benchmarks)."""
+    pks = [o.pk for o in outputs]
+    for start in range(0, len(pks), UPDATE_CHUNK):
+        GenerationOutput.objects.filter(pk__in=pks[start : start + UPDATE_CHUNK]).update(**fields)
+    by_reserve: dict[Decimal, list[int]] = {}
+    for output in outputs:
+        by_reserve.setdefault(output.reserved_usd, []).append(output.pk)
+    for reserve, same in by_reserve.items():
+        for start in range(0, len(same), UPDATE_CHUNK):
+            GenerationOutput.objects.filter(pk__in=same[start : start + UPDATE_CHUNK]).update(
+                reserved_usd=reserve
+            )
 
 
 @dataclass
@@ -207,8 +225,11 @@ class GenerationWork:
                     Cell(output.pk, model.connection_id, request, reserve, output.model_config_id)
                 )
             claimed = pending[: len(cells)]
-            GenerationOutput.objects.bulk_update(
-                claimed, ["status", "started_at", "reserved_usd", "runner_token"]
+            mark_claimed(
+                claimed,
+                status=OutputStatus.RUNNING,
+                started_at=now,
+                runner_token=self.token,
             )
             job.reserved_usd += sum((c.reserved_usd for c in cells), Decimal(0))
             job.save(update_fields=["reserved_usd", "updated_at"])

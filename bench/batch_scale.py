@@ -1,0 +1,153 @@
+"""Batch mode at scale: a job of N cells through the fake provider's OpenAI batch API (its
+own process), on a fresh SQLite database (or DATABASE_URL).
+
+    python bench/batch_scale.py [--cells 20000] [--failure-rate 0.02] [--max-cells 5000]
+
+Measures the submission (rendering, reserving budget, recording each batch before sending,
+streaming the JSONL upload), the recording of results (chunks of 500, idempotent) and the
+re-submission of failed rows alone, with the process's peak memory. Last line: JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from decimal import Decimal
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cells", type=int, default=20_000)
+    parser.add_argument("--failure-rate", type=float, default=0.02)
+    parser.add_argument("--max-cells", type=int, default=5_000, help="Cells per batch.")
+    args = parser.parse_args()
+    os.environ.setdefault("EVAL_DATA_DIR", tempfile.mkdtemp(prefix="evalbench-"))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    os.environ["GENERATION_BATCH_MAX_CELLS"] = str(args.max_cells)
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.db.models import Sum
+    from provider_overhead import free_port, start_fake
+
+    from evalplatform.accounts.models import Membership, Team
+    from evalplatform.accounts.roles import Role
+    from evalplatform.prompts.models import PromptBlock, PromptTemplate, PromptVersion
+    from evalplatform.providers.models import LLMModel, ProviderConnection
+    from evalplatform.runs.models import ProviderBatch
+    from generation import batch_runner, services
+    from generation.models import GenerationJob
+
+    call_command("migrate", verbosity=0)
+    port = free_port()
+    fake = start_fake(
+        port,
+        extra=("--batch-duration", "0", "--batch-failure-rate", str(args.failure_rate)),
+    )
+    try:
+        user = get_user_model().objects.create_user("bench")
+        team = Team.objects.create(name="Bench", slug="bench")
+        Membership.objects.create(user=user, team=team, role=Role.CREATOR)
+        connection = ProviderConnection.objects.create(
+            team=team, name="fake", kind="openai", base_url=f"http://127.0.0.1:{port}"
+        )
+        model = LLMModel.objects.create(
+            connection=connection,
+            model_id="gpt-fake",
+            display_name="Fake",
+            input_price_per_mtok=1,
+            output_price_per_mtok=2,
+            supports_batch=True,
+        )
+        template = PromptTemplate.objects.create(team=team, name="Summary")
+        version = PromptVersion.objects.create(template=template, number=1)
+        PromptBlock.objects.create(version=version, position=0, title="System", body="Be brief.")
+        PromptBlock.objects.create(version=version, position=1, body="Summarize: {{content}}")
+        items = [
+            {"id": i, "content": f"Item {i}: a paragraph about rivers and rain."}
+            for i in range(args.cells)
+        ]
+        data = {
+            "team": "bench",
+            "name": "batch scale",
+            "mode": "batch",
+            "prompt_versions": [version.pk],
+            "models": [model.pk],
+            "temperatures": [0.7],
+            "max_tokens": 200,
+            "source": {"type": "manual", "format": "json", "content": json.dumps(items)},
+        }
+        job = services.job_create(user=user, plan=services.job_plan(user=user, data=data))
+        services.job_start(user=user, job=job)
+
+        passes = []
+        started = time.perf_counter()
+        for _ in range(12):
+            wall = time.perf_counter()
+            summary = asyncio.run(batch_runner.drive(job.pk))
+            passes.append((time.perf_counter() - wall, summary))
+            if GenerationJob.objects.get(pk=job.pk).status != "running":
+                break
+        total_s = time.perf_counter() - started
+    finally:
+        fake.terminate()
+        fake.wait(timeout=10)
+    job = GenerationJob.objects.get(pk=job.pk)
+    # SQLite sums decimals as floats: compare at the stored precision (micro-dollars).
+    spent = job.outputs.aggregate(s=Sum("cost_usd"))["s"].quantize(Decimal("0.000001"))
+    assert job.status == "completed", job.status
+    assert job.completed_cells + job.failed_cells == args.cells
+    assert job.cost_usd == spent and job.reserved_usd == 0, (job.cost_usd, spent, job.reserved_usd)
+    batches = ProviderBatch.objects.filter(work_id=job.pk)
+    submit_s = passes[0][0]
+    record_s = passes[1][0]
+    submitted = passes[0][1].submitted_cells
+    recorded = passes[1][1].recorded
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    for number, (seconds, summary) in enumerate(passes, 1):
+        print(
+            f"pass {number}: {seconds:.2f} s, submitted {summary.submitted_cells} cells in "
+            f"{summary.submitted_batches} batches, recorded {summary.recorded}"
+        )
+    print(
+        f"{args.cells} cells: {job.completed_cells} completed, {job.failed_cells} failed, "
+        f"{batches.count()} provider batches, {len(passes)} passes in {total_s:.1f} s; "
+        f"peak memory {peak_mb:.0f} MB"
+    )
+    print(
+        json.dumps(
+            {
+                "cells": args.cells,
+                "database": django.db.connection.vendor,
+                "failure_rate": args.failure_rate,
+                "provider_batches": batches.count(),
+                "passes": len(passes),
+                "submit_s": round(submit_s, 3),
+                "submit_cells_per_s": round(submitted / submit_s, 1),
+                "record_s": round(record_s, 3),
+                "record_cells_per_s": round(recorded / record_s, 1),
+                "completed": job.completed_cells,
+                "failed": job.failed_cells,
+                "total_s": round(total_s, 3),
+                "peak_rss_mb": round(peak_mb, 1),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
