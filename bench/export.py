@@ -1,0 +1,122 @@
+"""Streamed exports: CSV and JSON of a small and a large job, on a fresh SQLite database (or
+DATABASE_URL). Memory should stay flat whatever the size: the peak of Python allocations
+while streaming (tracemalloc) is compared between the two sizes.
+
+    python bench/export.py [--small 5000] [--large 40000] [--text-bytes 1000]
+
+Last line: JSON (``peak_ratio_large_over_small`` near 1 means flat memory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--small", type=int, default=5_000)
+    parser.add_argument("--large", type=int, default=40_000)
+    parser.add_argument("--text-bytes", type=int, default=1_000)
+    args = parser.parse_args()
+    os.environ.setdefault("EVAL_DATA_DIR", tempfile.mkdtemp(prefix="evalbench-"))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    from evalplatform.accounts.models import Membership, Team
+    from evalplatform.accounts.roles import Role
+    from evalplatform.prompts.models import PromptBlock, PromptTemplate, PromptVersion
+    from evalplatform.providers.models import LLMModel, ProviderConnection
+    from generation import exports, services
+    from generation.models import GenerationOutput
+
+    call_command("migrate", verbosity=0)
+    user = get_user_model().objects.create_user("bench")
+    team = Team.objects.create(name="Bench", slug="bench")
+    Membership.objects.create(user=user, team=team, role=Role.CREATOR)
+    connection = ProviderConnection.objects.create(team=team, name="mock", kind="mock")
+    model = LLMModel.objects.create(
+        connection=connection, model_id="mock-1", display_name="Mock", input_price_per_mtok=1
+    )
+    template = PromptTemplate.objects.create(team=team, name="Summary")
+    version = PromptVersion.objects.create(template=template, number=1)
+    PromptBlock.objects.create(version=version, position=0, body="Summarize: {{content}}")
+    text = ("Rivers carry rain to the sea, and the sea gives it back. " * 50)[: args.text_bytes]
+
+    def job_of(cells: int):
+        items = [{"id": i, "content": f"item {i}"} for i in range(cells)]
+        data = {
+            "team": "bench",
+            "name": f"export {cells}",
+            "prompt_versions": [version.pk],
+            "models": [model.pk],
+            "temperatures": [0.7],
+            "source": {"type": "manual", "format": "json", "content": json.dumps(items)},
+        }
+        job = services.job_create(user=user, plan=services.job_plan(user=user, data=data))
+        GenerationOutput.objects.filter(job=job).update(
+            status="completed",
+            content=text,
+            input_tokens=12,
+            output_tokens=250,
+            cost_usd="0.000512",
+            processing_time_ms=850,
+            completed_at=timezone.now(),
+        )
+        return job
+
+    def measure(chunks) -> tuple[int, float, float]:
+        tracemalloc.start()
+        started = time.perf_counter()
+        size = sum(len(chunk.encode()) for chunk in chunks)
+        seconds = time.perf_counter() - started
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return size, seconds, peak / 1e6
+
+    results = {}
+    for label, cells in (("small", args.small), ("large", args.large)):
+        job = job_of(cells)
+        head = {"id": job.pk, "name": job.name}
+        for fmt, chunks in (
+            ("csv", lambda job=job: exports.csv_chunks(job)),
+            ("json", lambda job=job, head=head: exports.json_chunks(job, head)),
+        ):
+            size, seconds, peak_mb = measure(chunks())
+            results[(label, fmt)] = (cells, size, seconds, peak_mb)
+            print(
+                f"{fmt.upper()} of {cells:,} outputs: {size / 1e6:.1f} MB in {seconds:.2f} s "
+                f"({size / 1e6 / seconds:.1f} MB/s, {cells / seconds:,.0f} rows/s), "
+                f"peak Python memory {peak_mb:.1f} MB"
+            )
+    summary = {
+        "small_cells": args.small,
+        "large_cells": args.large,
+        "database": django.db.connection.vendor,
+    }
+    for fmt in ("csv", "json"):
+        cells, size, seconds, peak = results[("large", fmt)]
+        summary[f"{fmt}_rows_per_s"] = round(cells / seconds)
+        summary[f"{fmt}_mb_per_s"] = round(size / 1e6 / seconds, 1)
+        summary[f"{fmt}_peak_mb_large"] = round(peak, 2)
+        summary[f"{fmt}_peak_ratio_large_over_small"] = round(peak / results[("small", fmt)][3], 2)
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
