@@ -2,8 +2,9 @@
 inline batches. A batch moves through its states over ``batch_duration_s``; lines fail by
 ``batch_failure_rate`` or by a ``[[fault:...]]`` marker; ``[[batch:expire]]`` in any request
 makes the batch expire with half its requests done; results come back shuffled (OpenAI,
-Anthropic) or in input order without keys (Gemini). ``[[fault:reject]]`` makes the provider
-refuse a submission; ``[[batch:drop]]`` loses that request's result line."""
+Anthropic) or in input order without keys (Gemini). ``[[fault:KIND*N]]`` fails only the first
+N submissions of that request; ``[[fault:reject]]`` makes the provider refuse a submission;
+``[[batch:drop]]`` loses that request's result line. Each protocol also lists recent batches."""
 
 from __future__ import annotations
 
