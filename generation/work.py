@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import ROUND_CEILING, Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -31,16 +31,43 @@ MICRO_USD = Decimal("0.000001")
 UPDATE_CHUNK = 500  # ids in one UPDATE ... WHERE id IN (...)
 
 
-def mark_claimed(outputs: Sequence[GenerationOutput], **fields: Any) -> None:
-    """Write claimed cells: ``fields`` (the same for all) and each one's reservation, in a
-    few UPDATEs (cells of one prompt length share a reservation). Django's bulk_update
-    costs far more per row (a CASE per field; measured by the benchmarks)."""
-    pks = [o.pk for o in outputs]
+class CellRef(NamedTuple):
+    """What building a cell's request needs, read without loading model instances."""
+
+    pk: int
+    custom_id: str
+    attempts: int
+    prompt_id: int
+    model_config_id: int
+    repetition: int
+    temperature: float
+    item_id: str
+    item_data: Any
+
+
+CELL_REF_FIELDS = [
+    "pk",
+    "custom_id",
+    "attempts",
+    "prompt_id",
+    "model_config_id",
+    "repetition",
+    "temperature",
+    "item__item_id",
+    "item__data",
+]
+
+
+def mark_claimed(reserved: dict[int, Decimal], **fields: Any) -> None:
+    """Write claimed cells: ``fields`` (the same for all) and each one's reservation (by
+    pk), in a few UPDATEs (cells of one prompt length share a reservation). Django's
+    bulk_update costs far more per row (a CASE per field; measured by the benchmarks)."""
+    pks = list(reserved)
     for start in range(0, len(pks), UPDATE_CHUNK):
         GenerationOutput.objects.filter(pk__in=pks[start : start + UPDATE_CHUNK]).update(**fields)
     by_reserve: dict[Decimal, list[int]] = {}
-    for output in outputs:
-        by_reserve.setdefault(output.reserved_usd, []).append(output.pk)
+    for pk, reserve in reserved.items():
+        by_reserve.setdefault(reserve, []).append(pk)
     for reserve, same in by_reserve.items():
         for start in range(0, len(same), UPDATE_CHUNK):
             GenerationOutput.objects.filter(pk__in=same[start : start + UPDATE_CHUNK]).update(
@@ -165,19 +192,32 @@ class GenerationWork:
         return ProviderConnection.objects.get(pk=connection_id)
 
     def _request(self, output: GenerationOutput) -> tuple[LLMRequest, LLMModel]:
-        prompt = self.prompts[output.prompt_id]
-        rendered = render(
-            prompt.blocks, output.item.data, prompt.defaults, item_id=output.item.item_id
+        return self.request_for(
+            CellRef(
+                output.pk,
+                output.custom_id,
+                output.attempts,
+                output.prompt_id,
+                output.model_config_id,
+                output.repetition,
+                output.temperature,
+                output.item.item_id,
+                output.item.data,
+            )
         )
-        model, params = self.models[output.model_config_id]
+
+    def request_for(self, cell: CellRef) -> tuple[LLMRequest, LLMModel]:
+        prompt = self.prompts[cell.prompt_id]
+        rendered = render(prompt.blocks, cell.item_data, prompt.defaults, item_id=cell.item_id)
+        model, params = self.models[cell.model_config_id]
         params = dict(params)
         if model.connection.kind == "mock":
-            params.setdefault("seed", output.repetition)  # repeated calls differ, reproducibly
+            params.setdefault("seed", cell.repetition)  # repeated calls differ, reproducibly
         return LLMRequest(
             model=model.model_id,
             system=rendered.system,
             user=rendered.user,
-            temperature=output.temperature,
+            temperature=cell.temperature,
             max_tokens=self.max_tokens or UNCAPPED_RESERVE_TOKENS,
             params=params,
         ), model
@@ -226,7 +266,7 @@ class GenerationWork:
                 )
             claimed = pending[: len(cells)]
             mark_claimed(
-                claimed,
+                {o.pk: o.reserved_usd for o in claimed},
                 status=OutputStatus.RUNNING,
                 started_at=now,
                 runner_token=self.token,
