@@ -2,9 +2,11 @@
 DATABASE_URL). Memory should stay flat whatever the size: the peak of Python allocations
 while streaming (tracemalloc) is compared between the two sizes.
 
-    python bench/export.py [--small 5000] [--large 40000] [--text-bytes 1000]
+    python bench/export.py [--small 10000] [--large 100000] [--text-bytes 1000]
 
-Last line: JSON (``peak_ratio_large_over_small`` near 1 means flat memory).
+Also counts the queries of the outputs list endpoint (first and last page of each job): it
+must not grow with the page or the job. Last line: JSON (``peak_ratio_large_over_small`` near
+1 means flat memory).
 """
 
 from __future__ import annotations
@@ -24,19 +26,23 @@ sys.path.insert(0, str(ROOT))
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--small", type=int, default=5_000)
-    parser.add_argument("--large", type=int, default=40_000)
+    parser.add_argument("--small", type=int, default=10_000)
+    parser.add_argument("--large", type=int, default=100_000)
     parser.add_argument("--text-bytes", type=int, default=1_000)
     args = parser.parse_args()
     os.environ.setdefault("EVAL_DATA_DIR", tempfile.mkdtemp(prefix="evalbench-"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
+    os.environ["GENERATION_MAX_CELLS"] = str(max(args.small, args.large))
     import django
 
     django.setup()
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
+    from django.db import connection as db_connection
+    from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
+    from rest_framework.test import APIClient
 
     from evalplatform.accounts.models import Membership, Team
     from evalplatform.accounts.roles import Role
@@ -89,9 +95,21 @@ def main() -> None:
         tracemalloc.stop()
         return size, seconds, peak / 1e6
 
+    client = APIClient(SERVER_NAME="localhost")
+    client.force_authenticate(user)
+
+    def list_queries(job, page: int) -> int:
+        with CaptureQueriesContext(db_connection) as captured:
+            response = client.get(f"/api/generation/jobs/{job.pk}/outputs?page={page}")
+        assert response.status_code == 200, response.status_code
+        return len(captured.captured_queries)
+
     results = {}
+    queries = []
     for label, cells in (("small", args.small), ("large", args.large)):
         job = job_of(cells)
+        last_page = -(-cells // 50)
+        queries += [list_queries(job, 1), list_queries(job, last_page)]
         head = {"id": job.pk, "name": job.name}
         for fmt, chunks in (
             ("csv", lambda job=job: exports.csv_chunks(job)),
@@ -104,7 +122,9 @@ def main() -> None:
                 f"({size / 1e6 / seconds:.1f} MB/s, {cells / seconds:,.0f} rows/s), "
                 f"peak Python memory {peak_mb:.1f} MB"
             )
+    print(f"outputs list: {queries} queries (first and last page, small and large job)")
     summary = {
+        "outputs_list_queries": sorted(set(queries)),
         "small_cells": args.small,
         "large_cells": args.large,
         "database": django.db.connection.vendor,
