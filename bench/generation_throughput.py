@@ -2,11 +2,13 @@
 latency and concurrency, on a fresh SQLite database (or DATABASE_URL).
 
     python bench/generation_throughput.py [--cells 600] [--latency 0.2] [--concurrency 32]
+                                          [--watched]
 
 Ideal wall time is ceil(cells / concurrency) x latency. Platform CPU is this process's CPU
 time per cell (rendering, budget reservation, claiming, recording, HTTP, live events); the
-fake provider's own CPU per cell is reported beside it. ``GENERATION_LIVE_EVENTS=0`` measures
-the runner without streaming and events. Last line: JSON.
+fake provider's own CPU per cell is reported beside it. ``--watched`` registers a watcher,
+so replies stream as they do while someone has the job page open;
+``GENERATION_LIVE_EVENTS=0`` turns events off altogether. Last line: JSON.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ def main() -> None:
     parser.add_argument("--cells", type=int, default=600)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument(
+        "--watched", action="store_true", help="A client watches the job: replies stream."
+    )
     args = parser.parse_args()
     os.environ.setdefault("EVAL_DATA_DIR", tempfile.mkdtemp(prefix="evalbench-"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
@@ -103,6 +108,19 @@ def main() -> None:
         job = services.job_create(user=user, plan=services.job_plan(user=user, data=data))
         create_s = time.perf_counter() - start
         services.job_start(user=user, job=job)
+        if args.watched:
+            from datetime import timedelta
+
+            from django.utils import timezone
+
+            from evalplatform.live.models import LiveWatcher
+            from generation import events
+
+            LiveWatcher.objects.create(
+                group=events.group(job.pk),
+                channel_name="bench",
+                expires_at=timezone.now() + timedelta(hours=1),
+            )
 
         fake_cpu = process_cpu_s(fake.pid)
         cpu, wall = time.process_time(), time.perf_counter()
@@ -120,7 +138,8 @@ def main() -> None:
         f"ran {args.cells} cells in {wall:.2f} s (ideal {ideal:.2f} s), "
         f"{cpu * 1000 / args.cells:.2f} CPU ms per cell here, "
         f"{fake_cpu * 1000 / args.cells:.2f} in the fake provider; "
-        f"live events {'on (replies stream)' if settings.GENERATION_LIVE_EVENTS else 'off'}"
+        f"live events {'on' if settings.GENERATION_LIVE_EVENTS else 'off'}, "
+        f"{'watched (replies stream)' if args.watched else 'nobody watching'}"
     )
     print(
         json.dumps(
@@ -136,6 +155,7 @@ def main() -> None:
                 "cpu_ms_per_cell": round(cpu * 1000 / args.cells, 3),
                 "fake_cpu_ms_per_cell": round(fake_cpu * 1000 / args.cells, 3),
                 "live_events": settings.GENERATION_LIVE_EVENTS,
+                "watched": args.watched,
             }
         )
     )

@@ -8,13 +8,14 @@ see (another team's object is indistinguishable from a missing one).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from evalplatform.errors import NotFound
-from evalplatform.live import relay
+from evalplatform.live import presence, relay
 from evalplatform.live.transport import uses_database
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -23,6 +24,7 @@ CLOSE_NOT_FOUND = 4404
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):
     group: str | None = None
+    renewal: asyncio.Task[None] | None = None
 
     def authorize(self, user: Any, **kwargs: Any) -> str:
         """The group to join for this user and URL; raise ``NotFound`` if not theirs."""
@@ -51,11 +53,21 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         self.group = group
         if uses_database():
             await relay.subscribe()
+        await database_sync_to_async(presence.watch)(group, self.channel_name)
+        self.renewal = asyncio.create_task(self._renew(group))
         await self.send_json(await database_sync_to_async(self.snapshot)())
+
+    async def _renew(self, group: str) -> None:
+        while True:
+            await asyncio.sleep(presence.RENEW_S)
+            await database_sync_to_async(presence.watch)(group, self.channel_name)
 
     async def disconnect(self, code: int) -> None:
         if self.group is None:
             return
+        if self.renewal is not None:
+            self.renewal.cancel()
+        await database_sync_to_async(presence.unwatch)(self.channel_name)
         await self.channel_layer.group_discard(self.group, self.channel_name)
         if uses_database():
             await relay.unsubscribe()

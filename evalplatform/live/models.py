@@ -14,3 +14,16 @@ class LiveEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group} #{self.pk}"
+
+
+class LiveWatcher(models.Model):
+    """A WebSocket client watching a group, renewed while it stays connected. Runners ask
+    whether anyone watches before streaming replies: streaming costs CPU on every chunk,
+    and nobody needs it when no one is looking."""
+
+    group = models.CharField(max_length=120, db_index=True)
+    channel_name = models.CharField(max_length=200, unique=True)
+    expires_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.channel_name} on {self.group}"

@@ -19,9 +19,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from asgiref.sync import sync_to_async
+
 from evalplatform.live.transport import asend
 
 logger = logging.getLogger(__name__)
+WATCH_CHECK_S = 2.0
 
 
 class ThrottledPublisher:
@@ -47,6 +50,10 @@ class ThrottledPublisher:
         self._wakeup: asyncio.Event | None = None
         self._signalled = False
         self._task: asyncio.Task[None] | None = None
+        self._watch_task: asyncio.Task[None] | None = None
+        # Whether a client watches the group (checked every WATCH_CHECK_S): replies stream
+        # only then.
+        self.watching = False
 
     # --- recording (any thread) -----------------------------------------------------------------
     def add(self, event: str, data: dict[str, Any], *, key: int | None = None) -> None:
@@ -113,7 +120,22 @@ class ThrottledPublisher:
         self._loop = asyncio.get_running_loop()
         self._wakeup = asyncio.Event()
         self._task = self._loop.create_task(self._run())
+        self._watch_task = self._loop.create_task(self._watch())
         self._signal()
+
+    async def check_watching(self) -> bool:
+        from evalplatform.live.presence import watched
+
+        try:
+            self.watching = await sync_to_async(watched)(self.group)
+        except Exception:
+            logger.exception("could not tell whether %s is watched", self.group)
+        return self.watching
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(WATCH_CHECK_S)
+            await self.check_watching()
 
     async def _run(self) -> None:
         assert self._wakeup is not None
@@ -147,9 +169,10 @@ class ThrottledPublisher:
 
     async def close(self) -> None:
         """Stop the sender and send what is left."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        for task in (self._task, self._watch_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._watch_task = None
         await self.flush()

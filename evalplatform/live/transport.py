@@ -79,6 +79,8 @@ async def asend(
 
 
 def prune() -> int:
-    """Delete outbox rows older than ``KEEP`` (scheduled every minute)."""
+    """Delete outbox rows older than ``KEEP`` and expired watchers (scheduled every minute)."""
+    from evalplatform.live import presence
+
     deleted, _ = LiveEvent.objects.filter(created_at__lt=timezone.now() - KEEP).delete()
-    return deleted
+    return deleted + presence.prune()

@@ -3,8 +3,9 @@
 It knows nothing of generation or evaluations: they plug in through ``Work``, which records
 finished cells, says whether to go on, and claims pending cells (reserving budget for each).
 The engine keeps up to ``concurrency`` cells in flight through one ``ProviderClient`` per
-connection and retries by the platform schedule. With a publisher, replies stream and their
-text goes out as live events (throttled by the publisher). All database work of one step
+connection and retries by the platform schedule. With a publisher, and while someone
+watches, replies stream and their text goes out as live events (throttled by the
+publisher). All database work of one step
 (record what finished, read the job's state, claim more) is one hop to the database thread,
 so its cost is shared by every cell that finished together; the claim re-checks the job's
 state in its transaction, so pause and cancel take effect within one in-flight window.
@@ -111,7 +112,8 @@ async def run_live(
     publisher = work.publisher
 
     async def call(client: ProviderClient, cell: Cell) -> CallResult:
-        if publisher is None:
+        # Replies stream only while someone watches the run.
+        if publisher is None or not publisher.watching:
             return await client.complete(cell.request, retry=work.retry)
         try:
             return await client.complete_streaming(
@@ -155,6 +157,7 @@ async def run_live(
     beat = asyncio.create_task(heartbeat())
     if publisher is not None:
         publisher.start()
+        await publisher.check_watching()
     try:
         while not lost.is_set():
             finished: list[Outcome] = []

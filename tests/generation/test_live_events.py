@@ -18,7 +18,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from evalplatform.accounts.roles import Role
 from evalplatform.accounts.services import token_create
-from evalplatform.live.models import LiveEvent
+from evalplatform.live.models import LiveEvent, LiveWatcher
 from evalplatform.live.publish import ThrottledPublisher
 from generation import events
 from generation.models import GenerationJob, GenerationOutput
@@ -216,19 +216,29 @@ def test_a_client_that_connects_mid_stream_sees_the_partial_text(
     job_id = api(creator).post(JOBS, body, format="json").json()["id"]
     api(creator).post(f"{JOBS}/{job_id}/start")
     output = GenerationOutput.objects.get(job_id=job_id)
-    thread, _ = run_in_background(job_id)
-    deadline = time.monotonic() + 30
-    while not GenerationOutput.objects.filter(pk=output.pk, status="running").exclude(content=""):
-        assert time.monotonic() < deadline and thread.is_alive(), "no partial text was kept"
-        time.sleep(0.02)
+    path = f"/ws/generation/jobs/{job_id}"
+
+    def partial_text_kept():
+        running = GenerationOutput.objects.filter(pk=output.pk, status="running")
+        return running.exclude(content="").exists()
 
     async def scenario():
-        async with Socket(platform_server, f"/ws/generation/jobs/{job_id}", user=creator) as ws:
-            snapshot = await ws.next()
-            return snapshot, await ws.until(events.JOB_COMPLETED)
+        # Someone watches from the start (replies stream only then); a second client
+        # connects part-way through the reply.
+        async with Socket(platform_server, path, user=creator) as first:
+            await first.next()
+            thread, _ = await in_thread(lambda: run_in_background(job_id))
+            deadline = time.monotonic() + 30
+            while not await in_thread(partial_text_kept):
+                assert time.monotonic() < deadline, "no partial text was kept"
+                await asyncio.sleep(0.02)
+            async with Socket(platform_server, path, user=creator) as second:
+                snapshot = await second.next()
+                messages = await second.until(events.JOB_COMPLETED)
+            await in_thread(lambda: thread.join(30))
+            return snapshot, messages
 
     snapshot, messages = asyncio.run(scenario())
-    thread.join(30)
     (cell,) = snapshot["data"]["processing"]
     assert cell["output_id"] == output.pk and cell["item_id"] == "1"
     output.refresh_from_db()
@@ -236,6 +246,16 @@ def test_a_client_that_connects_mid_stream_sees_the_partial_text(
     assert cell["text"] != output.content  # it really was part-way
     texts = apply_tokens({output.pk: cell["text"]}, messages)
     assert texts[output.pk] == output.content
+
+
+def test_replies_stream_only_while_someone_watches(api, creator, setup, settings):
+    settings.LIVE_TRANSPORT = "database"
+    job_id = started_job(api, creator, setup)
+    run_in_background(job_id)[0].join(60)
+    sent = [e["event"] for row in LiveEvent.objects.all() for e in row.events]
+    assert sent.count(events.ITEM_COMPLETED) == 48 and events.JOB_COMPLETED in sent
+    assert events.ITEM_TOKEN not in sent  # nobody watched: no streaming, no partial texts
+    assert not LiveWatcher.objects.exists()
 
 
 def test_status_changes_reach_watchers_without_a_runner(api, creator, setup, platform_server):
