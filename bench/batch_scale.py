@@ -41,15 +41,11 @@ def main() -> None:
     import django
 
     django.setup()
-    from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db.models import Sum
     from provider_overhead import free_port, start_fake
+    from setup_data import bench_fixture, job_body
 
-    from evalplatform.accounts.models import Membership, Team
-    from evalplatform.accounts.roles import Role
-    from evalplatform.prompts.models import PromptBlock, PromptTemplate, PromptVersion
-    from evalplatform.providers.models import LLMModel, ProviderConnection
     from evalplatform.runs.models import ProviderBatch
     from generation import batch_runner, services
     from generation.models import GenerationJob
@@ -61,38 +57,8 @@ def main() -> None:
         extra=("--batch-duration", "0", "--batch-failure-rate", str(args.failure_rate)),
     )
     try:
-        user = get_user_model().objects.create_user("bench")
-        team = Team.objects.create(name="Bench", slug="bench")
-        Membership.objects.create(user=user, team=team, role=Role.CREATOR)
-        connection = ProviderConnection.objects.create(
-            team=team, name="fake", kind="openai", base_url=f"http://127.0.0.1:{port}"
-        )
-        model = LLMModel.objects.create(
-            connection=connection,
-            model_id="gpt-fake",
-            display_name="Fake",
-            input_price_per_mtok=1,
-            output_price_per_mtok=2,
-            supports_batch=True,
-        )
-        template = PromptTemplate.objects.create(team=team, name="Summary")
-        version = PromptVersion.objects.create(template=template, number=1)
-        PromptBlock.objects.create(version=version, position=0, title="System", body="Be brief.")
-        PromptBlock.objects.create(version=version, position=1, body="Summarize: {{content}}")
-        items = [
-            {"id": i, "content": f"Item {i}: a paragraph about rivers and rain."}
-            for i in range(args.cells)
-        ]
-        data = {
-            "team": "bench",
-            "name": "batch scale",
-            "mode": "batch",
-            "prompt_versions": [version.pk],
-            "models": [model.pk],
-            "temperatures": [0.7],
-            "max_tokens": 200,
-            "source": {"type": "manual", "format": "json", "content": json.dumps(items)},
-        }
+        user, model, version = bench_fixture(kind="openai", base_url=f"http://127.0.0.1:{port}")
+        data = job_body(model, version, args.cells, mode="batch")
         created = time.perf_counter()
         job = services.job_create(user=user, plan=services.job_plan(user=user, data=data))
         create_s = time.perf_counter() - created

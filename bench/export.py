@@ -22,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 
 def main() -> None:
@@ -37,43 +38,22 @@ def main() -> None:
     import django
 
     django.setup()
-    from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db import connection as db_connection
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
     from rest_framework.test import APIClient
+    from setup_data import bench_fixture, job_body
 
-    from evalplatform.accounts.models import Membership, Team
-    from evalplatform.accounts.roles import Role
-    from evalplatform.prompts.models import PromptBlock, PromptTemplate, PromptVersion
-    from evalplatform.providers.models import LLMModel, ProviderConnection
     from generation import exports, services
     from generation.models import GenerationOutput
 
     call_command("migrate", verbosity=0)
-    user = get_user_model().objects.create_user("bench")
-    team = Team.objects.create(name="Bench", slug="bench")
-    Membership.objects.create(user=user, team=team, role=Role.CREATOR)
-    connection = ProviderConnection.objects.create(team=team, name="mock", kind="mock")
-    model = LLMModel.objects.create(
-        connection=connection, model_id="mock-1", display_name="Mock", input_price_per_mtok=1
-    )
-    template = PromptTemplate.objects.create(team=team, name="Summary")
-    version = PromptVersion.objects.create(template=template, number=1)
-    PromptBlock.objects.create(version=version, position=0, body="Summarize: {{content}}")
+    user, model, version = bench_fixture(kind="mock")
     text = ("Rivers carry rain to the sea, and the sea gives it back. " * 50)[: args.text_bytes]
 
     def job_of(cells: int):
-        items = [{"id": i, "content": f"item {i}"} for i in range(cells)]
-        data = {
-            "team": "bench",
-            "name": f"export {cells}",
-            "prompt_versions": [version.pk],
-            "models": [model.pk],
-            "temperatures": [0.7],
-            "source": {"type": "manual", "format": "json", "content": json.dumps(items)},
-        }
+        data = job_body(model, version, cells)
         job = services.job_create(user=user, plan=services.job_plan(user=user, data=data))
         GenerationOutput.objects.filter(job=job).update(
             status="completed",

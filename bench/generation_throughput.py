@@ -50,15 +50,11 @@ def main() -> None:
 
     django.setup()
     from django.conf import settings
-    from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from provider_overhead import free_port, start_fake
+    from setup_data import bench_fixture, job_body
 
-    from evalplatform.accounts.models import Membership, Team
-    from evalplatform.accounts.roles import Role
-    from evalplatform.prompts.models import PromptBlock, PromptTemplate, PromptVersion
     from evalplatform.providers.llm.retry import RetryPolicy
-    from evalplatform.providers.models import LLMModel, ProviderConnection
     from evalplatform.runs.engine import run_live
     from generation import services
     from generation.models import GenerationJob
@@ -68,42 +64,13 @@ def main() -> None:
     port = free_port()
     fake = start_fake(port, latency=args.latency)
     try:
-        user = get_user_model().objects.create_user("bench")
-        team = Team.objects.create(name="Bench", slug="bench")
-        Membership.objects.create(user=user, team=team, role=Role.CREATOR)
-        connection = ProviderConnection.objects.create(
-            team=team,
-            name="fake",
+        user, model, version = bench_fixture(
             kind="openai",
             base_url=f"http://127.0.0.1:{port}",
             max_concurrency=args.concurrency,
             timeout_s=30,
         )
-        model = LLMModel.objects.create(
-            connection=connection,
-            model_id="gpt-fake",
-            display_name="Fake",
-            input_price_per_mtok=1,
-            output_price_per_mtok=2,
-        )
-        template = PromptTemplate.objects.create(team=team, name="Summary")
-        version = PromptVersion.objects.create(template=template, number=1)
-        PromptBlock.objects.create(version=version, position=0, title="System", body="Be brief.")
-        PromptBlock.objects.create(version=version, position=1, body="Summarize: {{content}}")
-        items = [
-            {"id": i, "content": f"Item {i}: a paragraph about rivers and rain."}
-            for i in range(args.cells)
-        ]
-        data = {
-            "team": "bench",
-            "name": "throughput",
-            "prompt_versions": [version.pk],
-            "models": [model.pk],
-            "temperatures": [0.7],
-            "max_tokens": 200,
-            "concurrency": args.concurrency,
-            "source": {"type": "manual", "format": "json", "content": json.dumps(items)},
-        }
+        data = job_body(model, version, args.cells, concurrency=args.concurrency)
         start = time.perf_counter()
         job = services.job_create(user=user, plan=services.job_plan(user=user, data=data))
         create_s = time.perf_counter() - start

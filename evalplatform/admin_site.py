@@ -88,6 +88,20 @@ class TeamScopedAdmin(admin.ModelAdmin):
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
+class ReadOnlyTeamScopedAdmin(TeamScopedAdmin):
+    """Rows written only by the platform itself (outputs, provider batches): listed, searched
+    and viewed, never added, changed or deleted here. Actions still need ``change_feature``."""
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False if obj is not None else super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+
 class TeamScopedInline(admin.TabularInline):
     """An inline whose rows belong to the parent's team: permissions follow the parent."""
 

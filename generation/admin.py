@@ -6,7 +6,7 @@ from django.utils.html import format_html
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import GENERATION_EXPORT, GENERATION_MANAGE, GENERATION_VIEW
-from evalplatform.admin_site import TeamScopedAdmin
+from evalplatform.admin_site import ReadOnlyTeamScopedAdmin, TeamScopedAdmin
 from evalplatform.errors import ApplicationError
 from generation import exports, services
 from generation.models import GenerationJob, GenerationOutput
@@ -116,7 +116,7 @@ class GenerationJobAdmin(TeamScopedAdmin):
 
 
 @admin.register(GenerationOutput)
-class GenerationOutputAdmin(TeamScopedAdmin):
+class GenerationOutputAdmin(ReadOnlyTeamScopedAdmin):
     view_feature = GENERATION_VIEW
     change_feature = GENERATION_MANAGE
     list_display = [
@@ -134,12 +134,3 @@ class GenerationOutputAdmin(TeamScopedAdmin):
     search_fields = ["custom_id", "content", "item__item_id", "error_message"]
     list_select_related = ["job", "item", "prompt", "model_config"]
     readonly_fields = [f.name for f in GenerationOutput._meta.fields]
-
-    def has_add_permission(self, request, *args):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False if obj is not None else super().has_change_permission(request, obj)
-
-    def has_delete_permission(self, request, obj=None):
-        return False

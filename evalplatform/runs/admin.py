@@ -3,12 +3,12 @@ from __future__ import annotations
 from django.contrib import admin
 
 from evalplatform.accounts.roles import GENERATION_MANAGE, GENERATION_VIEW
-from evalplatform.admin_site import TeamScopedAdmin
+from evalplatform.admin_site import ReadOnlyTeamScopedAdmin
 from evalplatform.runs.models import ProviderBatch
 
 
 @admin.register(ProviderBatch)
-class ProviderBatchAdmin(TeamScopedAdmin):
+class ProviderBatchAdmin(ReadOnlyTeamScopedAdmin):
     """The batch registry, read-only: the batch driver alone changes it."""
 
     view_feature = GENERATION_VIEW
@@ -31,12 +31,3 @@ class ProviderBatchAdmin(TeamScopedAdmin):
     list_select_related = ["team", "connection"]
     exclude = ["custom_ids"]
     readonly_fields = [f.name for f in ProviderBatch._meta.fields if f.name != "custom_ids"]
-
-    def has_add_permission(self, request, *args):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False if obj is not None else super().has_change_permission(request, obj)
-
-    def has_delete_permission(self, request, obj=None):
-        return False
