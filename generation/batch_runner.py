@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
@@ -239,37 +239,33 @@ def _close(row_id: int) -> int:
     """The batch is done and its results read: a cell the provider said nothing about is a
     (re-submittable) missing result. Then nothing more is done with the batch."""
     row = ProviderBatch.objects.get(pk=row_id)
-    left = list(
-        GenerationOutput.objects.filter(batch_id=row.pk, status=OutputStatus.RUNNING).values_list(
-            "custom_id", flat=True
-        )
+    missing = ProviderError(
+        f"No result returned (batch {row.state}).", kind="missing", retryable=True
     )
-    missing = [
-        BatchResult(
-            custom_id,
-            error=ProviderError(
-                f"No result returned (batch {row.state}).", kind="missing", retryable=True
-            ),
-        )
-        for custom_id in left
-    ]
-    recorded = _record(row.pk, missing) if missing else 0
+    recorded = _fail_cells(row.pk, missing)
     ProviderBatch.objects.filter(pk=row.pk).update(closed_at=timezone.now())
     return recorded
 
 
+def _fail_cells(row_id: int, error: ProviderError, keep: Set[str] = frozenset()) -> int:
+    """Record ``error`` for the batch's running cells (except ``keep``): each such try counts;
+    pending again within the retry limit for a retryable error, else failed."""
+    left = GenerationOutput.objects.filter(batch_id=row_id, status=OutputStatus.RUNNING)
+    failures = [
+        BatchResult(custom_id, error=error)
+        for custom_id in left.values_list("custom_id", flat=True)
+        if custom_id not in keep
+    ]
+    return _record(row_id, failures) if failures else 0
+
+
 def _give_up(row_id: int, message: str) -> None:
     """A batch that never reached the provider (or vanished there): its cells run again in
-    a later round; the attempt does not count, since nothing ran."""
-    with transaction.atomic():
-        row = ProviderBatch.objects.select_for_update().get(pk=row_id)
-        job = GenerationJob.objects.select_for_update().get(pk=row.work_id)
-        cells = GenerationOutput.objects.filter(batch_id=row.pk, status=OutputStatus.RUNNING)
-        released = sum((o.reserved_usd for o in cells), Decimal(0))
-        cells.update(status=OutputStatus.PENDING, batch=None, reserved_usd=0, started_at=None)
-        GenerationJob.objects.filter(pk=job.pk).update(reserved_usd=F("reserved_usd") - released)
-        row.state, row.error_message, row.closed_at = BatchState.LOST, message, timezone.now()
-        row.save(update_fields=["state", "error_message", "closed_at"])
+    a later round (the try counts, so a provider that always loses them ends in failure)."""
+    _fail_cells(row_id, ProviderError(message, kind="lost", retryable=True))
+    ProviderBatch.objects.filter(pk=row_id).update(
+        state=BatchState.LOST, error_message=message[:2000], closed_at=timezone.now()
+    )
 
 
 # --- submitting ---------------------------------------------------------------------------------
@@ -362,51 +358,30 @@ def _record_handle(row_id: int, handle: BatchHandle) -> None:
         target.save()
 
 
+# Errors after which the provider may have created the batch all the same.
+AMBIGUOUS = {"timeout", "connection", "server", "overloaded"}
+
+
 def _submit_failed(row_id: int, error: ProviderError, accepted: set[str]) -> None:
     """Cells of a submission the provider did not accept: pending again (a retryable error,
-    within the retry limit) or failed with the provider's message."""
+    within the retry limit) or failed with the provider's message. When the answer leaves it
+    open whether the provider created the batch (a timeout, a dropped connection, a 5xx),
+    the row stays ``submitting``: after ``SUBMIT_GRACE`` it is looked for at the provider
+    and adopted, or given up, so it is never paid for twice."""
     row = ProviderBatch.objects.get(pk=row_id)
-    with transaction.atomic():
-        job = GenerationJob.objects.select_for_update().get(pk=row.work_id)
-        cells = list(
-            GenerationOutput.objects.filter(batch_id=row.pk, status=OutputStatus.RUNNING).exclude(
-                custom_id__in=accepted
-            )
-        )
-        now = timezone.now()
-        failed = 0
-        released = Decimal(0)
-        for output in cells:
-            output.attempts += 1
-            released += output.reserved_usd
-            output.reserved_usd, output.batch, output.started_at = Decimal(0), None, None
-            output.error_kind = error.kind[:40]
-            output.error_message = f"Batch submission failed: {error.message}"[:4000]
-            if error.retryable and output.attempts <= job.max_retries:
-                output.status = OutputStatus.PENDING
-            else:
-                output.status, output.completed_at = OutputStatus.FAILED, now
-                failed += 1
-        GenerationOutput.objects.bulk_update(
-            cells,
-            [
-                "attempts",
-                "reserved_usd",
-                "batch",
-                "started_at",
-                "error_kind",
-                "error_message",
-                "status",
-                "completed_at",
-            ],
-        )
-        GenerationJob.objects.filter(pk=job.pk).update(
-            failed_cells=F("failed_cells") + failed, reserved_usd=F("reserved_usd") - released
-        )
-        if not row.remote_id:
-            row.state, row.closed_at = BatchState.FAILED, now
-        row.error_message = error.message[:2000]
-        row.save(update_fields=["state", "closed_at", "error_message"])
+    message = f"Batch submission failed: {error.message}"[:2000]
+    if not row.remote_id and not accepted and error.kind in AMBIGUOUS:
+        ProviderBatch.objects.filter(pk=row.pk).update(error_message=message)
+        return
+    _fail_cells(
+        row.pk,
+        ProviderError(message, kind=error.kind, retryable=error.retryable, status=error.status),
+        keep=accepted,
+    )
+    fields: dict[str, Any] = {"error_message": message}
+    if not row.remote_id:
+        fields |= {"state": BatchState.FAILED, "closed_at": timezone.now()}
+    ProviderBatch.objects.filter(pk=row.pk).update(**fields)
 
 
 def _budget_pause(job_id: int) -> None:
@@ -443,10 +418,15 @@ def _jobs_to_submit(job_id: int | None) -> list[tuple[int, bool, list[int]]]:
     return found
 
 
-def _retries_waiting(job_id: int) -> bool:
-    return GenerationOutput.objects.filter(
-        job_id=job_id, status=OutputStatus.PENDING, attempts__gt=0
-    ).exists()
+def needs_live_run(job_id: int) -> bool:
+    """A finish-live batch job has live work: rows that failed in a batch wait, or a live
+    runner held the job (it may have died with cells claimed)."""
+    cells = GenerationOutput.objects.filter(job_id=job_id)
+    return (
+        cells.filter(status=OutputStatus.PENDING, attempts__gt=0).exists()
+        or cells.filter(status=OutputStatus.RUNNING, batch__isnull=True).exists()
+        or GenerationJob.objects.filter(pk=job_id).exclude(runner_token="").exists()
+    )
 
 
 def _finish_jobs(job_id: int | None) -> list[int]:
@@ -585,8 +565,10 @@ async def _submit(
             except BatchSubmitError as error:
                 taken = {c for h in error.handles for c in h.custom_ids}
                 await db(_submit_failed)(row.pk, error, taken)
+                break  # the next pass tries again, not this one in a loop
             except ProviderError as error:
                 await db(_submit_failed)(row.pk, error, set())
+                break
             else:
                 summary.submitted_batches += 1
                 summary.submitted_cells += len(requests)
@@ -605,12 +587,15 @@ async def drive(job_id: int | None = None) -> DriveSummary:
             except Exception:  # one broken batch must not stop the others
                 logger.exception("batch %s could not be advanced", row.pk)
         for pending_job, finish_live, model_ids in await db(_jobs_to_submit)(job_id):
-            if finish_live and await db(_retries_waiting)(pending_job):
-                from generation.tasks import enqueue_run
+            try:
+                if finish_live and await db(needs_live_run)(pending_job):
+                    from generation.tasks import enqueue_run
 
-                await db(enqueue_run)(pending_job)  # the live runner finishes them
-                continue
-            await _submit(pending_job, model_ids, clients, summary)
+                    await db(enqueue_run)(pending_job)  # the live runner finishes them
+                    continue
+                await _submit(pending_job, model_ids, clients, summary)
+            except Exception:  # one broken job must not stop the others
+                logger.exception("job %s: submitting batches failed", pending_job)
         summary.completed_jobs = await db(_finish_jobs)(job_id)
         return summary
     finally:

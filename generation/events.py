@@ -48,6 +48,7 @@ EVENTS = [
     JOB_BUDGET_EXCEEDED,
 ]
 PREVIEW_CHARS = 300
+SNAPSHOT_CELLS = 256  # at most this many cells in flight in a snapshot (a job's concurrency)
 
 
 def group(job_id: int) -> str:
@@ -105,10 +106,13 @@ def cell_data(output: GenerationOutput) -> dict[str, Any]:
 
 
 def snapshot(job_id: int) -> dict[str, Any]:
+    # The cells being generated live (those in provider batches have no text to show).
     running = (
-        GenerationOutput.objects.filter(job_id=job_id, status=OutputStatus.RUNNING)
+        GenerationOutput.objects.filter(
+            job_id=job_id, status=OutputStatus.RUNNING, batch__isnull=True
+        )
         .select_related("item", "prompt", "model_config")
-        .order_by("pk")
+        .order_by("pk")[:SNAPSHOT_CELLS]
     )
     processing = [cell_data(o) | {"text": o.content} for o in running]
     return {"event": JOB_SNAPSHOT, "data": current_state(job_id) | {"processing": processing}}

@@ -15,9 +15,6 @@ from collections import defaultdict
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import sync_to_async
-from django.db import connections
-
 from evalplatform.providers.estimate import estimate_tokens
 from evalplatform.providers.llm.client import ProviderClient
 from evalplatform.providers.llm.types import LLMRequest, ProviderError
@@ -81,12 +78,13 @@ async def _run(chosen: list[tuple[Any, LLMRequest]]) -> list[tuple[Any, LLMReque
                 return spec, request, error
         return spec, request, result.response
 
+    # No database work happens here: under an ASGI server this runs inside a sync view,
+    # where handing work back to the request's own database thread would deadlock.
     try:
         return await asyncio.gather(*(one(spec, request) for spec, request in chosen))
     finally:
         for client in clients.values():
             await client.aclose()
-        await sync_to_async(connections.close_all)()
 
 
 def run_pilot(plan: JobPlan, cells: int, *, seed: int = 0) -> dict[str, Any]:

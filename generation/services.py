@@ -28,6 +28,7 @@ from evalplatform.prompts.models import PromptVersion
 from evalplatform.prompts.rendering import MissingVariable, MissingVariables, missing_for
 from evalplatform.providers.estimate import estimate_cost
 from evalplatform.providers.models import LLMModel
+from evalplatform.runs.models import ProviderBatch
 from generation import events, sources
 from generation.models import (
     GenerationItem,
@@ -666,6 +667,21 @@ def pause_for_budget(job: GenerationJob) -> None:
     )
 
 
+def release_live_cells(job: GenerationJob) -> Decimal:
+    """Return the job's live cells left running (never recorded) to pending; the sum of the
+    reservations they held, for the caller to take off the (locked) job's."""
+    live = job.outputs.filter(status=OutputStatus.RUNNING, batch__isnull=True)
+    released = sum(live.values_list("reserved_usd", flat=True), Decimal(0))
+    live.update(
+        status=OutputStatus.PENDING,
+        reserved_usd=0,
+        runner_token="",
+        started_at=None,
+        content="",  # a partial text, kept for watchers while it streamed
+    )
+    return released
+
+
 def job_fail(*, job_id: int, message: str) -> None:
     """Mark a running job failed (an error of the platform, not of a provider): cells left
     running go back to pending (a resume runs them), reservations are released, the lease
@@ -675,16 +691,12 @@ def job_fail(*, job_id: int, message: str) -> None:
         if job is None or job.status != JobStatus.RUNNING:
             return
         _lock_owner(job.owner_id)
-        # Cells in provider batches stay there: their results are still recorded.
-        job.outputs.filter(status=OutputStatus.RUNNING, batch__isnull=True).update(
-            status=OutputStatus.PENDING,
-            reserved_usd=0,
-            runner_token="",
-            started_at=None,
-            content="",
-        )
+        # Cells in provider batches stay there (their results are still recorded) and keep
+        # their reservations; the live cells left running give theirs back.
+        released = release_live_cells(job)
         job.status, job.status_message, job.finished_at = JobStatus.FAILED, message, timezone.now()
-        job.reserved_usd, job.runner_token, job.lease_until = Decimal(0), "", None
+        job.reserved_usd -= released
+        job.runner_token, job.lease_until = "", None
         job.save()
         events.announce(job, events.JOB_FAILED)
         start_next_queued(owner_id=job.owner_id)
@@ -724,4 +736,11 @@ def job_delete(*, user: Any, job: GenerationJob) -> None:
         job = _locked(job)
         if job.status in (JobStatus.RUNNING, JobStatus.QUEUED):
             raise Conflict(f"A {job.status} job cannot be deleted; pause or cancel it first.")
+        if ProviderBatch.objects.filter(
+            work_kind="generation", work_id=job.pk, closed_at__isnull=True
+        ).exists():
+            raise Conflict(
+                "This job still has provider batches open (they are billed and their results "
+                "recorded); cancel the job and delete it once they have closed."
+            )
         job.delete()

@@ -31,7 +31,7 @@ def run_job(job_id: int) -> str:
     if job is None:
         return "gone"
     if job["mode"] == JobMode.BATCH and not (
-        job["finish_live"] and batch_runner._retries_waiting(job_id)
+        job["finish_live"] and batch_runner.needs_live_run(job_id)
     ):
         try:
             batch = asyncio.run(batch_runner.drive(job_id))

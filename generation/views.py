@@ -240,7 +240,9 @@ def wizard(request: HttpRequest) -> HttpResponse:
             return redirect("generation-job", job_id=job.pk)
         first = min(context.get("errors") or {1: []}) if "errors" in context else 1
         context["open_step"] = first
-    context["selected_prompts"] = {int(p) for p in request.POST.getlist("prompt_versions")}
+    context["selected_prompts"] = {
+        int(p) for p in request.POST.getlist("prompt_versions") if p.isdigit()
+    }
     context["selected_models"] = {
         int(m) for m in request.POST.getlist("models") if str(m).isdigit()
     }

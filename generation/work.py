@@ -121,16 +121,9 @@ class GenerationWork:
                 return False  # another runner holds it
             # Cells a dead runner left running were never recorded: they run again, and
             # their reservations are released. Recorded cells are never run twice.
-            GenerationOutput.objects.filter(
-                job=job, status=OutputStatus.RUNNING, batch__isnull=True
-            ).update(
-                status=OutputStatus.PENDING,
-                reserved_usd=0,
-                started_at=None,
-                runner_token="",
-                content="",  # a partial text, kept for watchers while it streamed
-            )
-            job.reserved_usd = Decimal(0)
+            from generation.services import release_live_cells
+
+            job.reserved_usd -= release_live_cells(job)
             job.runner_token, job.lease_until = (
                 self.token,
                 now + timedelta(seconds=settings.GENERATION_LEASE_S),

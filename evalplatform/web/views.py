@@ -28,6 +28,7 @@ def home(request):
 @require_POST
 def dismiss_notifications(request):
     """Dismiss the listed notifications (``id`` fields), or all; then go back."""
-    ids = [int(i) for i in request.POST.getlist("id") if i.isdigit()]
-    notifications_dismiss(user=request.user, ids=ids or None)
+    posted = request.POST.getlist("id")
+    ids = [int(i) for i in posted if i.isdigit()]
+    notifications_dismiss(user=request.user, ids=ids if posted else None)
     return redirect(safe_next(request, reverse("home")))

@@ -147,7 +147,7 @@ def test_a_submission_the_worker_never_recorded_is_adopted_not_repeated(
     model = model_for(team_a, fast_batches, kind)
     job_id = batch_job(api, creator, team_a, model, ["x", "y"])
 
-    class WorkerDied(Exception):
+    class WorkerDied(BaseException):  # like SIGKILL: nothing of the worker handles it
         pass
 
     def die(row_id, handle):
@@ -190,7 +190,9 @@ def test_a_submission_the_provider_never_got_is_sent_again(api, creator, team_a,
     assert ProviderBatch.objects.get(pk=row.pk).state == BatchState.LOST
     job = drive_until_done(job_id)
     assert job.status == JobStatus.COMPLETED and job.completed_cells == 2
-    assert {o.attempts for o in job.outputs.all()} == {1}  # the lost try did not count
+    # The lost try counts: a provider that always loses a submission ends in failure.
+    assert {o.attempts for o in job.outputs.all()} == {2}
+    assert {o.error_kind for o in job.outputs.all()} == {""}
 
 
 def test_cancelling_a_job_cancels_its_provider_batches(api, creator, team_a, fake_provider):
@@ -317,3 +319,67 @@ def test_the_wizard_creates_a_batch_job(creator, team_a, fast_batches):
     assert browser.post("/generation/new", form).status_code == 302
     job = GenerationJob.objects.get(name="Wizard batch")
     assert (job.mode, job.finish_live, job.total_cells) == ("batch", True, 2)
+
+
+def test_a_submission_that_may_have_reached_the_provider_is_not_resent(
+    api, creator, team_a, fast_batches
+):
+    model = model_for(team_a, fast_batches)
+    job_id = batch_job(api, creator, team_a, model, ["x [[fault:reject]]"], max_retries=0)
+    drive(job_id)  # the provider answers 500: it may or may not have created the batch
+    row = ProviderBatch.objects.get(work_id=job_id)
+    assert row.state == BatchState.SUBMITTING and "Batch submission failed" in row.error_message
+    assert GenerationOutput.objects.filter(job_id=job_id, status="running").count() == 2
+    assert drive(job_id).submitted_batches == 0  # not sent again while it may exist
+    ProviderBatch.objects.filter(pk=row.pk).update(
+        created_at=timezone.now() - batch_runner.SUBMIT_GRACE - timedelta(seconds=1)
+    )
+    summary = drive(job_id)  # the provider has no such batch: given up, and that try counts
+    assert summary.given_up == 1
+    job = GenerationJob.objects.get(pk=job_id)
+    assert (job.status, job.failed_cells) == (JobStatus.COMPLETED, 2)
+    assert {(o.error_kind, o.attempts) for o in job.outputs.all()} == {("lost", 1)}
+    cost_counted_once(job)
+
+
+def test_a_job_with_open_provider_batches_cannot_be_deleted(api, creator, team_a, fake_provider):
+    fake_provider.config.batch_duration_s = 60
+    model = model_for(team_a, fake_provider)
+    job_id = batch_job(api, creator, team_a, model, ["a"])
+    drive(job_id)
+    api(creator).post(f"{JOBS}/{job_id}/cancel")
+    response = api(creator).delete(f"{JOBS}/{job_id}")
+    assert response.status_code == 409 and "provider batches open" in response.json()["detail"]
+    drive(job_id)  # the cancel reaches the provider
+    drive(job_id)  # ... which reports the batch cancelled: recorded and closed
+    assert not ProviderBatch.objects.filter(work_id=job_id, closed_at__isnull=True).exists()
+    assert api(creator).delete(f"{JOBS}/{job_id}").status_code == 204
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "gemini"])
+def test_finding_a_submission_pages_through_the_providers_list(
+    api, creator, team_a, member, fast_batches, kind, monkeypatch
+):
+    from evalplatform.accounts.roles import Role
+    from evalplatform.providers.llm import batch_protocols
+
+    model = model_for(team_a, fast_batches, kind)
+    # Two other batches of the same size, sent after ours: ours is on page three.
+    owners = [creator, member(team_a, Role.CREATOR), member(team_a, Role.CREATOR)]
+    job_ids = [batch_job(api, owner, team_a, model, ["x"]) for owner in owners]
+    monkeypatch.setattr(
+        batch_runner, "_record_handle", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt)
+    )
+    with pytest.raises(KeyboardInterrupt):
+        drive(job_ids[0])
+    monkeypatch.undo()
+    for job_id in job_ids[1:]:
+        drive(job_id)
+    monkeypatch.setattr(batch_protocols, "FIND_PAGE_SIZE", 1)
+    row = ProviderBatch.objects.get(work_id=job_ids[0])
+    ProviderBatch.objects.filter(pk=row.pk).update(
+        created_at=timezone.now() - batch_runner.SUBMIT_GRACE - timedelta(seconds=1)
+    )
+    assert drive(job_ids[0]).adopted == 1
+    job = drive_until_done(job_ids[0])
+    assert job.status == JobStatus.COMPLETED and len(fast_batches.app.batches.batches) == 3

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from email.parser import BytesParser
 from email.policy import HTTP
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
 
 from evalplatform.providers.fake import wire
 from evalplatform.providers.llm.types import LLMRequest
@@ -331,13 +332,27 @@ class BatchStore:
             "metadata": batch.metadata,
         }
 
-    def _newest(self, protocol: str) -> list[FakeBatch]:
-        mine = [b for b in self.batches.values() if b.protocol == protocol]
-        return sorted(mine, key=lambda b: b.created, reverse=True)[:100]
+    def _page(
+        self, protocol: str, query: str, size_key: str, after_key: str
+    ) -> tuple[list[FakeBatch], bool]:
+        """Newest first, ``size_key`` at a time, after the batch named by ``after_key``."""
+        params = parse_qs(query)
+        size = int(params.get(size_key, ["100"])[0])
+        mine = sorted(
+            (b for b in self.batches.values() if b.protocol == protocol),
+            key=lambda b: (b.created, b.id),
+            reverse=True,
+        )
+        after = params.get(after_key, [""])[0]
+        if after:
+            ids = [b.id for b in mine]
+            mine = mine[ids.index(after) + 1 :] if after in ids else []
+        return mine[:size], len(mine) > size
 
-    async def openai_list(self, **_: Any) -> Reply:
-        data = [self._openai_object(b) for b in self._newest("openai")]
-        return self._reply({"object": "list", "data": data, "has_more": False})
+    async def openai_list(self, query: str = "", **_: Any) -> Reply:
+        page, more = self._page("openai", query, "limit", "after")
+        data = [self._openai_object(b) for b in page]
+        return self._reply({"object": "list", "data": data, "has_more": more})
 
     async def openai_get(self, batch_id: str, **_: Any) -> Reply:
         batch = self.batches.get(batch_id)
@@ -404,9 +419,11 @@ class BatchStore:
             else None,
         }
 
-    async def anthropic_list(self, **_: Any) -> Reply:
-        data = [self._anthropic_object(b) for b in self._newest("anthropic")]
-        return self._reply({"data": data, "has_more": False})
+    async def anthropic_list(self, query: str = "", **_: Any) -> Reply:
+        page, more = self._page("anthropic", query, "limit", "after_id")
+        data = [self._anthropic_object(b) for b in page]
+        last = page[-1].id if page else None
+        return self._reply({"data": data, "has_more": more, "last_id": last})
 
     async def anthropic_get(self, batch_id: str, **_: Any) -> Reply:
         batch = self.batches.get(batch_id)
@@ -515,9 +532,12 @@ class BatchStore:
             }
         return data
 
-    async def gemini_list(self, **_: Any) -> Reply:
-        operations = [self._gemini_object(b) for b in self._newest("gemini")]
-        return self._reply({"operations": operations})
+    async def gemini_list(self, query: str = "", **_: Any) -> Reply:
+        page, more = self._page("gemini", query, "pageSize", "pageToken")
+        body: dict[str, Any] = {"operations": [self._gemini_object(b) for b in page]}
+        if more and page:
+            body["nextPageToken"] = page[-1].id
+        return self._reply(body)
 
     async def gemini_get(self, batch_id: str, **_: Any) -> Reply:
         batch = self.batches.get(batch_id)

@@ -22,6 +22,9 @@ from evalplatform.providers.llm.types import LLMRequest
 
 # How far the provider's clock may be from ours when matching a batch by creation time.
 CLOCK_SKEW_S = 120
+# How many pages of recent batches ``find`` reads at most, of how many each.
+FIND_PAGES = 20
+FIND_PAGE_SIZE = 100
 
 
 def _dumps(data: Any) -> bytes:
@@ -96,18 +99,27 @@ class OpenAIBatches(Batches):
     async def find(
         self, name: str, *, request_count: int, created_after: float, exclude: set[str]
     ) -> list[BatchHandle]:
-        listed = await self._json("GET", self._url("/batches"), params={"limit": 100})
-        return [
-            BatchHandle(
-                "openai",
-                b["id"],
-                int((b.get("request_counts") or {}).get("total", 0)),
-                0,
-                input_file_id=str(b.get("input_file_id") or ""),
-            )
-            for b in listed.get("data") or []
-            if (b.get("metadata") or {}).get("name") == name[:512] and b["id"] not in exclude
-        ]
+        found = []
+        params: dict[str, Any] = {"limit": FIND_PAGE_SIZE}
+        for _ in range(FIND_PAGES):  # newest first: stop at batches older than the submission
+            listed = await self._json("GET", self._url("/batches"), params=params)
+            data = listed.get("data") or []
+            for b in data:
+                if (b.get("metadata") or {}).get("name") == name[:512] and b["id"] not in exclude:
+                    found.append(
+                        BatchHandle(
+                            "openai",
+                            b["id"],
+                            int((b.get("request_counts") or {}).get("total", 0)),
+                            0,
+                            input_file_id=str(b.get("input_file_id") or ""),
+                        )
+                    )
+            older = data and int(data[-1].get("created_at", 0)) < created_after - CLOCK_SKEW_S
+            if not listed.get("has_more") or not data or older:
+                break
+            params["after"] = data[-1]["id"]
+        return found
 
     async def _results(
         self, handle: BatchHandle, status: BatchStatus
@@ -188,20 +200,29 @@ class AnthropicBatches(Batches):
         self, name: str, *, request_count: int, created_after: float, exclude: set[str]
     ) -> list[BatchHandle]:
         # Message batches keep no name: match the request count and the creation time.
-        listed = await self._json("GET", self._url(), params={"limit": 100})
         found = []
-        for b in listed.get("data") or []:
-            try:
-                created = datetime.fromisoformat(str(b["created_at"]).replace("Z", "+00:00"))
-            except (KeyError, ValueError):
-                continue
-            total = sum(int(v) for v in (b.get("request_counts") or {}).values())
-            if (
-                b["id"] not in exclude
-                and total == request_count
-                and created.timestamp() >= created_after - CLOCK_SKEW_S
-            ):
-                found.append(BatchHandle("anthropic", b["id"], total, 0))
+        params: dict[str, Any] = {"limit": FIND_PAGE_SIZE}
+        for _ in range(FIND_PAGES):
+            listed = await self._json("GET", self._url(), params=params)
+            data = listed.get("data") or []
+            oldest = None
+            for b in data:
+                try:
+                    created = datetime.fromisoformat(str(b["created_at"]).replace("Z", "+00:00"))
+                except (KeyError, ValueError):
+                    continue
+                oldest = created.timestamp()
+                total = sum(int(v) for v in (b.get("request_counts") or {}).values())
+                if (
+                    b["id"] not in exclude
+                    and total == request_count
+                    and created.timestamp() >= created_after - CLOCK_SKEW_S
+                ):
+                    found.append(BatchHandle("anthropic", b["id"], total, 0))
+            older = oldest is not None and oldest < created_after - CLOCK_SKEW_S
+            if not listed.get("has_more") or not data or older:
+                break
+            params["after_id"] = listed.get("last_id") or data[-1]["id"]
         return found
 
     async def _results(
@@ -301,22 +322,27 @@ class GeminiBatches(Batches):
     async def find(
         self, name: str, *, request_count: int, created_after: float, exclude: set[str]
     ) -> list[BatchHandle]:
-        listed = await self._json("GET", self._url("/batches"), params={"pageSize": 100})
         found = []
-        for operation in listed.get("operations") or listed.get("batches") or []:
-            meta = operation.get("metadata") or {}
-            remote_id = str(operation.get("name", "")).removeprefix("batches/")
-            if meta.get("displayName") == name[:128] and remote_id not in exclude:
-                stats = meta.get("batchStats") or {}
-                found.append(
-                    BatchHandle(
-                        "gemini",
-                        remote_id,
-                        int(stats.get("requestCount", 0)),
-                        0,
-                        model=str(meta.get("model", "")).removeprefix("models/"),
+        params: dict[str, Any] = {"pageSize": FIND_PAGE_SIZE}
+        for _ in range(FIND_PAGES):
+            listed = await self._json("GET", self._url("/batches"), params=params)
+            for operation in listed.get("operations") or listed.get("batches") or []:
+                meta = operation.get("metadata") or {}
+                remote_id = str(operation.get("name", "")).removeprefix("batches/")
+                if meta.get("displayName") == name[:128] and remote_id not in exclude:
+                    stats = meta.get("batchStats") or {}
+                    found.append(
+                        BatchHandle(
+                            "gemini",
+                            remote_id,
+                            int(stats.get("requestCount", 0)),
+                            0,
+                            model=str(meta.get("model", "")).removeprefix("models/"),
+                        )
                     )
-                )
+            if not listed.get("nextPageToken"):
+                break
+            params["pageToken"] = listed["nextPageToken"]
         return found
 
     async def _results(
