@@ -22,6 +22,7 @@ Everything the driver knows is in the database, so a restarted worker simply con
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Sequence, Set
@@ -471,6 +472,15 @@ class _Clients:
 async def _advance(row: ProviderBatch, clients: _Clients, summary: DriveSummary) -> None:
     batches = await clients.batches(row.connection_id)
     now = timezone.now()
+    job_status = await db(_job_status)(row.work_id)
+    if job_status is None:  # the job was deleted (the admin can): stop paying for its batch
+        if row.remote_id:
+            with contextlib.suppress(ProviderError):
+                await batches.cancel(_handle(row))
+        await db(ProviderBatch.objects.filter(pk=row.pk).update)(
+            error_message="The job was deleted.", closed_at=now
+        )
+        return
     if row.state == BatchState.SUBMITTING:
         if now - row.created_at < SUBMIT_GRACE:
             return  # probably still being sent by another worker
@@ -498,7 +508,6 @@ async def _advance(row: ProviderBatch, clients: _Clients, summary: DriveSummary)
         summary.adopted += 1
         return
     handle = _handle(row)
-    job_status = await db(_job_status)(row.work_id)
     try:
         if job_status == JobStatus.CANCELLED and row.cancel_requested_at is None:
             await batches.cancel(handle)

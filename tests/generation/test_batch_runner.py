@@ -383,3 +383,16 @@ def test_finding_a_submission_pages_through_the_providers_list(
     assert drive(job_ids[0]).adopted == 1
     job = drive_until_done(job_ids[0])
     assert job.status == JobStatus.COMPLETED and len(fast_batches.app.batches.batches) == 3
+
+
+def test_the_batches_of_a_deleted_job_are_cancelled_and_closed(api, creator, team_a, fake_provider):
+    fake_provider.config.batch_duration_s = 60
+    model = model_for(team_a, fake_provider)
+    job_id = batch_job(api, creator, team_a, model, ["a"])
+    drive(job_id)
+    GenerationJob.objects.filter(pk=job_id).delete()  # as the admin's delete action does
+    drive()
+    row = ProviderBatch.objects.get(work_id=job_id)
+    assert row.closed_at is not None and row.error_message == "The job was deleted."
+    (remote,) = fake_provider.app.batches.batches.values()
+    assert remote.cancelled_at is not None
