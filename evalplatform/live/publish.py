@@ -25,6 +25,7 @@ from evalplatform.live.transport import asend
 
 logger = logging.getLogger(__name__)
 WATCH_CHECK_S = 2.0
+CLOSE_TIMEOUT_S = 15.0
 
 
 class ThrottledPublisher:
@@ -48,6 +49,7 @@ class ThrottledPublisher:
         self._dirty: set[int] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wakeup: asyncio.Event | None = None
+        self._stopping: asyncio.Event | None = None
         self._signalled = False
         self._task: asyncio.Task[None] | None = None
         self._watch_task: asyncio.Task[None] | None = None
@@ -119,6 +121,7 @@ class ThrottledPublisher:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._wakeup = asyncio.Event()
+        self._stopping = asyncio.Event()
         self._task = self._loop.create_task(self._run())
         self._watch_task = self._loop.create_task(self._watch())
         self._signal()
@@ -138,7 +141,7 @@ class ThrottledPublisher:
             await self.check_watching()
 
     async def _run(self) -> None:
-        assert self._wakeup is not None
+        assert self._wakeup is not None and self._stopping is not None
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
@@ -148,7 +151,11 @@ class ThrottledPublisher:
                 await self.flush()
             except Exception:  # live events are best effort; the run must go on
                 logger.exception("live events of %s could not be sent", self.group)
-            await asyncio.sleep(self.interval)
+            if self._stopping.is_set():
+                return
+            # The throttle: wait out the window, unless the run ends meanwhile.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.interval)
 
     async def flush(self) -> None:
         with self._lock:
@@ -168,11 +175,25 @@ class ThrottledPublisher:
             await asend(self.group, events, with_write=write)
 
     async def close(self) -> None:
-        """Stop the sender and send what is left."""
-        for task in (self._task, self._watch_task):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        """Stop the sender once it has sent what is left. A send in progress is never
+        cancelled: a connection (Redis, the database) interrupted mid-command may not be
+        usable again."""
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch_task
+        if self._task is not None and self._stopping is not None and self._wakeup is not None:
+            self._stopping.set()
+            self._wakeup.set()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), CLOSE_TIMEOUT_S)
+            except TimeoutError:
+                logger.warning("live events of %s: the last send did not finish", self.group)
+                self._task.cancel()
+                self._task = self._watch_task = None
+                return
+        try:
+            await self.flush()  # what was recorded while the sender sent its last message
+        except Exception:  # best effort, as every send: the run's own outcome stands
+            logger.exception("live events of %s could not be sent", self.group)
         self._task = self._watch_task = None
-        await self.flush()

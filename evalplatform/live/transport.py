@@ -10,6 +10,7 @@ A message is one list of events (``{"event": name, "data": {...}}``) for one gro
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -23,6 +24,7 @@ from django.utils import timezone
 from evalplatform.live.models import LiveEvent
 
 MESSAGE_TYPE = "live.events"
+SEND_TIMEOUT_S = 10.0
 KEEP = timedelta(minutes=10)
 
 
@@ -75,7 +77,7 @@ async def asend(
     if events:
         layer = get_channel_layer()
         assert layer is not None
-        await layer.group_send(group, _message(events))
+        await asyncio.wait_for(layer.group_send(group, _message(events)), SEND_TIMEOUT_S)
 
 
 def prune() -> int:
