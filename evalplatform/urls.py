@@ -2,10 +2,20 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from scenarios.api import JobToScenarioView
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     # The apps' APIs; the core's last (the apps depend on the core, never the reverse).
+    # The spec puts the conversion under generation; it belongs to scenarios (generation
+    # never imports scenarios).
+    path(
+        "api/generation/jobs/<int:pk>/to-scenario",
+        JobToScenarioView.as_view(),
+        name="generation-to-scenario",
+    ),
     path("api/generation/", include("generation.urls")),
+    path("api/", include("scenarios.urls")),
     path("api/", include("evalplatform.api.urls")),
     path("generation/", include("generation.page_urls")),
     path("generation", RedirectView.as_view(url="/generation/", permanent=False)),

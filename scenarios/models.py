@@ -1,1 +1,167 @@
-"""Models of the scenarios app (arrive with the scenarios issue)."""
+"""Scenarios: what people (and LLM judges) evaluate.
+
+A ``Scenario`` of one type (rating, ranking, comparison, labeling) holds ``ScenarioItem``s
+(the shared context, e.g. a generation job's source item) with their ``Variant``s (the
+outputs, with the model and prompt that made them kept, and hidden from evaluators in blind
+mode). ``Task``s are what one rater answers: a variant to rate or label, a pair to compare in
+a recorded presentation order, or an item's variants to rank in a recorded order. Tasks are
+made when the scenario is created, from its seeded design, so the design is reproducible.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from evalplatform.accounts.models import Team
+
+
+class ScenarioType(models.TextChoices):
+    RATING = "rating", "Rating (rubric)"
+    RANKING = "ranking", "Ranking"
+    COMPARISON = "comparison", "Comparison (A vs B)"
+    LABELING = "labeling", "Labeling"
+
+
+class ScenarioStatus(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    OPEN = "open", "Open"
+    CLOSED = "closed", "Closed"
+
+
+class Scenario(models.Model):
+    team_lookup = "team"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="scenarios")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="scenarios_created"
+    )
+    name = models.CharField(max_length=200)
+    type = models.CharField(max_length=20, choices=ScenarioType.choices)
+    status = models.CharField(
+        max_length=10, choices=ScenarioStatus.choices, default=ScenarioStatus.DRAFT
+    )
+    instructions = models.TextField(blank=True)
+    # rating: {"dimensions": [{"name", "description", "min", "max", "anchors", "justification"}]}
+    # labeling: {"labels": [...], "multiple": bool, "free_text": bool}
+    # comparison: {"pairing", "sample_count", "sample_share", "reverse_share", "ties"}
+    config = models.JSONField(default=dict, blank=True)
+    blind = models.BooleanField(default=True, help_text="Hide model and prompt from evaluators.")
+    overlap = models.PositiveIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(50)],
+        help_text="Evaluators per task.",
+    )
+    seed = models.IntegerField(default=0, help_text="Seeds the pair design and the orders.")
+    # Where the items came from: {"kind": "generation_job", "job": id, "filters": {...}} or
+    # {"kind": "upload", "filename": ...}.
+    source = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    opened_at = models.DateTimeField(null=True, blank=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "name"], name="scenario_name_per_team"),
+            models.CheckConstraint(
+                condition=models.Q(type__in=ScenarioType.values), name="scenario_type_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(status__in=ScenarioStatus.values),
+                name="scenario_status_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ScenarioItem(models.Model):
+    team_lookup = "scenario__team"
+
+    scenario = models.ForeignKey(Scenario, on_delete=models.CASCADE, related_name="items")
+    position = models.PositiveIntegerField()
+    item_id = models.CharField(max_length=200)
+    context = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["scenario_id", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["scenario", "item_id"], name="item_id_per_scenario"),
+            models.UniqueConstraint(fields=["scenario", "position"], name="item_position_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return self.item_id
+
+
+class Variant(models.Model):
+    """One output to evaluate. ``model_label`` and ``prompt_label`` say what made it; in a
+    blind scenario evaluators never see them (only managers and exports do)."""
+
+    team_lookup = "scenario__team"
+
+    scenario = models.ForeignKey(Scenario, on_delete=models.CASCADE, related_name="variants")
+    item = models.ForeignKey(ScenarioItem, on_delete=models.CASCADE, related_name="variants")
+    position = models.PositiveIntegerField()
+    variant_id = models.CharField(max_length=200)
+    content = models.TextField()
+    model_label = models.CharField(max_length=250, blank=True)
+    prompt_label = models.CharField(max_length=250, blank=True)
+    meta = models.JSONField(default=dict, blank=True)
+    source_output = models.ForeignKey(
+        "generation.GenerationOutput",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["item_id", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "variant_id"], name="variant_id_per_item"),
+            models.UniqueConstraint(fields=["item", "position"], name="variant_position_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return self.variant_id
+
+
+class Task(models.Model):
+    """What one rater answers. Rating and labeling: ``variant_a``. Comparison: ``variant_a``
+    shown first, ``variant_b`` second (``reverse_of`` links a reverse pair to the pair it
+    mirrors). Ranking: ``order``, the item's variant ids in the order presented."""
+
+    team_lookup = "scenario__team"
+
+    scenario = models.ForeignKey(Scenario, on_delete=models.CASCADE, related_name="tasks")
+    item = models.ForeignKey(
+        ScenarioItem, null=True, blank=True, on_delete=models.CASCADE, related_name="tasks"
+    )
+    position = models.PositiveIntegerField()
+    variant_a = models.ForeignKey(
+        Variant, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    variant_b = models.ForeignKey(
+        Variant, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    order = models.JSONField(default=list, blank=True)
+    reverse_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="reversed_by"
+    )
+
+    class Meta:
+        ordering = ["scenario_id", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["scenario", "position"], name="task_position_unique"),
+            models.CheckConstraint(
+                condition=~models.Q(variant_a=models.F("variant_b")),
+                name="task_pair_distinct",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"task {self.position}"

@@ -1,0 +1,236 @@
+"""The scenarios API under ``/api/scenarios/``, and the generation spec's
+``POST /api/generation/jobs/:id/to-scenario`` (routed by the project URLconf)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status
+from rest_framework.decorators import action
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evalplatform.accounts import policy
+from evalplatform.accounts.roles import (
+    GENERATION_TO_SCENARIO,
+    GENERATION_VIEW,
+    SCENARIOS_CREATE,
+    SCENARIOS_MANAGE,
+    SCENARIOS_VIEW,
+)
+from evalplatform.api.permissions import TeamScopedViewSet, default_team
+from evalplatform.errors import FieldErrors
+from generation.models import GenerationJob
+from scenarios import services
+from scenarios.models import Scenario, Task, Variant
+
+
+class ScenarioSerializer(serializers.ModelSerializer):
+    team = serializers.CharField(source="team.slug", read_only=True)
+    created_by = serializers.CharField(source="created_by.username", read_only=True)
+    items = serializers.IntegerField(source="items.count", read_only=True)
+    variants = serializers.IntegerField(source="variants.count", read_only=True)
+    tasks = serializers.IntegerField(source="tasks.count", read_only=True)
+
+    class Meta:
+        model = Scenario
+        fields = [
+            "id",
+            "team",
+            "name",
+            "type",
+            "status",
+            "instructions",
+            "config",
+            "blind",
+            "overlap",
+            "seed",
+            "source",
+            "items",
+            "variants",
+            "tasks",
+            "created_by",
+            "created_at",
+            "opened_at",
+            "closed_at",
+        ]
+        read_only_fields = fields
+
+
+class VariantSerializer(serializers.ModelSerializer):
+    item_id = serializers.CharField(source="item.item_id", read_only=True)
+
+    class Meta:
+        model = Variant
+        fields = [
+            "id",
+            "item_id",
+            "variant_id",
+            "content",
+            "model_label",
+            "prompt_label",
+            "meta",
+            "source_output",
+        ]
+        read_only_fields = fields
+
+
+class TaskSerializer(serializers.ModelSerializer):
+    item_id = serializers.CharField(source="item.item_id", read_only=True, default=None)
+
+    class Meta:
+        model = Task
+        fields = ["id", "position", "item_id", "variant_a", "variant_b", "order", "reverse_of"]
+        read_only_fields = fields
+
+
+def _upload(request) -> tuple[dict[str, Any], bytes, str]:
+    upload = request.FILES.get("file")
+    if upload is not None:
+        if (upload.size or 0) > settings.UPLOAD_MAX_BYTES:
+            raise FieldErrors(
+                {
+                    "file": f"The file has {upload.size:,} bytes; the limit is "
+                    f"{settings.UPLOAD_MAX_BYTES:,}."
+                }
+            )
+        try:
+            data = json.loads(request.data.get("config") or "{}")
+        except (ValueError, RecursionError) as exc:
+            raise FieldErrors({"config": "The config field must be JSON."}) from exc
+        if not isinstance(data, dict):
+            raise FieldErrors({"config": "The config field must be a JSON object."})
+        return data, upload.read(), upload.name or ""
+    if not isinstance(request.data, dict):
+        raise FieldErrors({"non_field_errors": "Send a JSON object."})
+    data = dict(request.data)
+    content = data.pop("content", None)
+    if not isinstance(content, str) or not content:
+        raise FieldErrors({"content": "Upload a file (multipart) or give its text in content."})
+    return data, content.encode(), ""
+
+
+def _team(user: Any, slug: Any):
+    """The team named by slug among those where the user may create scenarios; it may be left
+    out when there is exactly one."""
+    if slug:
+        team = policy.teams_with(user, SCENARIOS_CREATE).filter(slug=str(slug)).first()
+        if team is None:
+            raise FieldErrors({"team": "Unknown team, or one where you may not create scenarios."})
+        return team
+    team = default_team(user, SCENARIOS_CREATE)
+    if team is None:
+        raise FieldErrors({"team": "Name the team (slug)."})
+    return team
+
+
+class ScenarioViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):
+    """Scenarios of the user's teams. Create one from an upload here, or from a generation
+    job with ``POST /api/generation/jobs/{id}/to-scenario``."""
+
+    queryset = Scenario.objects.select_related("team", "created_by")
+    serializer_class = ScenarioSerializer
+    view_feature = SCENARIOS_VIEW
+    action_features = {
+        "create": SCENARIOS_CREATE,
+        "partial_update": SCENARIOS_MANAGE,
+        "destroy": SCENARIOS_MANAGE,
+        "open": SCENARIOS_MANAGE,
+        "close": SCENARIOS_MANAGE,
+    }
+    filterset_fields = ["type", "status"]
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    def _scenario(self) -> Scenario:
+        return self.get_object()  # type: ignore[return-value]
+
+    def _answer(self, scenario: Scenario, code: int = status.HTTP_200_OK) -> Response:
+        fresh = self.get_base_queryset().get(pk=scenario.pk)
+        return Response(ScenarioSerializer(fresh).data, status=code)
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: ScenarioSerializer})
+    def create(self, request, *args, **kwargs):
+        """From an upload: a multipart ``file`` (CSV with a header, or JSON lines) with the
+        rest as JSON in ``config``, or JSON with the text in ``content``. Rows:
+        ``item_id, variant_id, content`` and optionally ``model, prompt, context``. Fields:
+        team, name, type (rating, ranking, comparison, labeling), config (the rubric, label
+        set or pair design), instructions, blind, overlap, seed, format."""
+        data, raw, filename = _upload(request)
+        team = _team(request.user, data.get("team"))
+        scenario = services.scenario_from_upload(
+            user=request.user, team=team, data=data, raw=raw, filename=filename
+        )
+        return self._answer(scenario, status.HTTP_201_CREATED)
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=ScenarioSerializer)
+    def partial_update(self, request, *args, **kwargs):
+        """A draft's name, instructions, blind mode or overlap."""
+        if not isinstance(request.data, dict):
+            raise FieldErrors({"non_field_errors": "Send a JSON object."})
+        scenario = services.scenario_update(
+            user=request.user, scenario=self._scenario(), data=dict(request.data)
+        )
+        return self._answer(scenario)
+
+    def destroy(self, request, *args, **kwargs):
+        services.scenario_delete(user=request.user, scenario=self._scenario())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=None, responses=ScenarioSerializer)
+    @action(detail=True, methods=["post"])
+    def open(self, request, pk=None):
+        """Open a draft for evaluation (its design is fixed from then on)."""
+        return self._answer(services.scenario_open(user=request.user, scenario=self._scenario()))
+
+    @extend_schema(request=None, responses=ScenarioSerializer)
+    @action(detail=True, methods=["post"])
+    def close(self, request, pk=None):
+        return self._answer(services.scenario_close(user=request.user, scenario=self._scenario()))
+
+    @extend_schema(responses=VariantSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def variants(self, request, pk=None):
+        """The variants with what made them (model, prompt): for the scenario's managers and
+        viewers; evaluators see tasks only, through the evaluation API, blind."""
+        qs = Variant.objects.filter(scenario=self._scenario()).select_related("item")
+        page = self.paginate_queryset(qs.order_by("item__position", "position"))
+        return self.get_paginated_response(VariantSerializer(page, many=True).data)
+
+    @extend_schema(responses=TaskSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def tasks(self, request, pk=None):
+        """The task design in presentation order: variant ids shown first and second (pairs),
+        the presented order (rankings), and which pair a reverse pair mirrors."""
+        qs = Task.objects.filter(scenario=self._scenario()).select_related("item")
+        page = self.paginate_queryset(qs.order_by("position"))
+        return self.get_paginated_response(TaskSerializer(page, many=True).data)
+
+
+class JobToScenarioView(APIView):
+    """``POST /api/generation/jobs/{id}/to-scenario`` (``feature:generation:to_scenario``
+    and ``feature:scenarios:create``): name, type, config, instructions, blind, overlap,
+    seed, and ``outputs`` ({status: [...], models: [job model ids], prompts: [job prompt
+    ids]}; completed outputs of every model and prompt by default). Items are grouped by
+    the job's source items."""
+
+    parser_classes = [JSONParser]
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: ScenarioSerializer})
+    def post(self, request, pk: int):
+        job = policy.access(
+            request.user,
+            GENERATION_TO_SCENARIO,
+            GenerationJob.objects.select_related("team"),
+            view_feature=GENERATION_VIEW,
+            pk=pk,
+        )
+        if not isinstance(request.data, dict):
+            raise FieldErrors({"non_field_errors": "Send a JSON object."})
+        scenario = services.scenario_from_job(user=request.user, job=job, data=dict(request.data))
+        fresh = Scenario.objects.select_related("team", "created_by").get(pk=scenario.pk)
+        return Response(ScenarioSerializer(fresh).data, status=status.HTTP_201_CREATED)

@@ -1,0 +1,396 @@
+"""Creating and moving scenarios: from a generation job's outputs or from an upload; open,
+close, edit while in draft. Everything is checked before anything is written, and a
+scenario is written (items, variants, tasks) in one transaction."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from evalplatform.accounts import policy
+from evalplatform.accounts.models import Team
+from evalplatform.accounts.roles import GENERATION_TO_SCENARIO, SCENARIOS_CREATE, SCENARIOS_MANAGE
+from evalplatform.errors import Conflict, FieldErrors, Forbidden
+from generation import sources
+from generation.models import GenerationJob, OutputStatus
+from scenarios.design import check_config, design
+from scenarios.models import (
+    Scenario,
+    ScenarioItem,
+    ScenarioStatus,
+    ScenarioType,
+    Task,
+    Variant,
+)
+
+BULK = 2000
+
+
+@dataclass
+class VariantSpec:
+    variant_id: str
+    content: str
+    model_label: str = ""
+    prompt_label: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+    source_output_id: int | None = None
+
+
+@dataclass
+class ItemSpec:
+    item_id: str
+    context: dict[str, Any]
+    variants: list[VariantSpec] = field(default_factory=list)
+
+
+@dataclass
+class ScenarioPlan:
+    team: Team
+    name: str
+    type: str
+    instructions: str
+    config: dict[str, Any]
+    blind: bool
+    overlap: int
+    seed: int
+    source: dict[str, Any]
+    items: list[ItemSpec]
+
+
+def _settings(
+    team: Team, data: Mapping[str, Any], *, own: Scenario | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The fields every scenario has, checked; errors by field. ``own``: the scenario being
+    edited (its own name is no clash)."""
+    errors: dict[str, str] = {}
+    name = str(data.get("name") or "").strip()
+    clash = Scenario.objects.filter(team=team, name=name)
+    if own is not None:
+        clash = clash.exclude(pk=own.pk)
+    if not name or len(name) > 200:
+        errors["name"] = "A scenario needs a name of at most 200 characters."
+    elif clash.exists():
+        errors["name"] = "This team already has a scenario of that name."
+    kind = data.get("type")
+    if kind not in ScenarioType.values:
+        errors["type"] = "rating, ranking, comparison or labeling."
+    blind = data.get("blind", True)
+    if not isinstance(blind, bool):
+        errors["blind"] = "true or false."
+    overlap = data.get("overlap", 1)
+    if isinstance(overlap, bool) or not isinstance(overlap, int) or not 1 <= overlap <= 50:
+        errors["overlap"] = "Evaluators per task: 1 to 50."
+    seed = data.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        errors["seed"] = "A whole number."
+    instructions = data.get("instructions", "")
+    if not isinstance(instructions, str) or len(instructions) > 20_000:
+        errors["instructions"] = "Text of at most 20,000 characters."
+    config: dict[str, Any] = {}
+    if kind in ScenarioType.values:
+        try:
+            config = check_config(kind, data.get("config") or {})
+        except FieldErrors as exc:
+            errors.update({k: v[0] for k, v in exc.errors.items()})
+    return {
+        "name": name,
+        "type": kind,
+        "instructions": instructions if isinstance(instructions, str) else "",
+        "config": config,
+        "blind": blind,
+        "overlap": overlap,
+        "seed": seed,
+    }, errors
+
+
+def _check_items(kind: str, config: Mapping[str, Any], items: list[ItemSpec]) -> None:
+    if not items:
+        raise FieldErrors({"items": "Nothing to evaluate: no item has a variant."})
+    pairs_needed = kind == ScenarioType.RANKING or (
+        kind == ScenarioType.COMPARISON and config.get("pairing") != "across"
+    )
+    if pairs_needed:
+        short = [i.item_id for i in items if len(i.variants) < 2]
+        if short:
+            listed = ", ".join(short[:20]) + (" …" if len(short) > 20 else "")
+            raise FieldErrors(
+                {"items": f"Each item needs at least two variants to compare or rank: {listed}."}
+            )
+    elif kind == ScenarioType.COMPARISON and sum(len(i.variants) for i in items) < 2:
+        raise FieldErrors({"items": "At least two variants are needed to compare."})
+
+
+def _create(user: Any, plan: ScenarioPlan) -> Scenario:
+    with transaction.atomic():
+        scenario = Scenario.objects.create(
+            team=plan.team,
+            created_by=user,
+            name=plan.name,
+            type=plan.type,
+            instructions=plan.instructions,
+            config=plan.config,
+            blind=plan.blind,
+            overlap=plan.overlap,
+            seed=plan.seed,
+            source=plan.source,
+        )
+        items = ScenarioItem.objects.bulk_create(
+            [
+                ScenarioItem(
+                    scenario=scenario, position=i, item_id=spec.item_id, context=spec.context
+                )
+                for i, spec in enumerate(plan.items)
+            ],
+            batch_size=BULK,
+        )
+        variants = Variant.objects.bulk_create(
+            [
+                Variant(
+                    scenario=scenario,
+                    item=item,
+                    position=position,
+                    variant_id=v.variant_id,
+                    content=v.content,
+                    model_label=v.model_label[:250],
+                    prompt_label=v.prompt_label[:250],
+                    meta=v.meta,
+                    source_output_id=v.source_output_id,
+                )
+                for item, spec in zip(items, plan.items, strict=True)
+                for position, v in enumerate(spec.variants)
+            ],
+            batch_size=BULK,
+        )
+        by_key = {(v.item_id, v.position): v for v in variants}
+        keys = [
+            (item.pk, [(item.pk, p) for p in range(len(spec.variants))])
+            for item, spec in zip(items, plan.items, strict=True)
+        ]
+        specs = design(plan.type, keys, plan.config, plan.seed)
+        tasks = Task.objects.bulk_create(
+            [
+                Task(
+                    scenario=scenario,
+                    item_id=spec.item,
+                    position=position,
+                    variant_a=by_key[spec.a] if spec.a is not None else None,
+                    variant_b=by_key[spec.b] if spec.b is not None else None,
+                    order=[by_key[k].pk for k in spec.order],
+                )
+                for position, spec in enumerate(specs)
+            ],
+            batch_size=BULK,
+        )
+        reverses = []
+        for task, spec in zip(tasks, specs, strict=True):
+            if spec.reverse_of is not None:
+                task.reverse_of = tasks[spec.reverse_of]
+                reverses.append(task)
+        Task.objects.bulk_update(reverses, ["reverse_of"], batch_size=50)
+    return scenario
+
+
+# --- from a generation job ----------------------------------------------------------------------
+def _ids(data: Mapping[str, Any], key: str, allowed: set[int], errors: dict[str, str]) -> set[int]:
+    value = data.get(key)
+    if value is None:
+        return allowed
+    if not isinstance(value, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        errors[f"outputs.{key}"] = "A list of ids."
+        return allowed
+    unknown = [v for v in value if v not in allowed]
+    if unknown:
+        errors[f"outputs.{key}"] = f"Not this job's: {', '.join(map(str, unknown))}."
+    return set(value)
+
+
+def scenario_from_job(*, user: Any, job: GenerationJob, data: Mapping[str, Any]) -> Scenario:
+    """A scenario of the job's outputs, grouped by source item: each item's variants are its
+    outputs that pass ``outputs`` (``status``: a list, default completed only; ``models``
+    and ``prompts``: the job's model configuration and prompt ids)."""
+    if not policy.may(user, GENERATION_TO_SCENARIO, job) or not policy.has_feature(
+        user, SCENARIOS_CREATE, job.team_id
+    ):
+        raise Forbidden()
+    settings_, errors = _settings(job.team, data)
+    filters = data.get("outputs") or {}
+    if not isinstance(filters, dict):
+        raise FieldErrors({"outputs": "An object {status, models, prompts}."})
+    statuses = filters.get("status", [OutputStatus.COMPLETED])
+    if not isinstance(statuses, list) or not set(statuses) <= set(OutputStatus.values):
+        errors["outputs.status"] = "A list of: " + ", ".join(OutputStatus.values) + "."
+        statuses = [OutputStatus.COMPLETED]
+    models = _ids(filters, "models", set(job.models.values_list("pk", flat=True)), errors)
+    prompts = _ids(filters, "prompts", set(job.prompts.values_list("pk", flat=True)), errors)
+    if errors:
+        raise FieldErrors(errors)
+    outputs = (
+        job.outputs.filter(status__in=statuses, model_config_id__in=models, prompt_id__in=prompts)
+        .select_related("item", "prompt", "model_config")
+        .order_by(
+            "item__position",
+            "prompt__position",
+            "model_config__position",
+            "repetition",
+            "temperature",
+        )
+    )
+    items: dict[int, ItemSpec] = {}
+    for output in outputs.iterator(BULK):
+        spec = items.setdefault(
+            output.item_id, ItemSpec(output.item.item_id, dict(output.item.data))
+        )
+        spec.variants.append(
+            VariantSpec(
+                output.custom_id,
+                output.content,
+                output.model_config.label,
+                output.prompt.label,
+                {"repetition": output.repetition, "temperature": output.temperature},
+                output.pk,
+            )
+        )
+    plan_items = list(items.values())
+    _check_items(settings_["type"], settings_["config"], plan_items)
+    source = {"kind": "generation_job", "job": job.pk, "job_name": job.name, "outputs": filters}
+    return _create(user, ScenarioPlan(job.team, **settings_, source=source, items=plan_items))
+
+
+# --- from an upload -----------------------------------------------------------------------------
+def scenario_from_upload(
+    *, user: Any, team: Team, data: Mapping[str, Any], raw: bytes, filename: str = ""
+) -> Scenario:
+    """A scenario of outputs made elsewhere: CSV (with a header) or JSONL rows of
+    ``item_id, variant_id, content`` and optionally ``model, prompt, context`` (a JSON
+    object in CSV). Every bad row is reported by line; nothing is created unless all are
+    good."""
+    if not policy.has_feature(user, SCENARIOS_CREATE, team):
+        raise Forbidden()
+    settings_, errors = _settings(team, data)
+    fmt = sources.detect_format(filename, str(data.get("format") or ""))
+    if fmt not in ("csv", "jsonl", "json"):
+        errors["file"] = "CSV with a header, JSON lines or a JSON array."
+    if errors:
+        raise FieldErrors(errors)
+    rows = sources.parse_upload(raw, fmt)
+    items: dict[str, ItemSpec] = {}
+    seen: set[tuple[str, str]] = set()
+    for index, (_, row) in enumerate(rows, 1):
+        where = f"line {index + 1}" if fmt == "csv" else f"line {index}"
+        item_id = str(row.get("item_id") or "").strip()
+        variant_id = str(row.get("variant_id") or row.get("variant") or "").strip()
+        content = row.get("content")
+        problems = []
+        if not item_id:
+            problems.append("item_id is missing")
+        if not variant_id:
+            problems.append("variant_id is missing")
+        if not isinstance(content, str) or not content.strip():
+            problems.append("content is missing")
+        if (item_id, variant_id) in seen:
+            problems.append(f"variant {variant_id} of item {item_id} appears twice")
+        context = row.get("context") or {}
+        if isinstance(context, str):
+            try:
+                context = json.loads(context)
+            except ValueError:
+                context = None
+        if not isinstance(context, dict):
+            problems.append("context is not a JSON object")
+        if problems:
+            errors[where] = "; ".join(problems) + "."
+            if len(errors) >= sources.MAX_ERRORS:
+                break
+            continue
+        seen.add((item_id, variant_id))
+        spec = items.setdefault(item_id, ItemSpec(item_id, dict(context or {})))
+        spec.variants.append(
+            VariantSpec(
+                variant_id,
+                str(content),
+                str(row.get("model") or ""),
+                str(row.get("prompt") or ""),
+            )
+        )
+    if errors:
+        raise FieldErrors(errors)
+    plan_items = list(items.values())
+    _check_items(settings_["type"], settings_["config"], plan_items)
+    source = {"kind": "upload", "filename": filename[:200], "format": fmt, "rows": len(rows)}
+    return _create(user, ScenarioPlan(team, **settings_, source=source, items=plan_items))
+
+
+# --- lifecycle ----------------------------------------------------------------------------------
+def _manage(user: Any, scenario: Scenario) -> Scenario:
+    if not policy.may(user, SCENARIOS_MANAGE, scenario):
+        raise Forbidden()
+    return Scenario.objects.select_for_update().get(pk=scenario.pk)
+
+
+def scenario_open(*, user: Any, scenario: Scenario) -> Scenario:
+    with transaction.atomic():
+        scenario = _manage(user, scenario)
+        if scenario.status != ScenarioStatus.DRAFT:
+            raise Conflict(f"A {scenario.status} scenario cannot open; only a draft can.")
+        scenario.status, scenario.opened_at = ScenarioStatus.OPEN, timezone.now()
+        scenario.save(update_fields=["status", "opened_at"])
+    return scenario
+
+
+def scenario_close(*, user: Any, scenario: Scenario) -> Scenario:
+    with transaction.atomic():
+        scenario = _manage(user, scenario)
+        if scenario.status != ScenarioStatus.OPEN:
+            raise Conflict(f"A {scenario.status} scenario cannot close; only an open one can.")
+        scenario.status, scenario.closed_at = ScenarioStatus.CLOSED, timezone.now()
+        scenario.save(update_fields=["status", "closed_at"])
+    return scenario
+
+
+EDITABLE = ("name", "instructions", "blind", "overlap")
+
+
+def scenario_update(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> Scenario:
+    """Edit a draft's name, instructions, blind mode or overlap (the design is fixed once
+    made: create another scenario to change it)."""
+    unknown = set(data) - set(EDITABLE)
+    if unknown:
+        raise FieldErrors({f: f"Only {', '.join(EDITABLE)} can change." for f in unknown})
+    with transaction.atomic():
+        scenario = _manage(user, scenario)
+        if scenario.status != ScenarioStatus.DRAFT:
+            raise Conflict("Only a draft scenario can be edited.")
+        merged = {
+            **{f: getattr(scenario, f) for f in EDITABLE},
+            "type": scenario.type,
+            "config": scenario.config,
+            "seed": scenario.seed,
+            **data,
+        }
+        checked, errors = _settings(scenario.team, merged, own=scenario)
+        if errors:
+            raise FieldErrors(errors)
+        for name in data:
+            setattr(scenario, name, checked[name])
+        scenario.save(update_fields=list(data))
+    return scenario
+
+
+def scenario_delete(*, user: Any, scenario: Scenario) -> None:
+    with transaction.atomic():
+        scenario = _manage(user, scenario)
+        if scenario.status != ScenarioStatus.DRAFT:
+            raise Conflict("Only a draft scenario can be deleted; close it instead.")
+        scenario.delete()
+
+
+def variants_of(tasks: Sequence[Task]) -> dict[int, Variant]:
+    ids = {v for t in tasks for v in (t.variant_a_id, t.variant_b_id, *t.order) if v is not None}
+    return {v.pk: v for v in Variant.objects.filter(pk__in=ids)}
