@@ -20,8 +20,8 @@ SCENARIOS_CREATE = "feature:scenarios:create"
 SCENARIOS_MANAGE = "feature:scenarios:manage"
 SCENARIOS_EXPORT = "feature:scenarios:export"
 # --- evaluations ---
-EVALUATIONS_VIEW = "feature:evaluations:view"
-EVALUATIONS_EVALUATE = "feature:evaluations:evaluate"
+EVALUATIONS_VIEW_ALL = "feature:evaluations:view_all"
+EVALUATIONS_SUBMIT = "feature:evaluations:submit"
 EVALUATIONS_JUDGE = "feature:evaluations:judge"
 EVALUATIONS_EXPORT = "feature:evaluations:export"
 # --- prompts ---
@@ -45,8 +45,8 @@ FEATURES: dict[str, str] = {
     SCENARIOS_CREATE: "Create scenarios",
     SCENARIOS_MANAGE: "Edit scenarios, assign evaluators, close scenarios",
     SCENARIOS_EXPORT: "Export scenarios",
-    EVALUATIONS_VIEW: "View judgments and analytics",
-    EVALUATIONS_EVALUATE: "Answer evaluation tasks as a human evaluator",
+    EVALUATIONS_VIEW_ALL: "View all judgments and analytics",
+    EVALUATIONS_SUBMIT: "Answer the evaluation tasks assigned to you",
     EVALUATIONS_JUDGE: "Configure and run LLM judges",
     EVALUATIONS_EXPORT: "Export judgments and analytics",
     PROMPTS_VIEW: "View prompt templates",
@@ -68,7 +68,14 @@ class Role(models.TextChoices):
 
 
 _VIEW = frozenset(
-    {GENERATION_VIEW, SCENARIOS_VIEW, EVALUATIONS_VIEW, PROMPTS_VIEW, PROVIDERS_VIEW, ACCOUNTS_VIEW}
+    {
+        GENERATION_VIEW,
+        SCENARIOS_VIEW,
+        EVALUATIONS_VIEW_ALL,
+        PROMPTS_VIEW,
+        PROVIDERS_VIEW,
+        ACCOUNTS_VIEW,
+    }
 )
 _CREATOR = _VIEW | {
     GENERATION_CREATE,
@@ -77,7 +84,7 @@ _CREATOR = _VIEW | {
     GENERATION_TO_SCENARIO,
     SCENARIOS_CREATE,
     SCENARIOS_EXPORT,
-    EVALUATIONS_EVALUATE,
+    EVALUATIONS_SUBMIT,
     EVALUATIONS_JUDGE,
     EVALUATIONS_EXPORT,
     PROMPTS_EDIT,
@@ -88,7 +95,7 @@ ROLE_FEATURES: dict[str, frozenset[str]] = {
     Role.ADMIN: frozenset(FEATURES),
     Role.MANAGER: frozenset(_MANAGER),
     Role.CREATOR: frozenset(_CREATOR),
-    Role.EVALUATOR: frozenset({EVALUATIONS_EVALUATE}),
+    Role.EVALUATOR: frozenset({EVALUATIONS_SUBMIT}),
     Role.VIEWER: _VIEW,
 }
 

@@ -20,8 +20,8 @@ EXPECTED = {
     "feature:scenarios:create": {A, M, C},
     "feature:scenarios:manage": {A, M},
     "feature:scenarios:export": {A, M, C},
-    "feature:evaluations:view": {A, M, C, V},
-    "feature:evaluations:evaluate": {A, M, C, E},
+    "feature:evaluations:view_all": {A, M, C, V},
+    "feature:evaluations:submit": {A, M, C, E},
     "feature:evaluations:judge": {A, M, C},
     "feature:evaluations:export": {A, M, C},
     "feature:prompts:view": {A, M, C, V},
@@ -72,7 +72,7 @@ def test_roles_per_team_are_independent(team_a, team_b, member):
     MembershipFactory(user=user, team=team_b, role=Role.EVALUATOR)
     assert policy.has_feature(user, "feature:prompts:edit", team_a)
     assert not policy.has_feature(user, "feature:prompts:edit", team_b)
-    assert policy.has_feature(user, "feature:evaluations:evaluate", team_b)
+    assert policy.has_feature(user, "feature:evaluations:submit", team_b)
     assert list(policy.teams_with(user, "feature:prompts:edit")) == [team_a]
 
 
@@ -91,7 +91,7 @@ def test_me_returns_user_teams_roles_and_features(api, team_a, team_b, member):
     assert set(teams) == {"team-a", "team-b"}
     assert teams["team-a"]["role"] == "creator"
     assert set(teams["team-a"]["features"]) == {f for f, r in EXPECTED.items() if C in r}
-    assert teams["team-b"]["features"] == ["feature:evaluations:evaluate"]
+    assert teams["team-b"]["features"] == ["feature:evaluations:submit"]
 
 
 @pytest.mark.django_db

@@ -89,4 +89,4 @@ def test_home_page_lists_teams_and_escapes_names(team_a, member):
     client.force_login(member(team_a, Role.EVALUATOR, username="eve"))
     html = client.get("/").content.decode()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert(1)" not in html
-    assert "feature:evaluations:evaluate" in html
+    assert "feature:evaluations:submit" in html
