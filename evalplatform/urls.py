@@ -16,6 +16,7 @@ urlpatterns = [
     ),
     path("api/generation/", include("generation.urls")),
     path("api/", include("scenarios.urls")),
+    path("api/evaluations/", include("evaluations.urls")),
     path("api/", include("evalplatform.api.urls")),
     path("generation/", include("generation.page_urls")),
     path("generation", RedirectView.as_view(url="/generation/", permanent=False)),

@@ -1,1 +1,120 @@
-"""Models of the evaluations app (arrive with the evaluations issue)."""
+"""Evaluations: assignments of tasks to evaluators, and judgments (human now; LLM judges
+write to the same table later, each judge a rater of its own)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from evalplatform.accounts.models import Team
+from scenarios.models import Scenario, Task
+
+
+class ExternalRater(models.Model):
+    """A rater known only by name, from imported judgments collected elsewhere."""
+
+    team_lookup = "team"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="external_raters")
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "name"], name="external_rater_per_team")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AssignmentStatus(models.TextChoices):
+    RESERVED = "reserved", "Reserved"
+    DONE = "done", "Done"
+    SKIPPED = "skipped", "Skipped"
+    EXPIRED = "expired", "Expired"
+
+
+class Assignment(models.Model):
+    """A task handed to one evaluator. While ``reserved`` (until ``expires_at``) it holds one
+    of the task's ``overlap`` places; an evaluator is never handed the same task twice."""
+
+    team_lookup = "task__scenario__team"
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="assignments")
+    scenario = models.ForeignKey(Scenario, on_delete=models.CASCADE, related_name="assignments")
+    evaluator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="assignments"
+    )
+    status = models.CharField(
+        max_length=10, choices=AssignmentStatus.choices, default=AssignmentStatus.RESERVED
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [
+            models.Index(fields=["scenario", "evaluator", "status"]),
+            models.Index(fields=["status", "expires_at"]),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "evaluator"], name="one_assignment_per_task"),
+            models.CheckConstraint(
+                condition=models.Q(status__in=AssignmentStatus.values),
+                name="assignment_status_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.evaluator} · {self.task}"
+
+
+class RaterKind(models.TextChoices):
+    HUMAN = "human", "Evaluator"
+    EXTERNAL = "external", "External rater"
+
+
+class Judgment(models.Model):
+    """One answer to one task. ``presented`` lists the variant ids in the order the rater saw
+    them; ``payload`` is the answer in the scenario type's shape (rating ``{"scores": {dim:
+    n}, "justifications": {dim: text}}``, comparison ``{"winner": "A" | "B" | "tie"}`` with
+    A the variant shown first, ranking ``{"ranking": [variant ids, best first]}``, labeling
+    ``{"labels": [...], "text": ...}``)."""
+
+    team_lookup = "scenario__team"
+
+    scenario = models.ForeignKey(Scenario, on_delete=models.CASCADE, related_name="judgments")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="judgments")
+    rater_kind = models.CharField(max_length=10, choices=RaterKind.choices)
+    evaluator = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="judgments",
+    )
+    external_rater = models.ForeignKey(
+        ExternalRater, null=True, blank=True, on_delete=models.CASCADE, related_name="judgments"
+    )
+    presented = models.JSONField(default=list)
+    payload = models.JSONField(default=dict)
+    rationale = models.TextField(blank=True)
+    time_spent_ms = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["scenario_id", "pk"]
+        indexes = [models.Index(fields=["scenario", "rater_kind"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task", "evaluator"],
+                condition=models.Q(evaluator__isnull=False),
+                name="one_judgment_per_evaluator_and_task",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"judgment {self.pk} of {self.task}"

@@ -152,9 +152,13 @@ class Task(models.Model):
     reverse_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="reversed_by"
     )
+    # Places held of the scenario's overlap: live reservations plus human judgments. The
+    # assignment service changes it under the task's row lock, so it never passes overlap.
+    taken = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["scenario_id", "position"]
+        indexes = [models.Index(fields=["scenario", "taken", "position"])]
         constraints = [
             models.UniqueConstraint(fields=["scenario", "position"], name="task_position_unique"),
             models.CheckConstraint(

@@ -17,6 +17,6 @@ def finished_job(api, creator, setup):  # noqa: F811
     job = GenerationJob.objects.get(pk=response.json()["id"])
     for output in job.outputs.all():
         GenerationOutput.objects.filter(pk=output.pk).update(
-            status="completed", content=f"Answer {output.custom_id}"
+            status="completed", content=f"Answer number {output.pk}"
         )
     return job

@@ -41,7 +41,7 @@ def test_each_type_from_a_generation_job(api, creator, finished_job):
     assert rating.config["dimensions"][1]["justification"] is True
     variant = rating.variants.select_related("source_output").first()
     assert variant.model_label and variant.prompt_label
-    assert variant.content == f"Answer {variant.source_output.custom_id}"
+    assert variant.content == f"Answer number {variant.source_output.pk}"
     assert rating.source["kind"] == "generation_job" and rating.status == "draft" and rating.blind
 
     ranking = created(convert(api, creator, finished_job, name="K", type="ranking"))

@@ -1,0 +1,278 @@
+"""Handing tasks to evaluators and taking their answers.
+
+``next_task``: the evaluator's open reservation in the scenario if there is one (resume where
+you left off); else a task they were never handed, among those with a free place (fewer than
+``overlap`` reservations and judgments), the least taken first (balancing the load). The
+task row is locked while its place is taken (``SELECT … FOR UPDATE SKIP LOCKED`` on
+PostgreSQL; SQLite's write lock, taken at the start of every transaction, serializes it
+there), so under any number of concurrent evaluators no task gets more than ``overlap``
+judgments. Reservations last ``RESERVATION`` and expire when abandoned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from evalplatform.accounts import policy
+from evalplatform.accounts.roles import EVALUATIONS_SUBMIT
+from evalplatform.errors import Conflict, FieldErrors, NotFound
+from evaluations.models import Assignment, AssignmentStatus, Judgment, RaterKind
+from scenarios.models import Scenario, ScenarioStatus, ScenarioType, Task, Variant
+
+RESERVATION = timedelta(minutes=30)
+KEYS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _may_submit(user: Any, scenario: Scenario) -> None:
+    if not policy.may(user, EVALUATIONS_SUBMIT, scenario):
+        raise NotFound()
+
+
+def presented(task: Task) -> list[int]:
+    """The variant ids in the order the rater sees them."""
+    if task.order:
+        return list(task.order)
+    return [v for v in (task.variant_a_id, task.variant_b_id) if v is not None]
+
+
+def expire_reservations(scenario: Scenario) -> int:
+    """Abandoned reservations give their places back."""
+    now = timezone.now()
+    expired = 0
+    with transaction.atomic():
+        stale = list(
+            Assignment.objects.select_for_update()
+            .filter(scenario=scenario, status=AssignmentStatus.RESERVED, expires_at__lt=now)
+            .values_list("pk", "task_id")
+        )
+        for pk, task_id in stale:
+            if Assignment.objects.filter(pk=pk, status=AssignmentStatus.RESERVED).update(
+                status=AssignmentStatus.EXPIRED
+            ):
+                Task.objects.filter(pk=task_id, taken__gt=0).update(taken=F("taken") - 1)
+                expired += 1
+    return expired
+
+
+def next_task(*, user: Any, scenario: Scenario) -> Assignment | None:
+    """The evaluator's current or next assignment in an open scenario; None when there is
+    nothing left for them."""
+    _may_submit(user, scenario)
+    if scenario.status != ScenarioStatus.OPEN:
+        raise Conflict(f"The scenario is {scenario.status}: there is nothing to evaluate.")
+    expire_reservations(scenario)
+    now = timezone.now()
+    with transaction.atomic():
+        current = (
+            Assignment.objects.filter(
+                scenario=scenario,
+                evaluator=user,
+                status=AssignmentStatus.RESERVED,
+                expires_at__gt=now,
+            )
+            .order_by("created_at")
+            .first()
+        )
+        if current is not None:
+            return current
+        candidates = (
+            Task.objects.filter(scenario=scenario, taken__lt=scenario.overlap)
+            .exclude(assignments__evaluator=user)
+            .order_by("taken", "position")
+        )
+        if connection.features.has_select_for_update_skip_locked:
+            candidates = candidates.select_for_update(skip_locked=True, of=("self",))
+        task = candidates.first()
+        if task is None:
+            return None
+        Task.objects.filter(pk=task.pk).update(taken=F("taken") + 1)
+        return Assignment.objects.create(
+            task=task,
+            scenario=scenario,
+            evaluator=user,
+            expires_at=now + RESERVATION,
+        )
+
+
+def skip(*, user: Any, assignment: Assignment) -> Assignment:
+    """Give the task back; it is not handed to this evaluator again."""
+    with transaction.atomic():
+        assignment = _own(user, assignment)
+        if assignment.status != AssignmentStatus.RESERVED:
+            raise Conflict(f"This task is already {assignment.status}.")
+        assignment.status, assignment.completed_at = AssignmentStatus.SKIPPED, timezone.now()
+        assignment.save(update_fields=["status", "completed_at"])
+        Task.objects.filter(pk=assignment.task_id, taken__gt=0).update(taken=F("taken") - 1)
+    return assignment
+
+
+def _own(user: Any, assignment: Assignment) -> Assignment:
+    locked = Assignment.objects.select_for_update().select_related("scenario", "task")
+    found = locked.filter(pk=assignment.pk, evaluator=user).first()
+    if found is None:
+        raise NotFound()
+    _may_submit(user, found.scenario)
+    return found
+
+
+def submit(*, user: Any, assignment: Assignment, data: Mapping[str, Any]) -> Judgment:
+    """Record the evaluator's answer to their assigned task (checked against the scenario's
+    type and configuration), with the order the variants were presented in."""
+    with transaction.atomic():
+        assignment = _own(user, assignment)
+        scenario, task = assignment.scenario, assignment.task
+        if scenario.status != ScenarioStatus.OPEN:
+            raise Conflict(f"The scenario is {scenario.status}: answers are not taken.")
+        if assignment.status == AssignmentStatus.DONE:
+            raise Conflict("This task is answered already.")
+        if assignment.status == AssignmentStatus.SKIPPED:
+            raise Conflict("This task was skipped.")
+        payload = check_answer(scenario, task, data.get("answer"))
+        rationale = data.get("rationale", "")
+        time_spent = data.get("time_spent_ms")
+        errors = {}
+        if not isinstance(rationale, str) or len(rationale) > 20_000:
+            errors["rationale"] = "Text of at most 20,000 characters."
+        if time_spent is not None and (
+            isinstance(time_spent, bool) or not isinstance(time_spent, int) or time_spent < 0
+        ):
+            errors["time_spent_ms"] = "Milliseconds, a whole number."
+        if errors:
+            raise FieldErrors(errors)
+        locked = Task.objects.select_for_update().get(pk=task.pk)
+        if assignment.status == AssignmentStatus.EXPIRED or assignment.expires_at < timezone.now():
+            # The place was given back (or is about to be): take one again if there is room.
+            if assignment.status == AssignmentStatus.RESERVED:
+                Task.objects.filter(pk=task.pk, taken__gt=0).update(taken=F("taken") - 1)
+                locked.refresh_from_db()
+            if locked.taken >= scenario.overlap:
+                assignment.status = AssignmentStatus.EXPIRED
+                assignment.save(update_fields=["status"])
+                raise Conflict(
+                    "Your reservation expired and others have answered this task meanwhile."
+                )
+            Task.objects.filter(pk=task.pk).update(taken=F("taken") + 1)
+        judgment = Judgment.objects.create(
+            scenario=scenario,
+            task=task,
+            rater_kind=RaterKind.HUMAN,
+            evaluator=user,
+            presented=presented(task),
+            payload=payload,
+            rationale=rationale,
+            time_spent_ms=time_spent,
+        )
+        assignment.status, assignment.completed_at = AssignmentStatus.DONE, timezone.now()
+        assignment.save(update_fields=["status", "completed_at"])
+    return judgment
+
+
+def check_answer(scenario: Scenario, task: Task, answer: Any) -> dict[str, Any]:
+    """The answer in its stored shape; ``FieldErrors`` says what is wrong with it."""
+    if not isinstance(answer, dict):
+        raise FieldErrors({"answer": "An object: see the task's type."})
+    config = scenario.config
+    kind = scenario.type
+    if kind == ScenarioType.COMPARISON:
+        allowed = ["A", "B", "tie"] if config.get("ties", True) else ["A", "B"]
+        if answer.get("winner") not in allowed:
+            raise FieldErrors({"answer.winner": " or ".join(allowed) + "."})
+        return {"winner": answer["winner"]}
+    if kind == ScenarioType.RATING:
+        scores, notes = answer.get("scores"), answer.get("justifications") or {}
+        errors: dict[str, str] = {}
+        if not isinstance(scores, dict):
+            raise FieldErrors({"answer.scores": "An object {dimension: score}."})
+        clean: dict[str, int] = {}
+        for dim in config["dimensions"]:
+            value = scores.get(dim["name"])
+            where = f"answer.scores.{dim['name']}"
+            if isinstance(value, bool) or not isinstance(value, int):
+                errors[where] = f"A whole number from {dim['min']} to {dim['max']}."
+            elif not dim["min"] <= value <= dim["max"]:
+                errors[where] = f"From {dim['min']} to {dim['max']}."
+            else:
+                clean[dim["name"]] = value
+        unknown = set(scores) - {d["name"] for d in config["dimensions"]}
+        if unknown:
+            errors["answer.scores"] = f"Unknown dimensions: {', '.join(sorted(unknown))}."
+        if not isinstance(notes, dict) or not all(isinstance(v, str) for v in notes.values()):
+            errors["answer.justifications"] = "An object {dimension: text}."
+        if errors:
+            raise FieldErrors(errors)
+        kept = {d["name"]: notes[d["name"]] for d in config["dimensions"] if notes.get(d["name"])}
+        return {"scores": clean, "justifications": kept}
+    if kind == ScenarioType.RANKING:
+        ranking = answer.get("ranking")
+        keys = KEYS[: len(task.order)]
+        if not isinstance(ranking, list) or sorted(map(str, ranking)) != sorted(keys):
+            raise FieldErrors({"answer.ranking": f"Every key once, best first: {', '.join(keys)}."})
+        return {"ranking": [task.order[keys.index(str(key))] for key in ranking]}
+    labels = answer.get("labels")
+    allowed_labels = config["labels"]
+    if (
+        not isinstance(labels, list)
+        or not labels
+        or not all(label in allowed_labels for label in labels)
+        or len(set(labels)) != len(labels)
+        or (len(labels) > 1 and not config.get("multiple"))
+    ):
+        how = "one or more" if config.get("multiple") else "exactly one"
+        raise FieldErrors({"answer.labels": f"{how.capitalize()} of: {', '.join(allowed_labels)}."})
+    text = answer.get("text", "")
+    if text and not config.get("free_text"):
+        raise FieldErrors({"answer.text": "This scenario takes no free text."})
+    if not isinstance(text, str) or len(text) > 20_000:
+        raise FieldErrors({"answer.text": "Text of at most 20,000 characters."})
+    return {"labels": labels, "text": text}
+
+
+def task_view(assignment: Assignment) -> dict[str, Any]:
+    """What the evaluator sees: the item's context and the variants under neutral keys (A, B,
+    … in the presented order). In a blind scenario nothing says which model or prompt made
+    a variant; otherwise their labels are included."""
+    scenario, task = assignment.scenario, assignment.task
+    shown = presented(task)
+    variants = {v.pk: v for v in Variant.objects.filter(pk__in=shown)}
+    item = task.item
+    view: dict[str, Any] = {
+        "assignment": assignment.pk,
+        "scenario": scenario.pk,
+        "type": scenario.type,
+        "instructions": scenario.instructions,
+        "config": scenario.config,
+        "status": assignment.status,
+        "expires_at": assignment.expires_at,
+        "context": item.context if item is not None else {},
+        "variants": [],
+    }
+    for key, pk in zip(KEYS, shown, strict=False):
+        shown_variant: dict[str, Any] = {"key": key, "content": variants[pk].content}
+        if not scenario.blind:
+            shown_variant |= {
+                "model": variants[pk].model_label,
+                "prompt": variants[pk].prompt_label,
+            }
+        view["variants"].append(shown_variant)
+    return view
+
+
+def progress(*, user: Any, scenario: Scenario) -> dict[str, int]:
+    """The evaluator's queue: answered, and how many more they could be handed."""
+    done = Judgment.objects.filter(scenario=scenario, evaluator=user).count()
+    seen = Assignment.objects.filter(scenario=scenario, evaluator=user).values("task_id")
+    open_places = (
+        Task.objects.filter(scenario=scenario, taken__lt=scenario.overlap)
+        .exclude(pk__in=seen)
+        .count()
+    )
+    reserved = Assignment.objects.filter(
+        scenario=scenario, evaluator=user, status=AssignmentStatus.RESERVED
+    ).count()
+    return {"done": done, "total": done + reserved + open_places}

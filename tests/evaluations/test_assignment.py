@@ -1,0 +1,255 @@
+"""Evaluators through the API: the next task (resume, never the same task twice, balanced),
+blind task views, answers checked by type with the presented order recorded, skip,
+expired reservations, overlap never exceeded under concurrent evaluators, permissions."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+from django.db import connections
+from django.utils import timezone
+
+from evalplatform.accounts.roles import Role
+from evaluations.models import Assignment, Judgment
+from scenarios.models import Scenario, Task
+
+EVAL = "/api/evaluations"
+
+
+def open_scenario(api, creator, job, manager, **body):
+    first_model = job.models.order_by("position").first().pk
+    first_prompt = job.prompts.order_by("position").first().pk
+    body = {
+        "name": "Eval",
+        "type": "comparison",
+        "outputs": {"models": [first_model], "prompts": [first_prompt]},
+    } | body
+    response = api(creator).post(f"/api/generation/jobs/{job.pk}/to-scenario", body, format="json")
+    assert response.status_code == 201, response.json()
+    scenario = Scenario.objects.get(pk=response.json()["id"])
+    assert api(manager).post(f"/api/scenarios/{scenario.pk}/open").status_code == 200
+    return scenario
+
+
+@pytest.fixture
+def people(team_a, member):
+    return {
+        "manager": member(team_a, Role.MANAGER),
+        "eve": member(team_a, Role.EVALUATOR),
+        "ed": member(team_a, Role.EVALUATOR),
+        "viewer": member(team_a, Role.VIEWER),
+    }
+
+
+@pytest.mark.django_db
+def test_an_evaluator_works_through_a_blind_comparison(api, creator, finished_job, people):
+    scenario = open_scenario(api, creator, finished_job, people["manager"])
+    eve = api(people["eve"])
+    assert eve.get(f"{EVAL}/scenarios").json() == [
+        {
+            "id": scenario.pk,
+            "team": "team-a",
+            "name": "Eval",
+            "type": "comparison",
+            "done": 0,
+            "total": 18,
+        }
+    ]
+    first = eve.post(f"{EVAL}/scenarios/{scenario.pk}/next")
+    task = first.json()
+    assert [v["key"] for v in task["variants"]] == ["A", "B"]
+    # Blind: nothing in what the evaluator gets says which model or prompt made a variant.
+    body = first.content.decode()
+    for label in scenario.variants.values_list("model_label", "prompt_label"):
+        assert label[0] not in body and label[1] not in body
+    assert "custom_id" not in body and "j" + str(finished_job.pk) + "-" not in body
+    again = eve.post(f"{EVAL}/scenarios/{scenario.pk}/next").json()
+    assert again["assignment"] == task["assignment"]  # resume where you left off
+
+    answer = {"answer": {"winner": "A"}, "rationale": "clearer", "time_spent_ms": 4200}
+    stored = eve.post(f"{EVAL}/assignments/{task['assignment']}/submit", answer, format="json")
+    assert stored.status_code == 201, stored.json()
+    judgment = Judgment.objects.get()
+    shown = Task.objects.get(assignments__pk=task["assignment"])
+    assert judgment.presented == [shown.variant_a_id, shown.variant_b_id]
+    assert judgment.payload == {"winner": "A"} and judgment.time_spent_ms == 4200
+    assert judgment.evaluator == people["eve"] and judgment.rater_kind == "human"
+    assert (
+        eve.post(
+            f"{EVAL}/assignments/{task['assignment']}/submit", answer, format="json"
+        ).status_code
+        == 409
+    )
+    second = eve.post(f"{EVAL}/scenarios/{scenario.pk}/next").json()
+    assert second["assignment"] != task["assignment"]
+    assert eve.get(f"{EVAL}/scenarios").json()[0]["done"] == 1
+
+
+@pytest.mark.django_db
+def test_overlap_and_balance(api, creator, finished_job, people):
+    scenario = open_scenario(api, creator, finished_job, people["manager"], overlap=2)
+    evaluators = [api(people[name]) for name in ("eve", "ed", "manager")]
+    for client in evaluators:
+        while True:
+            response = client.post(f"{EVAL}/scenarios/{scenario.pk}/next")
+            if response.status_code == 204:
+                break
+            assignment = response.json()["assignment"]
+            client.post(
+                f"{EVAL}/assignments/{assignment}/submit",
+                {"answer": {"winner": "B"}},
+                format="json",
+            )
+    per_task = Counter(Judgment.objects.values_list("task_id", flat=True))
+    assert len(per_task) == 18 and set(per_task.values()) == {2}
+    per_rater = Counter(Judgment.objects.values_list("evaluator_id", flat=True))
+    assert sum(per_rater.values()) == 36
+    assert all(count <= 18 for count in per_rater.values())  # never a task twice
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("kind", "config", "answer", "field"),
+    [
+        ("comparison", {"ties": False}, {"winner": "tie"}, "answer.winner"),
+        ("comparison", {}, {"winner": "C"}, "answer.winner"),
+        (
+            "rating",
+            {"dimensions": [{"name": "Q", "min": 1, "max": 5}]},
+            {"scores": {"Q": 6}},
+            "answer.scores.Q",
+        ),
+        (
+            "rating",
+            {"dimensions": [{"name": "Q", "min": 1, "max": 5}]},
+            {"scores": {"Q": 3, "Other": 1}},
+            "answer.scores",
+        ),
+        ("ranking", {}, {"ranking": ["A", "A"]}, "answer.ranking"),
+        ("labeling", {"labels": ["x", "y"]}, {"labels": ["x", "y"]}, "answer.labels"),
+        ("labeling", {"labels": ["x", "y"]}, {"labels": ["x"], "text": "no"}, "answer.text"),
+    ],
+)
+def test_answers_are_checked_against_the_scenario(
+    api, creator, finished_job, people, kind, config, answer, field
+):
+    scenario = open_scenario(
+        api, creator, finished_job, people["manager"], type=kind, config=config
+    )
+    eve = api(people["eve"])
+    task = eve.post(f"{EVAL}/scenarios/{scenario.pk}/next").json()
+    response = eve.post(
+        f"{EVAL}/assignments/{task['assignment']}/submit", {"answer": answer}, format="json"
+    )
+    assert response.status_code == 400 and field in response.json()["errors"], response.json()
+    assert not Judgment.objects.exists()
+
+
+@pytest.mark.django_db
+def test_rankings_and_ratings_are_stored_by_variant(api, creator, finished_job, people):
+    ranking = open_scenario(api, creator, finished_job, people["manager"], type="ranking")
+    eve = api(people["eve"])
+    task = eve.post(f"{EVAL}/scenarios/{ranking.pk}/next").json()
+    assert [v["key"] for v in task["variants"]] == ["A", "B", "C", "D"]
+    eve.post(
+        f"{EVAL}/assignments/{task['assignment']}/submit",
+        {"answer": {"ranking": ["C", "A", "D", "B"]}},
+        format="json",
+    )
+    judgment = Judgment.objects.get()
+    order = judgment.presented
+    assert judgment.payload["ranking"] == [order[2], order[0], order[3], order[1]]
+
+
+@pytest.mark.django_db
+def test_skip_and_expiry_give_places_back(api, creator, finished_job, people):
+    scenario = open_scenario(api, creator, finished_job, people["manager"])
+    eve, ed = api(people["eve"]), api(people["ed"])
+    first = eve.post(f"{EVAL}/scenarios/{scenario.pk}/next").json()["assignment"]
+    assert eve.post(f"{EVAL}/assignments/{first}/skip").status_code == 204
+    skipped_task = Assignment.objects.get(pk=first).task_id
+    offered = set()
+    while (response := eve.post(f"{EVAL}/scenarios/{scenario.pk}/next")).status_code == 200:
+        assignment = Assignment.objects.get(pk=response.json()["assignment"])
+        offered.add(assignment.task_id)
+        eve.post(f"{EVAL}/assignments/{assignment.pk}/skip")
+    assert skipped_task not in offered and len(offered) == 17
+
+    taken = ed.post(f"{EVAL}/scenarios/{scenario.pk}/next").json()["assignment"]
+    Assignment.objects.filter(pk=taken).update(expires_at=timezone.now() - timedelta(minutes=1))
+    other = api(people["manager"]).post(f"{EVAL}/scenarios/{scenario.pk}/next").json()
+    assert Assignment.objects.get(pk=other["assignment"]).task_id == (
+        Assignment.objects.get(pk=taken).task_id  # the abandoned place went to someone else
+    )
+    late = ed.post(f"{EVAL}/assignments/{taken}/submit", {"answer": {"winner": "A"}}, format="json")
+    assert late.status_code == 409 and "expired" in late.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_who_may_evaluate(api, creator, finished_job, people, team_b, member):
+    scenario = open_scenario(api, creator, finished_job, people["manager"])
+    outsider = api(member(team_b, Role.EVALUATOR))
+    assert outsider.post(f"{EVAL}/scenarios/{scenario.pk}/next").status_code == 404
+    assert api(people["viewer"]).post(f"{EVAL}/scenarios/{scenario.pk}/next").status_code == 404
+    mine = api(people["eve"]).post(f"{EVAL}/scenarios/{scenario.pk}/next").json()["assignment"]
+    ed = api(people["ed"])
+    assert ed.get(f"{EVAL}/assignments/{mine}").status_code == 404
+    answer = {"answer": {"winner": "A"}}
+    assert ed.post(f"{EVAL}/assignments/{mine}/submit", answer, format="json").status_code == 404
+    api(people["eve"]).post(f"{EVAL}/assignments/{mine}/submit", answer, format="json")
+    own = api(people["ed"]).get(f"{EVAL}/judgments?scenario={scenario.pk}").json()
+    assert own["count"] == 0  # evaluators see their own judgments only
+    everything = api(people["viewer"]).get(f"{EVAL}/judgments?scenario={scenario.pk}").json()
+    assert everything["count"] == 1 and everything["results"][0]["rater"] == people["eve"].username
+    assert outsider.get(f"{EVAL}/judgments?scenario={scenario.pk}").status_code == 404
+    api(people["manager"]).post(f"/api/scenarios/{scenario.pk}/close")
+    assert api(people["ed"]).post(f"{EVAL}/scenarios/{scenario.pk}/next").status_code == 409
+
+
+@pytest.mark.django_db
+def test_an_open_scenario_shows_what_made_each_variant(api, creator, finished_job, people):
+    scenario = open_scenario(api, creator, finished_job, people["manager"], blind=False)
+    task = api(people["eve"]).post(f"{EVAL}/scenarios/{scenario.pk}/next").json()
+    labels = set(scenario.variants.values_list("model_label", flat=True))
+    assert {v["model"] for v in task["variants"]} <= labels
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_evaluators_never_exceed_the_overlap(api, creator, finished_job, team_a, member):
+    manager = member(team_a, Role.MANAGER)
+    scenario = open_scenario(api, creator, finished_job, manager, overlap=2)
+    evaluators = [member(team_a, Role.EVALUATOR) for _ in range(6)]
+    failures = []
+
+    def work(user):
+        client = api(user)
+        try:
+            while True:
+                response = client.post(f"{EVAL}/scenarios/{scenario.pk}/next")
+                if response.status_code == 204:
+                    return
+                assert response.status_code == 200, response.content
+                assignment = response.json()["assignment"]
+                stored = client.post(
+                    f"{EVAL}/assignments/{assignment}/submit",
+                    {"answer": {"winner": "A"}},
+                    format="json",
+                )
+                assert stored.status_code == 201, stored.content
+        except Exception as exc:
+            failures.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=work, args=(user,)) for user in evaluators]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not failures, failures
+    per_task = Counter(Judgment.objects.values_list("task_id", flat=True))
+    assert set(per_task.values()) == {2} and len(per_task) == 18
+    assert all(t.taken == 2 for t in Task.objects.filter(scenario=scenario))
