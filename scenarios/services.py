@@ -214,7 +214,8 @@ def _ids(data: Mapping[str, Any], key: str, allowed: set[int], errors: dict[str,
 def scenario_from_job(*, user: Any, job: GenerationJob, data: Mapping[str, Any]) -> Scenario:
     """A scenario of the job's outputs, grouped by source item: each item's variants are its
     outputs that pass ``outputs`` (``status``: a list, default completed only; ``models``
-    and ``prompts``: the job's model configuration and prompt ids)."""
+    and ``prompts``: the job's model configuration and prompt ids; ``repetitions`` and
+    ``temperatures``: which of the job's; all by default)."""
     if not policy.may(user, GENERATION_TO_SCENARIO, job) or not policy.has_feature(
         user, SCENARIOS_CREATE, job.team_id
     ):
@@ -229,10 +230,23 @@ def scenario_from_job(*, user: Any, job: GenerationJob, data: Mapping[str, Any])
         statuses = [OutputStatus.COMPLETED]
     models = _ids(filters, "models", set(job.models.values_list("pk", flat=True)), errors)
     prompts = _ids(filters, "prompts", set(job.prompts.values_list("pk", flat=True)), errors)
+    repetitions = _ids(filters, "repetitions", set(range(job.repetitions)), errors)
+    temperatures = filters.get("temperatures", job.temperatures)
+    if not isinstance(temperatures, list) or not set(temperatures) <= set(job.temperatures):
+        errors["outputs.temperatures"] = (
+            "Some of the job's: " + ", ".join(map(str, job.temperatures)) + "."
+        )
+        temperatures = job.temperatures
     if errors:
         raise FieldErrors(errors)
     outputs = (
-        job.outputs.filter(status__in=statuses, model_config_id__in=models, prompt_id__in=prompts)
+        job.outputs.filter(
+            status__in=statuses,
+            model_config_id__in=models,
+            prompt_id__in=prompts,
+            repetition__in=repetitions,
+            temperature__in=temperatures,
+        )
         .select_related("item", "prompt", "model_config")
         .order_by(
             "item__position",

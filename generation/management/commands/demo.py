@@ -66,7 +66,54 @@ class Command(BaseCommand):
             job.refresh_from_db()
         if job.status == JobStatus.RUNNING:
             self._run(job)
-        self._summary(GenerationJob.objects.get(pk=job.pk))
+        job = GenerationJob.objects.get(pk=job.pk)
+        self._summary(job)
+        if job.status == JobStatus.COMPLETED:
+            self._scenarios(job, user)
+
+    def _scenarios(self, job, user):
+        """A comparison and a rating scenario of the job's first prompt at temperature 0,
+        open for the demo evaluator."""
+        from scenarios import services as scenario_services
+        from scenarios.models import Scenario
+
+        first_prompt = job.prompts.order_by("position").first()
+        outputs = {"prompts": [first_prompt.pk], "repetitions": [0], "temperatures": [0.0]}
+        designs = [
+            {
+                "name": "Demo: which feedback helps more",
+                "type": "comparison",
+                "instructions": "Which feedback would help the writer more?",
+                "config": {"reverse_share": 0.25, "ties": True},
+            },
+            {
+                "name": "Demo: feedback quality",
+                "type": "rating",
+                "instructions": "Rate the feedback on each dimension.",
+                "config": {
+                    "dimensions": [
+                        {
+                            "name": "Helpfulness",
+                            "min": 1,
+                            "max": 5,
+                            "anchors": {"1": "not at all", "5": "very"},
+                        },
+                        {"name": "Specificity", "min": 1, "max": 5},
+                    ]
+                },
+            },
+        ]
+        for design in designs:
+            scenario = Scenario.objects.filter(team=job.team, name=design["name"]).first()
+            if scenario is None:
+                scenario = scenario_services.scenario_from_job(
+                    user=user, job=job, data=design | {"outputs": outputs, "seed": 1}
+                )
+                scenario = scenario_services.scenario_open(user=user, scenario=scenario)
+            self.stdout.write(
+                f"Scenario {scenario.name!r} ({scenario.type}, {scenario.tasks.count()} tasks, "
+                f"{scenario.status}): POST /api/evaluations/scenarios/{scenario.pk}/next"
+            )
 
     @transaction.atomic
     def _setup(self):
