@@ -19,6 +19,7 @@ urlpatterns = [
     path("api/evaluations/", include("evaluations.urls")),
     path("api/", include("evalplatform.api.urls")),
     path("generation/", include("generation.page_urls")),
+    path("evaluate/", include("evaluations.urls_pages")),
     path("generation", RedirectView.as_view(url="/generation/", permanent=False)),
     path("", include("evalplatform.web.urls")),
 ]
