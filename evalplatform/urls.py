@@ -1,7 +1,8 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
+from evaluations.api import ScenarioExportView
 from scenarios.api import JobToScenarioView
 
 urlpatterns = [
@@ -15,6 +16,11 @@ urlpatterns = [
         name="generation-to-scenario",
     ),
     path("api/generation/", include("generation.urls")),
+    re_path(
+        r"^api/scenarios/(?P<pk>[0-9]+)/export/(?P<fmt>csv|json)$",
+        ScenarioExportView.as_view(),
+        name="scenario-export",
+    ),
     path("api/", include("scenarios.urls")),
     path("api/evaluations/", include("evaluations.urls")),
     path("api/", include("evalplatform.api.urls")),

@@ -16,9 +16,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalplatform.accounts import policy
-from evalplatform.accounts.roles import EVALUATIONS_SUBMIT, EVALUATIONS_VIEW_ALL
+from evalplatform.accounts.roles import (
+    EVALUATIONS_SUBMIT,
+    EVALUATIONS_VIEW_ALL,
+    SCENARIOS_EXPORT,
+    SCENARIOS_VIEW,
+)
 from evalplatform.errors import FieldErrors, NotFound
-from evaluations import services
+from evaluations import exports, services
 from evaluations.models import Assignment, Judgment
 from scenarios.models import Scenario, ScenarioStatus
 
@@ -171,3 +176,35 @@ class JudgmentListView(ListAPIView):
         if policy.visible(user, EVALUATIONS_SUBMIT, scenarios).exists():
             return qs.filter(scenario_id=int(raw), evaluator=user)
         raise NotFound()
+
+
+class ScenarioExportView(APIView):
+    """``POST /api/scenarios/{id}/export/csv`` and ``/export/json``
+    (``feature:scenarios:export``): every judgment, unblinded (which variant was which model
+    and prompt), streamed. CSV columns depend on the scenario's type (docs/scenarios.md)."""
+
+    @extend_schema(request=None, responses={(200, "text/csv"): OpenApiTypes.STR})
+    def post(self, request, pk: int, fmt: str):
+        scenario = policy.access(
+            request.user,
+            SCENARIOS_EXPORT,
+            Scenario.objects.select_related("team"),
+            view_feature=SCENARIOS_VIEW,
+            pk=pk,
+        )
+        if fmt == "csv":
+            return exports.csv_response(scenario)
+        head = {
+            "id": scenario.pk,
+            "team": scenario.team.slug,
+            "name": scenario.name,
+            "type": scenario.type,
+            "status": scenario.status,
+            "instructions": scenario.instructions,
+            "config": scenario.config,
+            "blind": scenario.blind,
+            "overlap": scenario.overlap,
+            "seed": scenario.seed,
+            "source": scenario.source,
+        }
+        return exports.json_response(scenario, head)

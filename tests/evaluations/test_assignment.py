@@ -253,3 +253,39 @@ def test_concurrent_evaluators_never_exceed_the_overlap(api, creator, finished_j
     per_task = Counter(Judgment.objects.values_list("task_id", flat=True))
     assert set(per_task.values()) == {2} and len(per_task) == 18
     assert all(t.taken == 2 for t in Task.objects.filter(scenario=scenario))
+
+
+@pytest.mark.django_db
+def test_judgments_export_unblinded(api, creator, finished_job, people):
+    import csv
+    import io
+    import json
+
+    scenario = open_scenario(api, creator, finished_job, people["manager"])
+    eve = api(people["eve"])
+    for winner in ("A", "B"):
+        task = eve.post(f"{EVAL}/scenarios/{scenario.pk}/next").json()
+        eve.post(
+            f"{EVAL}/assignments/{task['assignment']}/submit",
+            {"answer": {"winner": winner}},
+            format="json",
+        )
+    url = f"/api/scenarios/{scenario.pk}/export"
+    assert eve.post(f"{url}/csv").status_code == 404  # evaluators: not theirs to export
+    assert api(people["viewer"]).post(f"{url}/csv").status_code == 403
+    response = api(creator).post(f"{url}/csv")
+    table = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert len(table) == 2 and table[0]["rater"] == people["eve"].username
+    for row in table:
+        judgment = Judgment.objects.get(pk=row["judgment_id"])
+        a, b = judgment.presented
+        first = scenario.variants.get(pk=a)
+        assert (row["variant_a"], row["model_a"]) == (first.variant_id, first.model_label)
+        shown = {"A": a, "B": b}[row["winner"]]
+        assert row["winner_variant"] == scenario.variants.get(pk=shown).variant_id
+    body = json.loads(b"".join(api(creator).post(f"{url}/json").streaming_content))
+    assert body["scenario"]["type"] == "comparison" and len(body["judgments"]) == 2
+    assert {v["model"] for v in body["variants"]} == set(
+        scenario.variants.values_list("model_label", flat=True)
+    )
+    assert api(creator).post(f"{url}/xml").status_code == 404

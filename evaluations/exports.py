@@ -1,0 +1,191 @@
+"""Judgment exports, unblinded (which variant was which model and prompt), streamed.
+
+CSV rows are long-form, one fact a row, with columns per scenario type (``COLUMNS``);
+JSON holds the scenario (configuration included), its variants and every judgment.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from django.http import StreamingHttpResponse
+
+from evaluations.models import Judgment
+from scenarios.models import Scenario, ScenarioType, Variant
+
+FLUSH_BYTES = 64 * 1024
+_COMMON = ["judgment_id", "item_id", "task_id", "rater", "rater_kind"]
+_TAIL = ["rationale", "time_spent_ms", "created_at"]
+COLUMNS = {
+    ScenarioType.COMPARISON: [
+        *_COMMON,
+        "variant_a",
+        "variant_b",
+        "model_a",
+        "model_b",
+        "prompt_a",
+        "prompt_b",
+        "winner",
+        "winner_variant",
+        "reverse_of_task",
+        *_TAIL,
+    ],
+    ScenarioType.RATING: [
+        *_COMMON,
+        "variant",
+        "model",
+        "prompt",
+        "dimension",
+        "score",
+        "justification",
+        *_TAIL,
+    ],
+    ScenarioType.RANKING: [*_COMMON, "rank", "variant", "model", "prompt", *_TAIL],
+    ScenarioType.LABELING: [*_COMMON, "variant", "model", "prompt", "labels", "text", *_TAIL],
+}
+
+
+def _variants(scenario: Scenario) -> dict[int, Variant]:
+    return {v.pk: v for v in Variant.objects.filter(scenario=scenario).select_related("item")}
+
+
+def _judgments(scenario: Scenario):
+    return (
+        Judgment.objects.filter(scenario=scenario)
+        .select_related("task__item", "evaluator", "external_rater")
+        .order_by("pk")
+        .iterator(chunk_size=2000)
+    )
+
+
+def _rater(judgment: Judgment) -> str:
+    if judgment.evaluator is not None:
+        return judgment.evaluator.get_username()
+    return judgment.external_rater.name if judgment.external_rater is not None else ""
+
+
+def rows(scenario: Scenario) -> Iterator[list[Any]]:
+    variants = _variants(scenario)
+    for j in _judgments(scenario):
+        task = j.task
+        head = [
+            j.pk,
+            task.item.item_id if task.item else "",
+            task.pk,
+            _rater(j),
+            j.rater_kind,
+        ]
+        tail = [j.rationale, j.time_spent_ms, j.created_at.isoformat()]
+        shown = [variants[pk] for pk in j.presented if pk in variants]
+        if scenario.type == ScenarioType.COMPARISON:
+            a, b = shown[0], shown[1]
+            winner = j.payload.get("winner")
+            won = {"A": a.variant_id, "B": b.variant_id}.get(winner, "")
+            yield [
+                *head,
+                a.variant_id,
+                b.variant_id,
+                a.model_label,
+                b.model_label,
+                a.prompt_label,
+                b.prompt_label,
+                winner,
+                won,
+                task.reverse_of_id or "",
+                *tail,
+            ]
+        elif scenario.type == ScenarioType.RATING:
+            v = shown[0]
+            notes = j.payload.get("justifications") or {}
+            for dimension, score in (j.payload.get("scores") or {}).items():
+                yield [
+                    *head,
+                    v.variant_id,
+                    v.model_label,
+                    v.prompt_label,
+                    dimension,
+                    score,
+                    notes.get(dimension, ""),
+                    *tail,
+                ]
+        elif scenario.type == ScenarioType.RANKING:
+            for rank, pk in enumerate(j.payload.get("ranking") or [], 1):
+                v = variants[pk]
+                yield [*head, rank, v.variant_id, v.model_label, v.prompt_label, *tail]
+        else:
+            v = shown[0]
+            labels = "|".join(j.payload.get("labels") or [])
+            yield [
+                *head,
+                v.variant_id,
+                v.model_label,
+                v.prompt_label,
+                labels,
+                j.payload.get("text", ""),
+                *tail,
+            ]
+
+
+def csv_chunks(scenario: Scenario) -> Iterator[str]:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(COLUMNS[ScenarioType(scenario.type)])
+    for row in rows(scenario):
+        writer.writerow(row)
+        if buffer.tell() > FLUSH_BYTES:
+            yield buffer.getvalue()
+            buffer.seek(0)
+            buffer.truncate()
+    yield buffer.getvalue()
+
+
+def json_chunks(scenario: Scenario, head: dict[str, Any]) -> Iterator[str]:
+    variants = _variants(scenario)
+    yield '{"scenario": ' + json.dumps(head, default=str) + ', "variants": '
+    yield json.dumps(
+        [
+            {
+                "id": v.pk,
+                "item_id": v.item.item_id,
+                "variant_id": v.variant_id,
+                "model": v.model_label,
+                "prompt": v.prompt_label,
+                "meta": v.meta,
+            }
+            for v in variants.values()
+        ]
+    )
+    yield ', "judgments": ['
+    first = True
+    for j in _judgments(scenario):
+        record = {
+            "id": j.pk,
+            "task": j.task_id,
+            "item_id": j.task.item.item_id if j.task.item else None,
+            "rater": _rater(j),
+            "rater_kind": j.rater_kind,
+            "presented": j.presented,
+            "payload": j.payload,
+            "rationale": j.rationale,
+            "time_spent_ms": j.time_spent_ms,
+            "created_at": j.created_at,
+        }
+        yield ("" if first else ",") + json.dumps(record, default=str)
+        first = False
+    yield "]}"
+
+
+def csv_response(scenario: Scenario) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(csv_chunks(scenario), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="scenario-{scenario.pk}.csv"'
+    return response
+
+
+def json_response(scenario: Scenario, head: dict[str, Any]) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(json_chunks(scenario, head), content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="scenario-{scenario.pk}.json"'
+    return response
