@@ -24,6 +24,7 @@ urlpatterns = [
     path("api/", include("scenarios.urls")),
     path("api/evaluations/", include("evaluations.urls")),
     path("api/", include("evalplatform.api.urls")),
+    path("", include("evaluations.urls_manager")),
     path("generation/", include("generation.page_urls")),
     path("evaluate/", include("evaluations.urls_pages")),
     path("generation", RedirectView.as_view(url="/generation/", permanent=False)),

@@ -27,9 +27,11 @@ from evalplatform.accounts.roles import (
     GENERATION_CREATE,
     GENERATION_EXPORT,
     GENERATION_MANAGE,
+    GENERATION_TO_SCENARIO,
     GENERATION_VIEW,
     PROMPTS_VIEW,
     PROVIDERS_VIEW,
+    SCENARIOS_CREATE,
 )
 from evalplatform.errors import ApplicationError, FieldErrors, NotFound
 from evalplatform.prompts.models import PromptTemplate, PromptVersion
@@ -308,6 +310,8 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         "statuses": OutputStatus.choices,
         "can_manage": policy.may(user, GENERATION_MANAGE, job),
         "can_export": policy.may(user, GENERATION_EXPORT, job),
+        "can_convert": policy.may(user, GENERATION_TO_SCENARIO, job)
+        and policy.has_feature(user, SCENARIOS_CREATE, job.team_id),
     }
     return render(request, "generation/job.html", context)
 

@@ -1,0 +1,19 @@
+from django.urls import path
+
+from evaluations import manager_views
+from scenarios import views as scenario_views
+
+urlpatterns = [
+    path("scenarios/", manager_views.scenario_list, name="scenario-list"),
+    path("scenarios/<int:scenario_id>", manager_views.scenario_page, name="scenario-page"),
+    path(
+        "scenarios/<int:scenario_id>/<str:action>",
+        manager_views.scenario_action,
+        name="scenario-action",
+    ),
+    path(
+        "generation/jobs/<int:job_id>/to-scenario",
+        scenario_views.from_job,
+        name="scenario-from-job",
+    ),
+]

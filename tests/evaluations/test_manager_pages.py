@@ -1,0 +1,83 @@
+"""The scenario manager pages and the job page's conversion dialog."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from evalplatform.accounts.roles import Role
+from scenarios.models import Scenario
+from tests.evaluations.test_assignment import open_scenario
+
+
+def browser(user):
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.django_db
+def test_the_job_page_converts_outputs_to_a_scenario(creator, finished_job):
+    client = browser(creator)
+    page = client.get(f"/generation/jobs/{finished_job.pk}").content.decode()
+    assert "Convert to scenario" in page
+    first_model = finished_job.models.order_by("position").first()
+    response = client.post(
+        f"/generation/jobs/{finished_job.pk}/to-scenario",
+        {
+            "name": "From the dialog",
+            "type": "rating",
+            "dimensions": "Clarity 1-7\nTone",
+            "models": [str(first_model.pk)],
+            "blind": "1",
+            "overlap": "2",
+        },
+    )
+    scenario = Scenario.objects.get(name="From the dialog")
+    assert response["Location"] == f"/scenarios/{scenario.pk}"
+    assert scenario.config["dimensions"][0] | {} == {
+        "name": "Clarity",
+        "description": "",
+        "min": 1,
+        "max": 7,
+        "anchors": {},
+        "justification": False,
+    }
+    assert scenario.config["dimensions"][1]["max"] == 5 and scenario.overlap == 2
+    assert scenario.variants.count() == 24 and scenario.blind
+
+    bad = client.post(
+        f"/generation/jobs/{finished_job.pk}/to-scenario",
+        {"name": "From the dialog", "type": "labeling", "labels": "one"},
+        follow=True,
+    )
+    text = bad.content.decode()
+    assert "No scenario was created" in text and "already has a scenario" in text
+    assert Scenario.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_the_scenario_pages(api, creator, finished_job, team_a, team_b, member):
+    manager = member(team_a, Role.MANAGER)
+    scenario = open_scenario(api, creator, finished_job, manager)
+    eve = member(team_a, Role.EVALUATOR)
+    task = api(eve).post(f"/api/evaluations/scenarios/{scenario.pk}/next").json()
+    api(eve).post(
+        f"/api/evaluations/assignments/{task['assignment']}/submit",
+        {"answer": {"winner": "A"}},
+        format="json",
+    )
+    client = browser(manager)
+    listing = client.get("/scenarios/").content.decode()
+    assert "Eval" in listing
+    page = client.get(f"/scenarios/{scenario.pk}").content.decode()
+    assert "1 of 18 judgments" in page and eve.username in page and "↓ CSV" in page
+    closed = client.post(f"/scenarios/{scenario.pk}/close", follow=True)
+    assert "Scenario closed." in closed.content.decode()
+    again = client.post(f"/scenarios/{scenario.pk}/close", follow=True)
+    assert "cannot close" in again.content.decode()
+    assert browser(member(team_b, Role.ADMIN)).get(f"/scenarios/{scenario.pk}").status_code == 404
+    assert browser(eve).get(f"/scenarios/{scenario.pk}").status_code == 404  # evaluators: blind
+    viewer = browser(member(team_a, Role.VIEWER))
+    assert viewer.post(f"/scenarios/{scenario.pk}/open", follow=True).status_code == 200
+    assert Scenario.objects.get(pk=scenario.pk).status == "closed"
