@@ -1,0 +1,165 @@
+"""Assignment under load: concurrent evaluators working through a comparison scenario with
+overlap, each in its own thread and database connection, through the services the API and
+the pages use (the database's locking is what is measured, not HTTP).
+
+    DATABASE_URL=postgres://… python bench/assignment.py [--evaluators 50] [--tasks 5000]
+                                                        [--overlap 3]
+
+Without DATABASE_URL it runs on a fresh SQLite file (writers are serialized there). Prints
+p50 / p95 latency of "next task" and of "submit", and the tasks judged more than ``overlap``
+times (must be 0). Last line: JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--evaluators", type=int, default=50)
+    parser.add_argument("--tasks", type=int, default=5000)
+    parser.add_argument("--overlap", type=int, default=3)
+    args = parser.parse_args()
+    os.environ.setdefault("EVAL_DATA_DIR", tempfile.mkdtemp(prefix="evalbench-"))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.db import connection, connections
+
+    from evalplatform.accounts.models import Membership, Team
+    from evalplatform.accounts.roles import Role
+    from evaluations import services as evaluation
+    from evaluations.models import Judgment
+    from scenarios import services as scenarios
+
+    if settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        # A database of its own, dropped at the end: never the one the URL names.
+        from django.test.utils import setup_databases, teardown_databases
+
+        names = setup_databases(verbosity=0, interactive=False)
+    else:
+        names = None
+        call_command("migrate", verbosity=0)
+    try:
+        users = get_user_model().objects
+        team = Team.objects.create(name="Bench", slug="bench")
+        owner = users.create_user("owner")
+        Membership.objects.create(user=owner, team=team, role=Role.MANAGER)
+        evaluators = []
+        for n in range(args.evaluators):
+            user = users.create_user(f"evaluator-{n}")
+            Membership.objects.create(user=user, team=team, role=Role.EVALUATOR)
+            evaluators.append(user)
+        rows = ["item_id,variant_id,content"] + [
+            f"i{n},{v},Answer {v} to item {n}" for n in range(args.tasks) for v in ("a", "b")
+        ]
+        started = time.perf_counter()
+        scenario = scenarios.scenario_from_upload(
+            user=owner,
+            team=team,
+            data={"name": "Load", "type": "comparison", "overlap": args.overlap, "seed": 1},
+            raw="\n".join(rows).encode(),
+            filename="pairs.csv",
+        )
+        create_s = time.perf_counter() - started
+        scenario = scenarios.scenario_open(user=owner, scenario=scenario)
+        next_ms: list[float] = []
+        submit_ms: list[float] = []
+        errors: list[str] = []
+        lock = threading.Lock()
+
+        def work(user) -> None:
+            mine_next, mine_submit = [], []
+            try:
+                while True:
+                    began = time.perf_counter()
+                    assignment = evaluation.next_task(user=user, scenario=scenario)
+                    mine_next.append((time.perf_counter() - began) * 1000)
+                    if assignment is None:
+                        return
+                    began = time.perf_counter()
+                    evaluation.submit(
+                        user=user, assignment=assignment, data={"answer": {"winner": "A"}}
+                    )
+                    mine_submit.append((time.perf_counter() - began) * 1000)
+            except Exception as exc:  # reported below
+                errors.append(f"{type(exc).__name__}: {exc}")
+            finally:
+                connections.close_all()
+                with lock:
+                    next_ms.extend(mine_next)
+                    submit_ms.extend(mine_submit)
+
+        threads = [threading.Thread(target=work, args=(u,)) for u in evaluators]
+        wall = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        wall = time.perf_counter() - wall
+        per_task = Counter(
+            Judgment.objects.filter(scenario=scenario).values_list("task_id", flat=True)
+        )
+        over = sum(1 for count in per_task.values() if count > args.overlap)
+        judged = sum(per_task.values())
+        vendor = connection.vendor
+    finally:
+        if names is not None:
+            connections.close_all()
+            teardown_databases(names, verbosity=0)
+    print(f"{args.evaluators} evaluators, {args.tasks} tasks x overlap {args.overlap} on {vendor}")
+    print(
+        f"scenario created in {create_s:.1f} s; {judged} judgments in {wall:.1f} s "
+        f"({judged / wall:.0f}/s); errors: {len(errors)} {errors[:3]}"
+    )
+    print(
+        f"next: p50 {percentile(next_ms, 0.5):.1f} ms, p95 {percentile(next_ms, 0.95):.1f} ms; "
+        f"submit: p50 {percentile(submit_ms, 0.5):.1f} ms, p95 {percentile(submit_ms, 0.95):.1f} ms"
+    )
+    print(f"tasks judged more than {args.overlap} times: {over}")
+    print(
+        json.dumps(
+            {
+                "database": vendor,
+                "evaluators": args.evaluators,
+                "tasks": args.tasks,
+                "overlap": args.overlap,
+                "judgments": judged,
+                "judgments_per_s": round(judged / wall, 1),
+                "next_p50_ms": round(percentile(next_ms, 0.5), 2),
+                "next_p95_ms": round(percentile(next_ms, 0.95), 2),
+                "submit_p50_ms": round(percentile(submit_ms, 0.5), 2),
+                "submit_p95_ms": round(percentile(submit_ms, 0.95), 2),
+                "next_mean_ms": round(statistics.fmean(next_ms), 2),
+                "over_assigned_tasks": over,
+                "errors": len(errors),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
