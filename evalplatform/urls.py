@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
-from evaluations.api import ScenarioExportView
+from evaluations.api import ImportJudgmentsView, ScenarioExportView
 from scenarios.api import JobToScenarioView
 
 urlpatterns = [
@@ -20,6 +20,11 @@ urlpatterns = [
         r"^api/scenarios/(?P<pk>[0-9]+)/export/(?P<fmt>csv|json)$",
         ScenarioExportView.as_view(),
         name="scenario-export",
+    ),
+    path(
+        "api/scenarios/<int:pk>/import",
+        ImportJudgmentsView.as_view(),
+        name="scenario-import",
     ),
     path("api/", include("scenarios.urls")),
     path("api/evaluations/", include("evaluations.urls")),

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
+from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -20,10 +22,12 @@ from evalplatform.accounts.roles import (
     EVALUATIONS_SUBMIT,
     EVALUATIONS_VIEW_ALL,
     SCENARIOS_EXPORT,
+    SCENARIOS_MANAGE,
     SCENARIOS_VIEW,
 )
 from evalplatform.errors import FieldErrors, NotFound
 from evaluations import exports, services
+from evaluations.imports import import_judgments
 from evaluations.models import Assignment, Judgment
 from scenarios.models import Scenario, ScenarioStatus
 
@@ -208,3 +212,30 @@ class ScenarioExportView(APIView):
             "source": scenario.source,
         }
         return exports.json_response(scenario, head)
+
+
+class ImportJudgmentsView(APIView):
+    """``POST /api/scenarios/{id}/import`` (``feature:scenarios:manage``): a multipart
+    ``file`` of judgments collected elsewhere (CSV or JSON lines; columns in
+    docs/scenarios.md); every row or none."""
+
+    parser_classes = [MultiPartParser]
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request, pk: int):
+        scenario = policy.access(
+            request.user,
+            SCENARIOS_MANAGE,
+            Scenario.objects.select_related("team"),
+            view_feature=SCENARIOS_VIEW,
+            pk=pk,
+        )
+        upload = request.FILES.get("file")
+        if upload is None:
+            raise FieldErrors({"file": "Upload the judgments as a file."})
+        if (upload.size or 0) > settings.UPLOAD_MAX_BYTES:
+            raise FieldErrors({"file": f"The limit is {settings.UPLOAD_MAX_BYTES:,} bytes."})
+        count = import_judgments(
+            user=request.user, scenario=scenario, raw=upload.read(), filename=upload.name or ""
+        )
+        return Response({"imported": count}, status=status.HTTP_201_CREATED)
