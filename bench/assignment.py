@@ -1,6 +1,7 @@
 """Assignment under load: concurrent evaluators working through a comparison scenario with
-overlap, each in its own thread and database connection, through the services the API and
-the pages use (the database's locking is what is measured, not HTTP).
+overlap, each in its own thread and database connection, spread over several processes (as
+web servers would be), through the services the API and the pages use (the database's
+locking is what is measured, not HTTP).
 
     DATABASE_URL=postgres://… python bench/assignment.py [--evaluators 50] [--tasks 5000]
                                                         [--overlap 3]
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import sys
@@ -37,6 +39,12 @@ def main() -> None:
     parser.add_argument("--evaluators", type=int, default=50)
     parser.add_argument("--tasks", type=int, default=5000)
     parser.add_argument("--overlap", type=int, default=3)
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=min(8, os.cpu_count() or 1),
+        help="Evaluators are spread over this many processes (as web servers would be).",
+    )
     args = parser.parse_args()
     os.environ.setdefault("EVAL_DATA_DIR", tempfile.mkdtemp(prefix="evalbench-"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
@@ -113,12 +121,29 @@ def main() -> None:
                     next_ms.extend(mine_next)
                     submit_ms.extend(mine_submit)
 
-        threads = [threading.Thread(target=work, args=(u,)) for u in evaluators]
+        def process(share, results) -> None:
+            threads = [threading.Thread(target=work, args=(u,)) for u in share]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            results.put((next_ms, submit_ms, errors))
+
+        connections.close_all()  # the children open their own
+        context = multiprocessing.get_context("fork")
+        results = context.Queue()
+        shares = [evaluators[n :: args.processes] for n in range(args.processes)]
+        children = [context.Process(target=process, args=(share, results)) for share in shares]
         wall = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        for child in children:
+            child.start()
+        for _ in children:
+            more_next, more_submit, more_errors = results.get()
+            next_ms.extend(more_next)
+            submit_ms.extend(more_submit)
+            errors.extend(more_errors)
+        for child in children:
+            child.join()
         wall = time.perf_counter() - wall
         per_task = Counter(
             Judgment.objects.filter(scenario=scenario).values_list("task_id", flat=True)
@@ -130,7 +155,10 @@ def main() -> None:
         if names is not None:
             connections.close_all()
             teardown_databases(names, verbosity=0)
-    print(f"{args.evaluators} evaluators, {args.tasks} tasks x overlap {args.overlap} on {vendor}")
+    print(
+        f"{args.evaluators} evaluators in {args.processes} processes, {args.tasks} tasks "
+        f"x overlap {args.overlap} on {vendor}"
+    )
     print(
         f"scenario created in {create_s:.1f} s; {judged} judgments in {wall:.1f} s "
         f"({judged / wall:.0f}/s); errors: {len(errors)} {errors[:3]}"
@@ -145,6 +173,7 @@ def main() -> None:
             {
                 "database": vendor,
                 "evaluators": args.evaluators,
+                "processes": args.processes,
                 "tasks": args.tasks,
                 "overlap": args.overlap,
                 "judgments": judged,
