@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -25,6 +24,7 @@ from evalplatform.accounts.roles import (
     SCENARIOS_MANAGE,
     SCENARIOS_VIEW,
 )
+from evalplatform.api.uploads import read_upload
 from evalplatform.errors import FieldErrors, NotFound
 from evaluations import exports, services
 from evaluations.imports import import_judgments
@@ -230,12 +230,9 @@ class ImportJudgmentsView(APIView):
             view_feature=SCENARIOS_VIEW,
             pk=pk,
         )
-        upload = request.FILES.get("file")
+        upload = read_upload(request)
         if upload is None:
             raise FieldErrors({"file": "Upload the judgments as a file."})
-        if (upload.size or 0) > settings.UPLOAD_MAX_BYTES:
-            raise FieldErrors({"file": f"The limit is {settings.UPLOAD_MAX_BYTES:,} bytes."})
-        count = import_judgments(
-            user=request.user, scenario=scenario, raw=upload.read(), filename=upload.name or ""
-        )
+        raw, filename = upload
+        count = import_judgments(user=request.user, scenario=scenario, raw=raw, filename=filename)
         return Response({"imported": count}, status=status.HTTP_201_CREATED)

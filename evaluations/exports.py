@@ -14,6 +14,7 @@ from typing import Any
 
 from django.http import StreamingHttpResponse
 
+from evalplatform.api.uploads import download
 from evaluations.models import Judgment
 from scenarios.models import Scenario, ScenarioType, Variant
 
@@ -180,12 +181,9 @@ def json_chunks(scenario: Scenario, head: dict[str, Any]) -> Iterator[str]:
 
 
 def csv_response(scenario: Scenario) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(csv_chunks(scenario), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="scenario-{scenario.pk}.csv"'
-    return response
+    name = f"scenario-{scenario.pk}.csv"
+    return download(csv_chunks(scenario), "text/csv; charset=utf-8", name)
 
 
 def json_response(scenario: Scenario, head: dict[str, Any]) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(json_chunks(scenario, head), content_type="application/json")
-    response["Content-Disposition"] = f'attachment; filename="scenario-{scenario.pk}.json"'
-    return response
+    return download(json_chunks(scenario, head), "application/json", f"scenario-{scenario.pk}.json")

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 from typing import Any, cast
 
 import django_filters
-from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status
@@ -24,6 +22,7 @@ from evalplatform.accounts.roles import (
     GENERATION_VIEW,
 )
 from evalplatform.api.permissions import TeamScopedViewSet
+from evalplatform.api.uploads import config_and_upload
 from evalplatform.errors import FieldErrors
 from generation import batch_runner, exports, selectors, services
 from generation.models import GenerationJob, GenerationOutput
@@ -138,25 +137,7 @@ class OutputFilter(django_filters.FilterSet):
 
 def _job_input(request) -> tuple[dict[str, Any], bytes | None, str]:
     """The configuration (JSON body, or a multipart ``config`` field) and an uploaded file."""
-    upload = request.FILES.get("file")
-    if upload is not None:
-        if upload.size > settings.UPLOAD_MAX_BYTES:
-            raise FieldErrors(
-                {
-                    "source.file": f"The file has {upload.size:,} bytes; the limit is "
-                    f"{settings.UPLOAD_MAX_BYTES:,}."
-                }
-            )
-        try:
-            data = json.loads(request.data.get("config") or "{}")
-        except (ValueError, RecursionError) as exc:
-            raise FieldErrors({"config": "The config field must be JSON."}) from exc
-        if not isinstance(data, dict):
-            raise FieldErrors({"config": "The config field must be a JSON object."})
-        return data, upload.read(), upload.name or ""
-    if not isinstance(request.data, dict):
-        raise FieldErrors({"non_field_errors": "Send a JSON object."})
-    return dict(request.data), None, ""
+    return config_and_upload(request, error_key="source.file")
 
 
 class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.http import StreamingHttpResponse
 
+from evalplatform.api.uploads import download
 from generation import selectors
 from generation.models import GenerationJob
 
@@ -40,12 +41,8 @@ def json_chunks(job: GenerationJob, head: dict[str, Any]) -> Iterator[str]:
 
 
 def csv_response(job: GenerationJob) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(csv_chunks(job), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="generation-job-{job.pk}.csv"'
-    return response
+    return download(csv_chunks(job), "text/csv; charset=utf-8", f"generation-job-{job.pk}.csv")
 
 
 def json_response(job: GenerationJob, head: dict[str, Any]) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(json_chunks(job, head), content_type="application/json")
-    response["Content-Disposition"] = f'attachment; filename="generation-job-{job.pk}.json"'
-    return response
+    return download(json_chunks(job, head), "application/json", f"generation-job-{job.pk}.json")

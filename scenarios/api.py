@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status
@@ -24,6 +22,7 @@ from evalplatform.accounts.roles import (
     SCENARIOS_VIEW,
 )
 from evalplatform.api.permissions import TeamScopedViewSet, default_team
+from evalplatform.api.uploads import config_and_upload
 from evalplatform.errors import FieldErrors
 from generation.models import GenerationJob
 from scenarios import services
@@ -90,25 +89,10 @@ class TaskSerializer(serializers.ModelSerializer):
 
 
 def _upload(request) -> tuple[dict[str, Any], bytes, str]:
-    upload = request.FILES.get("file")
-    if upload is not None:
-        if (upload.size or 0) > settings.UPLOAD_MAX_BYTES:
-            raise FieldErrors(
-                {
-                    "file": f"The file has {upload.size:,} bytes; the limit is "
-                    f"{settings.UPLOAD_MAX_BYTES:,}."
-                }
-            )
-        try:
-            data = json.loads(request.data.get("config") or "{}")
-        except (ValueError, RecursionError) as exc:
-            raise FieldErrors({"config": "The config field must be JSON."}) from exc
-        if not isinstance(data, dict):
-            raise FieldErrors({"config": "The config field must be a JSON object."})
-        return data, upload.read(), upload.name or ""
-    if not isinstance(request.data, dict):
-        raise FieldErrors({"non_field_errors": "Send a JSON object."})
-    data = dict(request.data)
+    """The configuration and the rows: a multipart ``file``, or the text in ``content``."""
+    data, raw, filename = config_and_upload(request)
+    if raw is not None:
+        return data, raw, filename
     content = data.pop("content", None)
     if not isinstance(content, str) or not content:
         raise FieldErrors({"content": "Upload a file (multipart) or give its text in content."})

@@ -1,0 +1,55 @@
+"""Request bodies with a file: the upload (size-checked) and the configuration beside it
+(a JSON ``config`` field in a multipart request, or the JSON body itself); and streamed
+downloads."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from django.conf import settings
+from django.http import StreamingHttpResponse
+
+from evalplatform.errors import FieldErrors
+
+
+def read_upload(request: Any, *, error_key: str = "file") -> tuple[bytes, str] | None:
+    """The ``file`` part's bytes and name (None without one); over ``UPLOAD_MAX_BYTES`` is
+    a 400 under ``error_key``."""
+    upload = request.FILES.get("file")
+    if upload is None:
+        return None
+    if (upload.size or 0) > settings.UPLOAD_MAX_BYTES:
+        raise FieldErrors(
+            {
+                error_key: f"The file has {upload.size:,} bytes; the limit is "
+                f"{settings.UPLOAD_MAX_BYTES:,}."
+            }
+        )
+    return upload.read(), upload.name or ""
+
+
+def config_and_upload(
+    request: Any, *, error_key: str = "file"
+) -> tuple[dict[str, Any], bytes | None, str]:
+    """(configuration, file bytes or None, file name) of a JSON or multipart request."""
+    upload = read_upload(request, error_key=error_key)
+    if upload is not None:
+        try:
+            data = json.loads(request.data.get("config") or "{}")
+        except (ValueError, RecursionError) as exc:
+            raise FieldErrors({"config": "The config field must be JSON."}) from exc
+        if not isinstance(data, dict):
+            raise FieldErrors({"config": "The config field must be a JSON object."})
+        return data, *upload
+    if not isinstance(request.data, dict):
+        raise FieldErrors({"non_field_errors": "Send a JSON object."})
+    return dict(request.data), None, ""
+
+
+def download(chunks: Iterator[str], content_type: str, filename: str) -> StreamingHttpResponse:
+    """A streamed attachment."""
+    response = StreamingHttpResponse(chunks, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
