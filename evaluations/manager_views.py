@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Q
+from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -20,7 +21,7 @@ from evalplatform.accounts.roles import (
 from evalplatform.errors import ApplicationError, NotFound
 from evaluations.models import Assignment, AssignmentStatus, Judgment
 from scenarios import services
-from scenarios.models import Scenario
+from scenarios.models import Scenario, Task
 
 
 def _scenario(request: HttpRequest, scenario_id: int) -> Scenario:
@@ -34,12 +35,14 @@ def _scenario(request: HttpRequest, scenario_id: int) -> Scenario:
 
 @login_required
 def scenario_list(request: HttpRequest) -> HttpResponse:
+    # Counted in subqueries: two joined Counts would multiply tasks by judgments.
+    def count_of(model) -> Coalesce:
+        rows = model.objects.filter(scenario=OuterRef("pk")).order_by().values("scenario")
+        return Coalesce(Subquery(rows.annotate(n=Count("pk")).values("n")), 0)
+
     scenarios = policy.visible(
         request.user, SCENARIOS_VIEW, Scenario.objects.select_related("team")
-    ).annotate(
-        task_count=Count("tasks", distinct=True),
-        judgment_count=Count("judgments", distinct=True),
-    )[:200]
+    ).annotate(task_count=count_of(Task), judgment_count=count_of(Judgment))[:200]
     return render(request, "evaluations/scenario_list.html", {"scenarios": scenarios})
 
 

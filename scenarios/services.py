@@ -5,7 +5,7 @@ scenario is written (items, variants, tasks) in one transaction."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -403,8 +403,3 @@ def scenario_delete(*, user: Any, scenario: Scenario) -> None:
         if scenario.status != ScenarioStatus.DRAFT:
             raise Conflict("Only a draft scenario can be deleted; close it instead.")
         scenario.delete()
-
-
-def variants_of(tasks: Sequence[Task]) -> dict[int, Variant]:
-    ids = {v for t in tasks for v in (t.variant_a_id, t.variant_b_id, *t.order) if v is not None}
-    return {v.pk: v for v in Variant.objects.filter(pk__in=ids)}

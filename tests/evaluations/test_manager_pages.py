@@ -69,7 +69,10 @@ def test_the_scenario_pages(api, creator, finished_job, team_a, team_b, member):
     )
     client = browser(manager)
     listing = client.get("/scenarios/").content.decode()
-    assert "Eval" in listing
+    assert "Eval" in listing and "<td>18</td><td>1</td>" in listing  # tasks, judgments
+    open_scenario(api, creator, finished_job, manager, name="Untouched")
+    listing = client.get("/scenarios/").content.decode()
+    assert "<td>18</td><td>0</td>" in listing and "None" not in listing
     page = client.get(f"/scenarios/{scenario.pk}").content.decode()
     assert "1 of 18 judgments" in page and eve.username in page and "↓ CSV" in page
     closed = client.post(f"/scenarios/{scenario.pk}/close", follow=True)
