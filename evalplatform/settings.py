@@ -217,6 +217,23 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 # Embedded mode serves static files straight from the apps; scale mode runs collectstatic.
 WHITENOISE_USE_FINDERS = True
 
+# --- Email (invitations) ------------------------------------------------------------------
+# With EMAIL_HOST set, mail goes out over SMTP; without it (the embedded default) each message
+# is written to a file under var/mail, and managers also see the invitation links on the page.
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+EMAIL_PORT = env_int("EMAIL_PORT", 587)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT_S", 20)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "evaluations@localhost")
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND") or (
+    "django.core.mail.backends.smtp.EmailBackend"
+    if EMAIL_HOST
+    else "django.core.mail.backends.filebased.EmailBackend"
+)
+EMAIL_FILE_PATH = DATA_DIR / "mail"
+
 # --- Security -------------------------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)

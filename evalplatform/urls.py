@@ -2,7 +2,12 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
-from evaluations.api import ImportJudgmentsView, ScenarioExportView
+from evaluations.api import (
+    ImportJudgmentsView,
+    InvitationListView,
+    InvitationView,
+    ScenarioExportView,
+)
 from scenarios.api import JobToScenarioView
 
 urlpatterns = [
@@ -25,6 +30,16 @@ urlpatterns = [
         "api/scenarios/<int:pk>/import",
         ImportJudgmentsView.as_view(),
         name="scenario-import",
+    ),
+    path(
+        "api/scenarios/<int:pk>/invitations",
+        InvitationListView.as_view(),
+        name="scenario-invitations",
+    ),
+    path(
+        "api/scenarios/<int:pk>/invitations/<int:invitation_id>",
+        InvitationView.as_view(),
+        name="scenario-invitation",
     ),
     path("api/", include("scenarios.urls")),
     path("api/evaluations/", include("evaluations.urls")),

@@ -7,18 +7,18 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
-from rest_framework.parsers import MultiPartParser
+from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import (
-    EVALUATIONS_SUBMIT,
     EVALUATIONS_VIEW_ALL,
     SCENARIOS_EXPORT,
     SCENARIOS_MANAGE,
@@ -26,14 +26,14 @@ from evalplatform.accounts.roles import (
 )
 from evalplatform.api.uploads import read_upload
 from evalplatform.errors import FieldErrors, NotFound
-from evaluations import exports, services
+from evaluations import access, exports, invitations, services
 from evaluations.imports import import_judgments
-from evaluations.models import Assignment, Judgment
+from evaluations.models import Assignment, Invitation, Judgment
 from scenarios.models import Scenario, ScenarioStatus
 
 
 def _open_scenario(user: Any, pk: int) -> Scenario:
-    return policy.access(user, EVALUATIONS_SUBMIT, Scenario.objects.select_related("team"), pk=pk)
+    return access.scenario_to_evaluate(user, pk, Scenario.objects.select_related("team"))
 
 
 def _assignment(user: Any, pk: int) -> Assignment:
@@ -42,7 +42,7 @@ def _assignment(user: Any, pk: int) -> Assignment:
         .filter(pk=pk, evaluator=user)
         .first()
     )
-    if found is None or not policy.may(user, EVALUATIONS_SUBMIT, found.scenario):
+    if found is None or not access.may_evaluate(user, found.scenario):
         raise NotFound()
     return found
 
@@ -54,9 +54,8 @@ class QueueView(APIView):
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request):
-        scenarios = policy.visible(
+        scenarios = access.evaluable(
             request.user,
-            EVALUATIONS_SUBMIT,
             Scenario.objects.filter(status=ScenarioStatus.OPEN).select_related("team"),
         )
         return Response(
@@ -177,7 +176,7 @@ class JudgmentListView(ListAPIView):
         qs = Judgment.objects.select_related("evaluator", "external_rater").order_by("pk")
         if policy.visible(user, EVALUATIONS_VIEW_ALL, scenarios).exists():
             return qs.filter(scenario_id=int(raw))
-        if policy.visible(user, EVALUATIONS_SUBMIT, scenarios).exists():
+        if access.evaluable(user, scenarios).exists():
             return qs.filter(scenario_id=int(raw), evaluator=user)
         raise NotFound()
 
@@ -236,3 +235,84 @@ class ImportJudgmentsView(APIView):
         raw, filename = upload
         count = import_judgments(user=request.user, scenario=scenario, raw=raw, filename=filename)
         return Response({"imported": count}, status=status.HTTP_201_CREATED)
+
+
+class InvitationSerializer(serializers.ModelSerializer):
+    invited_by = serializers.CharField(source="invited_by.username", default=None)
+    accepted_by = serializers.CharField(source="accepted_by.username", default=None)
+
+    class Meta:
+        model = Invitation
+        fields = [
+            "id",
+            "email",
+            "state",
+            "invited_by",
+            "created_at",
+            "expires_at",
+            "emailed_at",
+            "accepted_by",
+            "accepted_at",
+            "revoked_at",
+        ]
+        read_only_fields = fields
+
+
+def _managed_scenario(user: Any, pk: int) -> Scenario:
+    return policy.access(
+        user,
+        SCENARIOS_MANAGE,
+        Scenario.objects.select_related("team"),
+        view_feature=SCENARIOS_VIEW,
+        pk=pk,
+    )
+
+
+def invitation_link(request, token: str) -> str:
+    return request.build_absolute_uri(reverse("invitation", kwargs={"token": token}))
+
+
+class InvitationListView(APIView):
+    """``/api/scenarios/{id}/invitations`` (``feature:scenarios:manage``): the scenario's
+    invitations; POST ``{"emails": [...], "note": ...}`` invites people by email. Each new
+    invitation comes back once with its ``link`` (also mailed); whoever accepts it may
+    evaluate this scenario, and only this one."""
+
+    parser_classes = [JSONParser]
+
+    @extend_schema(responses=InvitationSerializer(many=True))
+    def get(self, request, pk: int):
+        scenario = _managed_scenario(request.user, pk)
+        rows = scenario.invitations.select_related("invited_by", "accepted_by")
+        return Response(InvitationSerializer(rows, many=True).data)
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request, pk: int):
+        scenario = _managed_scenario(request.user, pk)
+        if not isinstance(request.data, dict):
+            raise FieldErrors({"non_field_errors": "Send a JSON object."})
+        made = invitations.invite(
+            user=request.user,
+            scenario=scenario,
+            emails=request.data.get("emails"),
+            note=request.data.get("note", ""),
+            link_for=lambda token: invitation_link(request, token),
+        )
+        body = [
+            {**InvitationSerializer(invitation).data, "link": link} for invitation, link in made
+        ]
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class InvitationView(APIView):
+    """``DELETE /api/scenarios/{id}/invitations/{invitation_id}`` withdraws an invitation:
+    a pending link stops working, and someone who accepted it leaves the pool."""
+
+    @extend_schema(request=None, responses={204: None})
+    def delete(self, request, pk: int, invitation_id: int):
+        scenario = _managed_scenario(request.user, pk)
+        invitation = Invitation.objects.filter(scenario=scenario, pk=invitation_id).first()
+        if invitation is None:
+            raise NotFound()
+        invitations.withdraw(user=request.user, invitation=invitation)
+        return Response(status=status.HTTP_204_NO_CONTENT)

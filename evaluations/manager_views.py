@@ -13,12 +13,12 @@ from django.views.decorators.http import require_POST
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import (
-    EVALUATIONS_SUBMIT,
     SCENARIOS_EXPORT,
     SCENARIOS_MANAGE,
     SCENARIOS_VIEW,
 )
 from evalplatform.errors import ApplicationError, NotFound
+from evaluations import access
 from evaluations.models import Assignment, AssignmentStatus, Judgment
 from scenarios import services
 from scenarios.models import Scenario, Task
@@ -59,6 +59,7 @@ def scenario_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
         )
         .order_by("-done", "evaluator__username")
     )
+    can_manage = policy.may(request.user, SCENARIOS_MANAGE, scenario)
     tasks = scenario.tasks.count()
     judgments = Judgment.objects.filter(scenario=scenario).count()
     return render(
@@ -72,9 +73,12 @@ def scenario_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
             "judgments": judgments,
             "wanted": tasks * scenario.overlap,
             "per_evaluator": per_evaluator,
-            "can_manage": policy.may(request.user, SCENARIOS_MANAGE, scenario),
+            "can_manage": can_manage,
+            "invitations": (
+                scenario.invitations.select_related("accepted_by")[:500] if can_manage else []
+            ),
             "can_export": policy.may(request.user, SCENARIOS_EXPORT, scenario),
-            "can_evaluate": policy.may(request.user, EVALUATIONS_SUBMIT, scenario),
+            "can_evaluate": access.may_evaluate(request.user, scenario),
         },
     )
 

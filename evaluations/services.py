@@ -19,9 +19,8 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from evalplatform.accounts import policy
-from evalplatform.accounts.roles import EVALUATIONS_SUBMIT
 from evalplatform.errors import Conflict, FieldErrors, NotFound
+from evaluations import access
 from evaluations.models import Assignment, AssignmentStatus, Judgment, RaterKind
 from scenarios.models import Scenario, ScenarioStatus, ScenarioType, Task, Variant
 
@@ -30,7 +29,7 @@ KEYS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def _may_submit(user: Any, scenario: Scenario) -> None:
-    if not policy.may(user, EVALUATIONS_SUBMIT, scenario):
+    if not access.may_evaluate(user, scenario):
         raise NotFound()
 
 

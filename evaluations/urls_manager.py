@@ -1,11 +1,22 @@
 from django.urls import path
 
-from evaluations import manager_views
+from evaluations import invitation_views, manager_views
 from scenarios import views as scenario_views
 
 urlpatterns = [
     path("scenarios/", manager_views.scenario_list, name="scenario-list"),
     path("scenarios/<int:scenario_id>", manager_views.scenario_page, name="scenario-page"),
+    path(
+        "scenarios/<int:scenario_id>/invite",
+        invitation_views.invite,
+        name="scenario-invite",
+    ),
+    path(
+        "scenarios/<int:scenario_id>/invitations/<int:invitation_id>/withdraw",
+        invitation_views.withdraw,
+        name="scenario-invitation-withdraw",
+    ),
+    path("invitations/<str:token>", invitation_views.invitation, name="invitation"),
     path(
         "scenarios/<int:scenario_id>/<str:action>",
         manager_views.scenario_action,

@@ -11,19 +11,16 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from evalplatform.accounts import policy
-from evalplatform.accounts.roles import EVALUATIONS_SUBMIT
 from evalplatform.errors import ApplicationError, FieldErrors, NotFound
-from evaluations import services
+from evaluations import access, services
 from evaluations.models import Assignment, AssignmentStatus
 from scenarios.models import Scenario, ScenarioStatus, ScenarioType
 
 
 @login_required
 def queue(request: HttpRequest) -> HttpResponse:
-    scenarios = policy.visible(
+    scenarios = access.evaluable(
         request.user,
-        EVALUATIONS_SUBMIT,
         Scenario.objects.filter(status=ScenarioStatus.OPEN).select_related("team"),
     ).order_by("-opened_at", "-pk")[:200]
     rows = [(s, services.progress(user=request.user, scenario=s)) for s in scenarios]
@@ -33,9 +30,7 @@ def queue(request: HttpRequest) -> HttpResponse:
 @login_required
 def scenario_next(request: HttpRequest, scenario_id: int) -> HttpResponse:
     try:
-        scenario = policy.access(
-            request.user, EVALUATIONS_SUBMIT, Scenario.objects.all(), pk=scenario_id
-        )
+        scenario = access.scenario_to_evaluate(request.user, scenario_id)
         assignment = services.next_task(user=request.user, scenario=scenario)
     except NotFound as exc:
         raise Http404 from exc
@@ -53,7 +48,7 @@ def _assignment(request: HttpRequest, assignment_id: int) -> Assignment:
         .filter(pk=assignment_id, evaluator_id=request.user.pk)
         .first()
     )
-    if found is None or not policy.may(request.user, EVALUATIONS_SUBMIT, found.scenario):
+    if found is None or not access.may_evaluate(request.user, found.scenario):
         raise Http404
     return found
 
