@@ -3,8 +3,11 @@ progress per evaluator, the open / close actions and the unblinded exports."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse
@@ -13,15 +16,17 @@ from django.views.decorators.http import require_POST
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import (
+    SCENARIOS_CREATE,
     SCENARIOS_EXPORT,
     SCENARIOS_MANAGE,
     SCENARIOS_VIEW,
 )
-from evalplatform.errors import ApplicationError, NotFound
+from evalplatform.api.uploads import read_upload
+from evalplatform.errors import ApplicationError, FieldErrors, NotFound
 from evaluations import access
 from evaluations.models import Assignment, AssignmentStatus, Judgment
-from scenarios import services
-from scenarios.models import Scenario, Task
+from scenarios import forms, services
+from scenarios.models import Scenario, ScenarioStatus, ScenarioType, Task
 
 
 def _scenario(request: HttpRequest, scenario_id: int) -> Scenario:
@@ -43,7 +48,12 @@ def scenario_list(request: HttpRequest) -> HttpResponse:
     scenarios = policy.visible(
         request.user, SCENARIOS_VIEW, Scenario.objects.select_related("team")
     ).annotate(task_count=count_of(Task), judgment_count=count_of(Judgment))[:200]
-    return render(request, "evaluations/scenario_list.html", {"scenarios": scenarios})
+    can_create = policy.has_feature_anywhere(request.user, SCENARIOS_CREATE)
+    return render(
+        request,
+        "evaluations/scenario_list.html",
+        {"scenarios": scenarios, "can_create": can_create},
+    )
 
 
 @login_required
@@ -96,3 +106,123 @@ def scenario_action(request: HttpRequest, scenario_id: int, action: str) -> Http
     except ApplicationError as exc:
         messages.error(request, exc.message)
     return redirect("scenario-page", scenario_id=scenario.pk)
+
+
+def _form_values(kind: str, fields: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """What the scenario form shows: the fields, the rubric as rows, the label set."""
+    dimensions = [
+        {**d, "anchors": d["anchors"] if isinstance(d.get("anchors"), dict) else {}}
+        for d in config.get("dimensions", [])
+        if isinstance(d, dict)
+    ]
+    return {
+        **fields,
+        "type": kind,
+        "config": config,
+        "dimension_rows": forms.dimension_rows(dimensions),
+        "labels_text": "\n".join(str(label) for label in config.get("labels", [])),
+    }
+
+
+def _errors(exc: FieldErrors) -> dict[str, str]:
+    return {key: " ".join(messages_) for key, messages_ in exc.errors.items()}
+
+
+@login_required
+def scenario_edit(request: HttpRequest, scenario_id: int) -> HttpResponse:
+    """Edit a draft: name, instructions, blind mode, overlap, and the rubric, label set or
+    ties (the tasks stay as they were made)."""
+    scenario = _scenario(request, scenario_id)
+    if not policy.may(request.user, SCENARIOS_MANAGE, scenario):
+        raise PermissionDenied
+    if scenario.status != ScenarioStatus.DRAFT:
+        messages.error(request, "Only a draft scenario can be edited.")
+        return redirect("scenario-page", scenario_id=scenario.pk)
+    errors: dict[str, str] = {}
+    if request.method == "POST":
+        fields = forms.scenario_fields(request.POST)
+        current = scenario.config if scenario.type == ScenarioType.COMPARISON else None
+        config = forms.config_from_post(scenario.type, request.POST, current)
+        try:
+            services.scenario_update(
+                user=request.user, scenario=scenario, data={**fields, "config": config}
+            )
+        except FieldErrors as exc:
+            errors = _errors(exc)
+        except ApplicationError as exc:
+            errors = {"non_field_errors": exc.message}
+        else:
+            messages.success(request, "Scenario saved.")
+            return redirect("scenario-page", scenario_id=scenario.pk)
+        values = _form_values(scenario.type, fields, config)
+    else:
+        fields = {f: getattr(scenario, f) for f in ("name", "instructions", "blind", "overlap")}
+        values = _form_values(scenario.type, fields, scenario.config)
+    return render(
+        request,
+        "evaluations/scenario_form.html",
+        {"scenario": scenario, "values": values, "errors": errors, "editing": True},
+        status=400 if errors else 200,
+    )
+
+
+@login_required
+def scenario_new(request: HttpRequest) -> HttpResponse:
+    """A scenario from an upload of outputs made elsewhere (CSV or JSON lines of
+    ``item_id, variant_id, content`` and optionally ``model, prompt, context``)."""
+    teams = list(policy.teams_with(request.user, SCENARIOS_CREATE))
+    if not teams:
+        raise PermissionDenied
+    errors: dict[str, str] = {}
+    kind = request.POST.get("type", ScenarioType.COMPARISON)
+    fields = (
+        forms.scenario_fields(request.POST)
+        if request.method == "POST"
+        else {"name": "", "instructions": "", "blind": True, "overlap": 1}
+    )
+    config = (
+        forms.config_from_post(kind, request.POST)
+        if request.method == "POST"
+        else {"pairing": "within_item", "reverse_share": 0, "ties": True}
+    )
+    if request.method == "POST":
+        team = next((t for t in teams if t.slug == request.POST.get("team")), None)
+        seed = request.POST.get("seed", "0").strip()
+        data = {
+            **fields,
+            "type": kind,
+            "config": config,
+            "seed": int(seed) if seed.lstrip("-").isdigit() else seed,
+        }
+        try:
+            if team is None:
+                raise FieldErrors({"team": "Choose one of your teams."})
+            upload = read_upload(request)
+            if upload is None:
+                raise FieldErrors({"file": "Choose a CSV or JSON lines file."})
+            scenario = services.scenario_from_upload(
+                user=request.user, team=team, data=data, raw=upload[0], filename=upload[1]
+            )
+        except FieldErrors as exc:
+            errors = _errors(exc)
+        except ApplicationError as exc:
+            errors = {"non_field_errors": exc.message}
+        else:
+            messages.success(
+                request, f"Scenario “{scenario.name}” created ({scenario.tasks.count()} tasks)."
+            )
+            return redirect("scenario-page", scenario_id=scenario.pk)
+    return render(
+        request,
+        "evaluations/scenario_form.html",
+        {
+            "values": _form_values(kind, fields, config),
+            "errors": errors,
+            "editing": False,
+            "teams": teams,
+            "team": request.POST.get("team", teams[0].slug),
+            "seed": request.POST.get("seed", "0"),
+            "types": ScenarioType.choices,
+        },
+        status=400 if errors else 200,
+    )

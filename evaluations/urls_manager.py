@@ -5,7 +5,9 @@ from scenarios import views as scenario_views
 
 urlpatterns = [
     path("scenarios/", manager_views.scenario_list, name="scenario-list"),
+    path("scenarios/new", manager_views.scenario_new, name="scenario-new"),
     path("scenarios/<int:scenario_id>", manager_views.scenario_page, name="scenario-page"),
+    path("scenarios/<int:scenario_id>/edit", manager_views.scenario_edit, name="scenario-edit"),
     path(
         "scenarios/<int:scenario_id>/invite",
         invitation_views.invite,

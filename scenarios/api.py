@@ -153,7 +153,8 @@ class ScenarioViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveM
 
     @extend_schema(request=OpenApiTypes.OBJECT, responses=ScenarioSerializer)
     def partial_update(self, request, *args, **kwargs):
-        """A draft's name, instructions, blind mode or overlap."""
+        """A draft's name, instructions, blind mode, overlap or config (rubric, labels,
+        ties; the pair design is fixed)."""
         if not isinstance(request.data, dict):
             raise FieldErrors({"non_field_errors": "Send a JSON object."})
         scenario = services.scenario_update(

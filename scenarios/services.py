@@ -368,12 +368,15 @@ def scenario_close(*, user: Any, scenario: Scenario) -> Scenario:
     return scenario
 
 
-EDITABLE = ("name", "instructions", "blind", "overlap")
+EDITABLE = ("name", "instructions", "blind", "overlap", "config")
+# The configuration keys the tasks were made from: fixed once the scenario exists.
+DESIGN_KEYS = ("pairing", "sample_count", "sample_share", "reverse_share")
 
 
 def scenario_update(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> Scenario:
-    """Edit a draft's name, instructions, blind mode or overlap (the design is fixed once
-    made: create another scenario to change it)."""
+    """Edit a draft's name, instructions, blind mode, overlap or configuration (the rubric,
+    the label set, whether ties are allowed). The task design is fixed once made: a change to
+    the pairs (pairing, sample, reverse share) needs another scenario."""
     unknown = set(data) - set(EDITABLE)
     if unknown:
         raise FieldErrors({f: f"Only {', '.join(EDITABLE)} can change." for f in unknown})
@@ -389,6 +392,12 @@ def scenario_update(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -
             **data,
         }
         checked, errors = _settings(scenario.team, merged, own=scenario)
+        if "config" in data and not errors:
+            errors |= {
+                f"config.{key}": "Fixed by the task design: create another scenario to change it."
+                for key in DESIGN_KEYS
+                if key in scenario.config and checked["config"].get(key) != scenario.config[key]
+            }
         if errors:
             raise FieldErrors(errors)
         for name in data:

@@ -16,6 +16,8 @@ from evaluations.models import Assignment, AssignmentStatus, Invitation, Judgmen
 from tests.evaluations.test_assignment import open_scenario
 from tests.factories import UserFactory
 
+PASSWORD = "a-long-pass-phrase"
+
 
 @pytest.fixture
 def people(team_a, team_b, member):
@@ -43,7 +45,7 @@ def sign_up(link, username="guest1"):
     assert page.status_code == 200 and "Create your account" in page.content.decode()
     answer = client.post(
         path,
-        {"username": username, "password1": "a-long-pass-phrase", "password2": "a-long-pass-phrase"},
+        {"username": username, "password1": PASSWORD, "password2": PASSWORD},
     )
     return client, answer
 
