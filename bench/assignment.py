@@ -4,7 +4,7 @@ web servers would be), through the services the API and the pages use (the datab
 locking is what is measured, not HTTP).
 
     DATABASE_URL=postgres://… python bench/assignment.py [--evaluators 50] [--tasks 5000]
-                                                        [--overlap 3]
+                                                        [--overlap 3] [--think-ms 500]
 
 Without DATABASE_URL it runs on a fresh SQLite file (writers are serialized there). Prints
 p50 / p95 latency of "next task" and of "submit", and the tasks judged more than ``overlap``
@@ -17,6 +17,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -44,6 +45,14 @@ def main() -> None:
         type=int,
         default=min(8, os.cpu_count() or 1),
         help="Evaluators are spread over this many processes (as web servers would be).",
+    )
+    parser.add_argument(
+        "--think-ms",
+        type=float,
+        default=500,
+        help="Each evaluator reads for this long (on average, 0.5x to 1.5x) before answering: "
+        "500 ms is far quicker than any person. 0: a closed loop with no pause, which "
+        "measures the server saturated (latency is then queueing: evaluators / throughput).",
     )
     args = parser.parse_args()
     os.environ.setdefault("EVAL_DATA_DIR", tempfile.mkdtemp(prefix="evalbench-"))
@@ -101,6 +110,7 @@ def main() -> None:
 
         def work(user) -> None:
             mine_next, mine_submit = [], []
+            pause = random.Random(user.pk)
             try:
                 while True:
                     began = time.perf_counter()
@@ -108,6 +118,8 @@ def main() -> None:
                     mine_next.append((time.perf_counter() - began) * 1000)
                     if assignment is None:
                         return
+                    if args.think_ms:
+                        time.sleep(args.think_ms * pause.uniform(0.5, 1.5) / 1000)
                     began = time.perf_counter()
                     evaluation.submit(
                         user=user, assignment=assignment, data={"answer": {"winner": "A"}}
@@ -157,7 +169,7 @@ def main() -> None:
             teardown_databases(names, verbosity=0)
     print(
         f"{args.evaluators} evaluators in {args.processes} processes, {args.tasks} tasks "
-        f"x overlap {args.overlap} on {vendor}"
+        f"x overlap {args.overlap} on {vendor}, think time {args.think_ms:g} ms"
     )
     print(
         f"scenario created in {create_s:.1f} s; {judged} judgments in {wall:.1f} s "
@@ -176,6 +188,7 @@ def main() -> None:
                 "processes": args.processes,
                 "tasks": args.tasks,
                 "overlap": args.overlap,
+                "think_ms": args.think_ms,
                 "judgments": judged,
                 "judgments_per_s": round(judged / wall, 1),
                 "next_p50_ms": round(percentile(next_ms, 0.5), 2),

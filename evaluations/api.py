@@ -58,16 +58,12 @@ class QueueView(APIView):
             request.user,
             Scenario.objects.filter(status=ScenarioStatus.OPEN).select_related("team"),
         )
+        listed = list(scenarios.order_by("-opened_at", "-pk")[:200])
+        done = services.progress_many(user=request.user, scenarios=listed)
         return Response(
             [
-                {
-                    "id": s.pk,
-                    "team": s.team.slug,
-                    "name": s.name,
-                    "type": s.type,
-                    **services.progress(user=request.user, scenario=s),
-                }
-                for s in scenarios.order_by("-opened_at", "-pk")[:200]
+                {"id": s.pk, "team": s.team.slug, "name": s.name, "type": s.type, **done[s.pk]}
+                for s in listed
             ]
         )
 
@@ -83,7 +79,6 @@ class NextTaskView(APIView):
         assignment = services.next_task(user=request.user, scenario=scenario)
         if assignment is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
-        assignment = _assignment(request.user, assignment.pk)
         return Response(services.task_view(assignment))
 
 

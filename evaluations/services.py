@@ -6,17 +6,18 @@ you left off); else a task they were never handed, among those with a free place
 task row is locked while its place is taken (``SELECT … FOR UPDATE SKIP LOCKED`` on
 PostgreSQL; SQLite's write lock, taken at the start of every transaction, serializes it
 there), so under any number of concurrent evaluators no task gets more than ``overlap``
-judgments. Reservations last ``RESERVATION`` and expire when abandoned.
+judgments. Reservations last ``RESERVATION`` and expire when abandoned: a scheduled sweep
+gives their places back, and so does ``next_task`` when it finds nothing else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import Count, F, QuerySet
 from django.utils import timezone
 
 from evalplatform.errors import Conflict, FieldErrors, NotFound
@@ -40,16 +41,15 @@ def presented(task: Task) -> list[int]:
     return [v for v in (task.variant_a_id, task.variant_b_id) if v is not None]
 
 
-def expire_reservations(scenario: Scenario) -> int:
-    """Abandoned reservations give their places back."""
+def expire_reservations(scenario: Scenario | None = None) -> int:
+    """Abandoned reservations give their places back (in one scenario, or in all)."""
     now = timezone.now()
     expired = 0
+    stale_rows = Assignment.objects.filter(status=AssignmentStatus.RESERVED, expires_at__lt=now)
+    if scenario is not None:
+        stale_rows = stale_rows.filter(scenario=scenario)
     with transaction.atomic():
-        stale = list(
-            Assignment.objects.select_for_update()
-            .filter(scenario=scenario, status=AssignmentStatus.RESERVED, expires_at__lt=now)
-            .values_list("pk", "task_id")
-        )
+        stale = list(stale_rows.select_for_update().values_list("pk", "task_id"))
         for pk, task_id in stale:
             if Assignment.objects.filter(pk=pk, status=AssignmentStatus.RESERVED).update(
                 status=AssignmentStatus.EXPIRED
@@ -65,23 +65,39 @@ def next_task(*, user: Any, scenario: Scenario) -> Assignment | None:
     _may_submit(user, scenario)
     if scenario.status != ScenarioStatus.OPEN:
         raise Conflict(f"The scenario is {scenario.status}: there is nothing to evaluate.")
-    expire_reservations(scenario)
+    found = _reserve(user, scenario)
+    if found is None and expire_reservations(scenario):
+        # Abandoned places are swept here when nothing else is left (and every few minutes
+        # by ``evaluations.tasks.expire_reservations``), not on every request.
+        found = _reserve(user, scenario)
+    return found
+
+
+def _reserve(user: Any, scenario: Scenario) -> Assignment | None:
     now = timezone.now()
     with transaction.atomic():
         current = (
             Assignment.objects.filter(
-                scenario=scenario,
-                evaluator=user,
-                status=AssignmentStatus.RESERVED,
-                expires_at__gt=now,
+                scenario=scenario, evaluator=user, status=AssignmentStatus.RESERVED
             )
+            .select_related("task__item")
             .order_by("created_at")
             .first()
         )
+        if current is not None and current.expires_at <= now:
+            # Past its time but not swept yet: it still holds its place, so it is renewed
+            # (unless the sweep takes it meanwhile; then the evaluator gets another task).
+            renewed = Assignment.objects.filter(
+                pk=current.pk, status=AssignmentStatus.RESERVED
+            ).update(expires_at=now + RESERVATION)
+            current.expires_at = now + RESERVATION
+            current = current if renewed else None
         if current is not None:
+            current.scenario = scenario
             return current
         candidates = (
             Task.objects.filter(scenario=scenario, taken__lt=scenario.overlap)
+            .select_related("item")
             .exclude(assignments__evaluator=user)
             .order_by("taken", "position")
         )
@@ -91,12 +107,14 @@ def next_task(*, user: Any, scenario: Scenario) -> Assignment | None:
         if task is None:
             return None
         Task.objects.filter(pk=task.pk).update(taken=F("taken") + 1)
-        return Assignment.objects.create(
+        assignment = Assignment.objects.create(
             task=task,
             scenario=scenario,
             evaluator=user,
             expires_at=now + RESERVATION,
         )
+        assignment.scenario = scenario
+        return assignment
 
 
 def skip(*, user: Any, assignment: Assignment) -> Assignment:
@@ -144,9 +162,10 @@ def submit(*, user: Any, assignment: Assignment, data: Mapping[str, Any]) -> Jud
             errors["time_spent_ms"] = "Milliseconds, a whole number."
         if errors:
             raise FieldErrors(errors)
-        locked = Task.objects.select_for_update().get(pk=task.pk)
         if assignment.status == AssignmentStatus.EXPIRED or assignment.expires_at < timezone.now():
             # The place was given back (or is about to be): take one again if there is room.
+            # Only here is the task locked: a live reservation holds its place already.
+            locked = Task.objects.select_for_update().get(pk=task.pk)
             if assignment.status == AssignmentStatus.RESERVED:
                 Task.objects.filter(pk=task.pk, taken__gt=0).update(taken=F("taken") - 1)
                 locked.refresh_from_db()
@@ -264,14 +283,30 @@ def task_view(assignment: Assignment) -> dict[str, Any]:
 
 def progress(*, user: Any, scenario: Scenario) -> dict[str, int]:
     """The evaluator's queue: answered, and how many more they could be handed."""
-    done = Judgment.objects.filter(scenario=scenario, evaluator=user).count()
-    seen = Assignment.objects.filter(scenario=scenario, evaluator=user).values("task_id")
-    open_places = (
-        Task.objects.filter(scenario=scenario, taken__lt=scenario.overlap)
-        .exclude(pk__in=seen)
-        .count()
+    return progress_many(user=user, scenarios=[scenario])[scenario.pk]
+
+
+def progress_many(*, user: Any, scenarios: Sequence[Scenario]) -> dict[int, dict[str, int]]:
+    """``progress`` of several scenarios in three queries, whatever their number."""
+    ids = [s.pk for s in scenarios]
+
+    def per_scenario(rows: QuerySet[Any]) -> dict[int, int]:
+        return dict(rows.values("scenario").annotate(n=Count("pk")).values_list("scenario", "n"))
+
+    done = per_scenario(Judgment.objects.filter(scenario__in=ids, evaluator=user))
+    reserved = per_scenario(
+        Assignment.objects.filter(
+            scenario__in=ids, evaluator=user, status=AssignmentStatus.RESERVED
+        )
     )
-    reserved = Assignment.objects.filter(
-        scenario=scenario, evaluator=user, status=AssignmentStatus.RESERVED
-    ).count()
-    return {"done": done, "total": done + reserved + open_places}
+    seen = Assignment.objects.filter(scenario__in=ids, evaluator=user).values("task_id")
+    open_places = per_scenario(
+        Task.objects.filter(scenario__in=ids, taken__lt=F("scenario__overlap")).exclude(pk__in=seen)
+    )
+    return {
+        pk: {
+            "done": done.get(pk, 0),
+            "total": done.get(pk, 0) + reserved.get(pk, 0) + open_places.get(pk, 0),
+        }
+        for pk in ids
+    }

@@ -19,11 +19,14 @@ from scenarios.models import Scenario, ScenarioStatus, ScenarioType
 
 @login_required
 def queue(request: HttpRequest) -> HttpResponse:
-    scenarios = access.evaluable(
-        request.user,
-        Scenario.objects.filter(status=ScenarioStatus.OPEN).select_related("team"),
-    ).order_by("-opened_at", "-pk")[:200]
-    rows = [(s, services.progress(user=request.user, scenario=s)) for s in scenarios]
+    scenarios = list(
+        access.evaluable(
+            request.user,
+            Scenario.objects.filter(status=ScenarioStatus.OPEN).select_related("team"),
+        ).order_by("-opened_at", "-pk")[:200]
+    )
+    done = services.progress_many(user=request.user, scenarios=scenarios)
+    rows = [(s, done[s.pk]) for s in scenarios]
     return render(request, "evaluations/queue.html", {"rows": rows})
 
 

@@ -13,7 +13,8 @@ from django.db import connections
 from django.utils import timezone
 
 from evalplatform.accounts.roles import Role
-from evaluations.models import Assignment, Judgment
+from evaluations.models import Assignment, AssignmentStatus, Judgment
+from evaluations.tasks import expire_reservations
 from scenarios.models import Scenario, Task
 
 EVAL = "/api/evaluations"
@@ -179,7 +180,14 @@ def test_skip_and_expiry_give_places_back(api, creator, finished_job, people):
     assert skipped_task not in offered and len(offered) == 17
 
     taken = ed.post(f"{EVAL}/scenarios/{scenario.pk}/next").json()["assignment"]
-    Assignment.objects.filter(pk=taken).update(expires_at=timezone.now() - timedelta(minutes=1))
+    past = timezone.now() - timedelta(minutes=1)
+    Assignment.objects.filter(pk=taken).update(expires_at=past)
+    # Past its time but not swept yet: its evaluator resumes it, renewed.
+    resumed = ed.post(f"{EVAL}/scenarios/{scenario.pk}/next").json()
+    assert resumed["assignment"] == taken
+    assert Assignment.objects.get(pk=taken).expires_at > timezone.now()
+    Assignment.objects.filter(pk=taken).update(expires_at=past)
+    assert expire_reservations() == 1  # the scheduled sweep
     other = api(people["manager"]).post(f"{EVAL}/scenarios/{scenario.pk}/next").json()
     assert Assignment.objects.get(pk=other["assignment"]).task_id == (
         Assignment.objects.get(pk=taken).task_id  # the abandoned place went to someone else
@@ -289,3 +297,56 @@ def test_judgments_export_unblinded(api, creator, finished_job, people):
         scenario.variants.values_list("model_label", flat=True)
     )
     assert api(creator).post(f"{url}/xml").status_code == 404
+
+
+@pytest.mark.django_db
+def test_when_nothing_else_is_left_abandoned_places_are_swept_at_once(
+    api, creator, finished_job, people
+):
+    scenario = open_scenario(api, creator, finished_job, people["manager"])
+    ed, manager = api(people["ed"]), api(people["manager"])
+    abandoned = ed.post(f"{EVAL}/scenarios/{scenario.pk}/next").json()["assignment"]
+    answer = {"answer": {"winner": "tie"}}
+    for _ in range(17):
+        handed = manager.post(f"{EVAL}/scenarios/{scenario.pk}/next").json()["assignment"]
+        manager.post(f"{EVAL}/assignments/{handed}/submit", answer, format="json")
+    assert manager.post(f"{EVAL}/scenarios/{scenario.pk}/next").status_code == 204
+    Assignment.objects.filter(pk=abandoned).update(expires_at=timezone.now() - timedelta(minutes=1))
+    last = manager.post(f"{EVAL}/scenarios/{scenario.pk}/next").json()["assignment"]
+    assert Assignment.objects.get(pk=last).task_id == Assignment.objects.get(pk=abandoned).task_id
+    assert Assignment.objects.get(pk=abandoned).status == AssignmentStatus.EXPIRED
+
+
+@pytest.mark.django_db
+def test_the_queue_costs_the_same_queries_for_one_scenario_or_many(
+    api, creator, finished_job, people
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    open_scenario(api, creator, finished_job, people["manager"], name="One")
+    eve = api(people["eve"])
+
+    def cost():
+        with CaptureQueriesContext(connection) as queries:
+            listed = eve.get(f"{EVAL}/scenarios").json()
+        return len(queries), listed
+
+    cost()  # the user's grants are cached from here on
+    one, listed = cost()
+    assert [(s["name"], s["done"], s["total"]) for s in listed] == [("One", 0, 18)]
+    for name in ("Two", "Three"):
+        open_scenario(api, creator, finished_job, people["manager"], name=name)
+    task = eve.post(f"{EVAL}/scenarios/{listed[0]['id']}/next").json()
+    eve.post(
+        f"{EVAL}/assignments/{task['assignment']}/submit",
+        {"answer": {"winner": "A"}},
+        format="json",
+    )
+    many, listed = cost()
+    assert many == one == 4  # the scenarios, then done, reserved and open places
+    assert sorted((s["name"], s["done"], s["total"]) for s in listed) == [
+        ("One", 1, 18),
+        ("Three", 0, 18),
+        ("Two", 0, 18),
+    ]
