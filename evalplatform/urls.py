@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
+from rest_framework.routers import SimpleRouter
 
 from evaluations.api import (
     ImportJudgmentsView,
@@ -8,7 +9,11 @@ from evaluations.api import (
     InvitationView,
     ScenarioExportView,
 )
+from evaluations.judge_api import JudgeViewSet, ScenarioJudgesView
 from scenarios.api import JobToScenarioView
+
+judge_router = SimpleRouter(trailing_slash=False)
+judge_router.register("judges", JudgeViewSet, basename="judge")
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -41,6 +46,8 @@ urlpatterns = [
         InvitationView.as_view(),
         name="scenario-invitation",
     ),
+    path("api/scenarios/<int:pk>/judges", ScenarioJudgesView.as_view(), name="scenario-judges"),
+    path("api/", include(judge_router.urls)),
     path("api/", include("scenarios.urls")),
     path("api/evaluations/", include("evaluations.urls")),
     path("api/", include("evalplatform.api.urls")),

@@ -76,14 +76,84 @@ class Assignment(models.Model):
 class RaterKind(models.TextChoices):
     HUMAN = "human", "Evaluator"
     EXTERNAL = "external", "External rater"
+    JUDGE = "judge", "LLM judge"
+
+
+class LLMJudge(models.Model):
+    """An LLM judge of one scenario: a model configuration (model + parameters such as
+    thinking) and a versioned judge prompt (the rubric as its System block, a task template
+    as the rest), asked at one or more temperatures, ``repetitions`` times, and for pairs and
+    rankings optionally in both presentation orders (``swap``). Each judge is a rater of its
+    own; several may score the same scenario. Its runs are generation jobs of the one
+    execution engine (live or batch, retries, budget, events)."""
+
+    team_lookup = "scenario__team"
+
+    scenario = models.ForeignKey(Scenario, on_delete=models.CASCADE, related_name="judges")
+    name = models.CharField(max_length=200)
+    prompt_version = models.ForeignKey(
+        "prompts.PromptVersion", on_delete=models.PROTECT, related_name="+"
+    )
+    llm_model = models.ForeignKey("providers.LLMModel", on_delete=models.PROTECT, related_name="+")
+    params = models.JSONField(default=dict, blank=True, help_text="e.g. thinking settings.")
+    temperatures = models.JSONField(default=list)
+    repetitions = models.PositiveIntegerField(default=1)
+    swap = models.BooleanField(default=False, help_text="Judge each pair in both orders.")
+    mode = models.CharField(max_length=10, default="live")
+    max_tokens = models.PositiveIntegerField(null=True, blank=True)
+    budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="judges_created"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["scenario_id", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["scenario", "name"], name="judge_name_per_scenario")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class JudgeRun(models.Model):
+    """One run of a judge over (some of) its scenario's tasks: a generation job whose items
+    are the tasks in their presentation orders."""
+
+    team_lookup = "judge__scenario__team"
+
+    judge = models.ForeignKey(LLMJudge, on_delete=models.CASCADE, related_name="runs")
+    job = models.OneToOneField(
+        "generation.GenerationJob", on_delete=models.CASCADE, related_name="judge_run"
+    )
+    tasks = models.CharField(max_length=20, default="unjudged")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.judge} · {self.job}"
+
+
+class ParseStatus(models.TextChoices):
+    OK = "ok", "JSON"
+    EXTRACTED = "extracted", "JSON found in fences or prose"
+    FAILED = "failed", "Not a valid verdict"
 
 
 class Judgment(models.Model):
-    """One answer to one task. ``presented`` lists the variant ids in the order the rater saw
-    them; ``payload`` is the answer in the scenario type's shape (rating ``{"scores": {dim:
-    n}, "justifications": {dim: text}}``, comparison ``{"winner": "A" | "B" | "tie"}`` with
-    A the variant shown first, ranking ``{"ranking": [variant ids, best first]}``, labeling
-    ``{"labels": [...], "text": ...}``)."""
+    """One answer to one task (by an evaluator, an external rater or an LLM judge).
+    ``presented`` lists the variant ids in the order the rater saw them; ``payload`` is the
+    answer in the scenario type's shape (rating ``{"scores": {dim: n}, "justifications":
+    {dim: text}}``, comparison ``{"winner": "A" | "B" | "tie"}`` with A the variant shown
+    first, ranking ``{"ranking": [variant ids, best first]}``, labeling ``{"labels": [...],
+    "text": ...}``). A judge's reply that is no valid verdict is kept with ``parse_status``
+    failed and an empty payload (its raw text is on ``output``)."""
 
     team_lookup = "scenario__team"
 
@@ -100,6 +170,26 @@ class Judgment(models.Model):
     external_rater = models.ForeignKey(
         ExternalRater, null=True, blank=True, on_delete=models.CASCADE, related_name="judgments"
     )
+    judge = models.ForeignKey(
+        LLMJudge, null=True, blank=True, on_delete=models.CASCADE, related_name="judgments"
+    )
+    # A judge's reply: the output holds its raw text, tokens and cost.
+    output = models.OneToOneField(
+        "generation.GenerationOutput",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="judgment",
+    )
+    repetition = models.PositiveIntegerField(default=0)
+    temperature = models.FloatField(null=True, blank=True)
+    swapped = models.BooleanField(
+        default=False, help_text="Shown in the reverse of the task's order (position swap)."
+    )
+    parse_status = models.CharField(
+        max_length=10, choices=ParseStatus.choices, default=ParseStatus.OK
+    )
+    parse_error = models.CharField(max_length=500, blank=True)
     presented = models.JSONField(default=list)
     payload = models.JSONField(default=dict)
     rationale = models.TextField(blank=True)
@@ -108,7 +198,10 @@ class Judgment(models.Model):
 
     class Meta:
         ordering = ["scenario_id", "pk"]
-        indexes = [models.Index(fields=["scenario", "rater_kind"])]
+        indexes = [
+            models.Index(fields=["scenario", "rater_kind"]),
+            models.Index(fields=["judge", "task"]),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["task", "evaluator"],

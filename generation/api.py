@@ -153,6 +153,7 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
         "start": GENERATION_MANAGE,
         "pause": GENERATION_MANAGE,
         "cancel": GENERATION_MANAGE,
+        "retry_failed": GENERATION_MANAGE,
         "export_csv": GENERATION_EXPORT,
         "export_json": GENERATION_EXPORT,
     }
@@ -209,6 +210,14 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         return self._transition(services.job_cancel)
+
+    @extend_schema(request=None, responses=JobSerializer)
+    @action(detail=True, methods=["post"], url_path="retry-failed")
+    def retry_failed(self, request, pk=None):
+        """Run the failed cells again, and only them (the job resumes if it had finished);
+        ``retried`` says how many."""
+        job, count = services.job_retry_failed(user=request.user, job=self._job())
+        return Response(JobSerializer(selectors.jobs().get(pk=job.pk)).data | {"retried": count})
 
     @extend_schema(responses=OutputSerializer(many=True), filters=True)
     @action(detail=True, methods=["get"])

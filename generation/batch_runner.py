@@ -43,6 +43,7 @@ from evalplatform.providers.llm.types import LLMRequest, ProviderError
 from evalplatform.providers.models import ProviderConnection
 from evalplatform.runs.models import BatchState, ProviderBatch
 from generation import events
+from generation import results as results_
 from generation.models import (
     GenerationJob,
     GenerationOutput,
@@ -120,6 +121,19 @@ def _record(row_id: int, results: Sequence[BatchResult]) -> int:
         completed = failed = 0
         cost_total = released = Decimal(0)
         changes: list[dict[str, Any]] = []
+        handler = results_.handler_for(job.source_kind)
+        rejected = (
+            handler.check(
+                job.pk,
+                {
+                    running[r.custom_id][0]: r.response.text
+                    for r in results
+                    if r.response is not None and r.custom_id in running
+                },
+            )
+            if handler is not None
+            else {}
+        )
         for result in results:
             found = running.pop(result.custom_id, None)
             if found is None:
@@ -140,17 +154,21 @@ def _record(row_id: int, results: Sequence[BatchResult]) -> int:
                     .cost_usd(response.input_tokens, response.output_tokens, batch=True)
                     .quantize(MICRO_USD)
                 )
+                problem = rejected.get(pk)
                 change |= {
-                    "status": OutputStatus.COMPLETED,
+                    "status": OutputStatus.FAILED if problem else OutputStatus.COMPLETED,
                     "content": response.text,
                     "finish_reason": response.finish_reason[:40],
                     "input_tokens": response.input_tokens,
                     "output_tokens": response.output_tokens,
                     "cost_usd": cost,
-                    "error_kind": "",
-                    "error_message": "",
+                    "error_kind": results_.REJECTED if problem else "",
+                    "error_message": problem or "",
                 }
-                completed += 1
+                if problem:
+                    failed += 1
+                else:
+                    completed += 1
                 cost_total += cost
             else:
                 error = result.error or ProviderError("No result.", kind="missing", retryable=True)
@@ -172,6 +190,8 @@ def _record(row_id: int, results: Sequence[BatchResult]) -> int:
                     failed += 1
             changes.append(change)
         _write(changes)
+        if handler is not None:
+            handler.recorded(job.pk, [c["pk"] for c in changes if "content" in c])
         if changes:
             GenerationJob.objects.filter(pk=job.pk).update(
                 completed_cells=F("completed_cells") + completed,
@@ -217,8 +237,9 @@ def _write(changes: list[dict[str, Any]]) -> None:
     connection = connections[GenerationOutput.objects.db]
     table = connection.ops.quote_name(meta.db_table)
     for names, rows in (
-        (_SUCCESS_FIELDS, [c for c in changes if c["status"] == OutputStatus.COMPLETED]),
-        (_FAILURE_FIELDS, [c for c in changes if c["status"] != OutputStatus.COMPLETED]),
+        # A reply (completed, or rejected by the job's result handler) writes its text too.
+        (_SUCCESS_FIELDS, [c for c in changes if "content" in c]),
+        (_FAILURE_FIELDS, [c for c in changes if "content" not in c]),
     ):
         if not rows:
             continue

@@ -37,6 +37,7 @@ class SourceKind(models.TextChoices):
     SCENARIO = "scenario", "Items of a scenario"
     MANUAL = "manual", "Manual upload"
     PROMPT_ONLY = "prompt_only", "Prompt only"
+    JUDGE = "judge", "Tasks of a scenario, for an LLM judge"
 
 
 class GenerationJob(models.Model):

@@ -528,6 +528,13 @@ ALLOWED = {
     "start": {JobStatus.CREATED, JobStatus.PAUSED, JobStatus.FAILED},
     "pause": {JobStatus.RUNNING, JobStatus.QUEUED},
     "cancel": {JobStatus.CREATED, JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.PAUSED},
+    "retry failed cells": {
+        JobStatus.COMPLETED,
+        JobStatus.FAILED,
+        JobStatus.PAUSED,
+        JobStatus.RUNNING,
+        JobStatus.QUEUED,
+    },
 }
 
 
@@ -561,32 +568,69 @@ def job_start(*, user: Any, job: GenerationJob) -> GenerationJob:
         job = _locked(job)
         if job.status not in ALLOWED["start"]:
             raise _refuse("start", job)
-        busy = (
-            GenerationJob.objects.select_for_update()
-            .filter(owner_id=job.owner_id, status=JobStatus.RUNNING)
-            .exclude(pk=job.pk)
-            .exists()
-        )
-        job.status = JobStatus.QUEUED if busy else JobStatus.RUNNING
-        job.queued_at = timezone.now()
-        if not busy:
-            job.started_at = job.started_at or timezone.now()
-        job.status_message = ""
-        job.finished_at = None  # a failed job resumes
-        job.save(
-            update_fields=[
-                "status",
-                "queued_at",
-                "started_at",
-                "status_message",
-                "finished_at",
-                "updated_at",
-            ]
-        )
-        if not busy:
-            _dispatch_on_commit(job)
-        events.announce(job)
+        _start_locked(job)
     return job
+
+
+def _start_locked(job: GenerationJob) -> None:
+    """Start (or queue) a locked job."""
+    busy = (
+        GenerationJob.objects.select_for_update()
+        .filter(owner_id=job.owner_id, status=JobStatus.RUNNING)
+        .exclude(pk=job.pk)
+        .exists()
+    )
+    job.status = JobStatus.QUEUED if busy else JobStatus.RUNNING
+    job.queued_at = timezone.now()
+    if not busy:
+        job.started_at = job.started_at or timezone.now()
+    job.status_message = ""
+    job.finished_at = None  # a failed job resumes
+    job.save(
+        update_fields=[
+            "status",
+            "queued_at",
+            "started_at",
+            "status_message",
+            "finished_at",
+            "updated_at",
+        ]
+    )
+    if not busy:
+        _dispatch_on_commit(job)
+    events.announce(job)
+
+
+def job_retry_failed(*, user: Any, job: GenerationJob) -> tuple[GenerationJob, int]:
+    """Run the failed cells again, and only them (a provider error, or a reply the job's
+    result handler rejected); the job resumes if it had finished. The job's cost keeps what
+    the failed replies cost."""
+    _require(user, GENERATION_MANAGE, job)
+    with transaction.atomic():
+        job = _locked(job)
+        if job.status not in ALLOWED["retry failed cells"]:
+            raise _refuse("retry failed cells", job)
+        count = job.outputs.filter(status=OutputStatus.FAILED).update(
+            status=OutputStatus.PENDING,
+            content="",
+            finish_reason="",
+            attempts=0,
+            error_kind="",
+            error_message="",
+            batch=None,
+            runner_token="",
+            started_at=None,
+            completed_at=None,
+        )
+        if not count:
+            raise Conflict("The job has no failed cells.")
+        job.failed_cells -= count  # the job row is locked
+        job.save(update_fields=["failed_cells", "updated_at"])
+        if job.status in (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.PAUSED):
+            _start_locked(job)
+        else:
+            events.announce(job)
+    return job, count
 
 
 def _dispatch_on_commit(job: GenerationJob) -> None:

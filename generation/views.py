@@ -332,10 +332,15 @@ def job_outputs(request: HttpRequest, job_id: int) -> HttpResponse:
     return render(request, "generation/_outputs.html", _outputs_context(request, job))
 
 
+def _retry_failed(*, user: Any, job: GenerationJob) -> GenerationJob:
+    return services.job_retry_failed(user=user, job=job)[0]
+
+
 _ACTIONS = {
     "start": services.job_start,
     "pause": services.job_pause,
     "cancel": services.job_cancel,
+    "retry-failed": _retry_failed,
 }
 
 

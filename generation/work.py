@@ -22,7 +22,7 @@ from evalplatform.providers.llm.retry import RetryPolicy
 from evalplatform.providers.llm.types import LLMRequest
 from evalplatform.providers.models import LLMModel, ProviderConnection
 from evalplatform.runs.engine import Cell, Outcome
-from generation import events
+from generation import events, results
 from generation.models import GenerationJob, GenerationOutput, JobStatus, OutputStatus
 
 # Without max_tokens, replies are capped at this many tokens (and the reservation assumes it).
@@ -85,6 +85,7 @@ class GenerationWork:
     def __init__(self, job_id: int, *, retry: RetryPolicy | None = None):
         job = GenerationJob.objects.get(pk=job_id)
         self.job_id = job_id
+        self.handler = results.handler_for(job.source_kind)
         self.token = uuid.uuid4().hex
         self.concurrency = job.concurrency
         self.retry = retry or RetryPolicy(max_retries=job.max_retries)
@@ -286,9 +287,18 @@ class GenerationWork:
         completed = failed = 0
         cost_total = released = Decimal(0)
         item_events: list[tuple[str, dict[str, Any], int]] = []
+        with_reply: list[int] = []
         with transaction.atomic():
             if not GenerationJob.objects.filter(pk=self.job_id, runner_token=self.token).exists():
                 return  # taken over: the new runner owns these cells now
+            rejected = (
+                self.handler.check(
+                    self.job_id,
+                    {o.cell.id: o.response.text for o in outcomes if o.response is not None},
+                )
+                if self.handler is not None
+                else {}
+            )
             for outcome in outcomes:
                 cell, response, error = outcome.cell, outcome.response, outcome.error
                 # Only this runner's running cells: after a takeover, the old runner's late
@@ -302,8 +312,9 @@ class GenerationWork:
                         .cost_usd(response.input_tokens, response.output_tokens)
                         .quantize(MICRO_USD)
                     )
+                    problem = rejected.get(cell.id)
                     updated = running.update(
-                        status=OutputStatus.COMPLETED,
+                        status=OutputStatus.FAILED if problem else OutputStatus.COMPLETED,
                         content=response.text,
                         finish_reason=response.finish_reason[:40],
                         input_tokens=response.input_tokens,
@@ -311,15 +322,31 @@ class GenerationWork:
                         cost_usd=cost,
                         processing_time_ms=round(response.latency_s * 1000),
                         attempts=outcome.attempts,
-                        error_kind="",
-                        error_message="",
+                        error_kind=results.REJECTED if problem else "",
+                        error_message=problem or "",
                         reserved_usd=0,
                         completed_at=now,
                     )
                     if updated:
-                        completed += 1
+                        with_reply.append(cell.id)
                         cost_total += cost
                         released += cell.reserved_usd
+                    if updated and problem:
+                        failed += 1
+                        item_events.append(
+                            (
+                                events.ITEM_FAILED,
+                                {
+                                    "output_id": cell.id,
+                                    "error_kind": results.REJECTED,
+                                    "error_message": problem[:500],
+                                    "attempts": outcome.attempts,
+                                },
+                                cell.id,
+                            )
+                        )
+                    elif updated:
+                        completed += 1
                         item_events.append(
                             (
                                 events.ITEM_COMPLETED,
@@ -360,6 +387,8 @@ class GenerationWork:
                                 cell.id,
                             )
                         )
+            if with_reply and self.handler is not None:
+                self.handler.recorded(self.job_id, with_reply)
             if completed or failed:
                 GenerationJob.objects.filter(pk=self.job_id).update(
                     completed_cells=F("completed_cells") + completed,

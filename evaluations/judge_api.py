@@ -1,0 +1,169 @@
+"""The LLM judge API: ``/api/scenarios/{id}/judges`` (list, create) and ``/api/judges/{id}``
+(read, change before its first run, delete, estimate, run, runs, retry failed). Viewing
+needs ``feature:scenarios:view``; everything else ``feature:evaluations:judge``."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status
+from rest_framework.decorators import action
+from rest_framework.parsers import JSONParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evalplatform.accounts import policy
+from evalplatform.accounts.roles import EVALUATIONS_JUDGE, SCENARIOS_VIEW
+from evalplatform.api.permissions import TeamScopedViewSet
+from evalplatform.errors import Conflict, FieldErrors
+from evaluations import judges
+from evaluations.models import JudgeRun, LLMJudge
+from generation import services as generation
+from generation.models import JobStatus
+from scenarios.models import Scenario
+
+
+class JudgeSerializer(serializers.ModelSerializer):
+    prompt = serializers.SerializerMethodField()
+    model = serializers.IntegerField(source="llm_model_id")
+    model_label = serializers.CharField(source="llm_model.display_name")
+    created_by = serializers.CharField(source="created_by.username")
+    judgments = serializers.IntegerField(source="judgments.count")
+
+    class Meta:
+        model = LLMJudge
+        fields = [
+            "id",
+            "scenario",
+            "name",
+            "prompt_version",
+            "prompt",
+            "model",
+            "model_label",
+            "params",
+            "temperatures",
+            "repetitions",
+            "swap",
+            "mode",
+            "max_tokens",
+            "budget_usd",
+            "judgments",
+            "created_by",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+    def get_prompt(self, judge: LLMJudge) -> str:
+        version = judge.prompt_version
+        return f"{version.template.name} v{version.number}"
+
+
+def _body(request) -> dict[str, Any]:
+    if not isinstance(request.data, dict):
+        raise FieldErrors({"non_field_errors": "Send a JSON object."})
+    return dict(request.data)
+
+
+class ScenarioJudgesView(APIView):
+    """``/api/scenarios/{id}/judges``: the scenario's judges; POST creates one: name, model
+    (an id), prompt_version (an id; the team's default judge prompt for the scenario's type
+    when left out), params (e.g. thinking), temperatures, repetitions, swap (both orders),
+    mode (live or batch), max_tokens, budget_usd."""
+
+    parser_classes = [JSONParser]
+
+    def _scenario(self, request, pk: int, feature: str) -> Scenario:
+        return policy.access(
+            request.user,
+            feature,
+            Scenario.objects.select_related("team"),
+            view_feature=SCENARIOS_VIEW,
+            pk=pk,
+        )
+
+    @extend_schema(responses=JudgeSerializer(many=True))
+    def get(self, request, pk: int):
+        scenario = self._scenario(request, pk, SCENARIOS_VIEW)
+        rows = scenario.judges.select_related("prompt_version__template", "llm_model", "created_by")
+        return Response(JudgeSerializer(rows, many=True).data)
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: JudgeSerializer})
+    def post(self, request, pk: int):
+        scenario = self._scenario(request, pk, EVALUATIONS_JUDGE)
+        judge = judges.judge_create(user=request.user, scenario=scenario, data=_body(request))
+        return Response(JudgeSerializer(judge).data, status=status.HTTP_201_CREATED)
+
+
+class JudgeViewSet(TeamScopedViewSet, mixins.RetrieveModelMixin):
+    """``/api/judges/{id}``."""
+
+    queryset = LLMJudge.objects.select_related(
+        "scenario__team", "prompt_version__template", "llm_model", "created_by"
+    )
+    serializer_class = JudgeSerializer
+    view_feature = SCENARIOS_VIEW
+    edit_feature = EVALUATIONS_JUDGE
+    action_features = {
+        "estimate": EVALUATIONS_JUDGE,
+        "run": EVALUATIONS_JUDGE,
+        "retry_failed": EVALUATIONS_JUDGE,
+    }
+    parser_classes = [JSONParser]
+
+    def _judge(self) -> LLMJudge:
+        return cast(LLMJudge, self.get_object())
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=JudgeSerializer)
+    def partial_update(self, request, *args, **kwargs):
+        """Change a judge that has not run yet."""
+        judge = judges.judge_update(user=request.user, judge=self._judge(), data=_body(request))
+        return Response(JudgeSerializer(judge).data)
+
+    def destroy(self, request, *args, **kwargs):
+        """Delete the judge and its judgments."""
+        judges.judge_delete(user=request.user, judge=self._judge())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    @action(detail=True, methods=["post"])
+    def estimate(self, request, pk=None):
+        """Calls and cost of a run over ``tasks`` ("unjudged" by default, "all", or task
+        ids), at live and batch prices; nothing runs."""
+        return Response(
+            judges.judge_estimate(user=request.user, judge=self._judge(), data=_body(request))
+        )
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["post"])
+    def run(self, request, pk=None):
+        """Run the judge over ``tasks`` ("unjudged" by default, "all", or task ids), with
+        an optional ``budget_usd`` for this run: a generation job, started at once (watch it
+        at ``/generation/jobs/{job}`` or its WebSocket)."""
+        run = judges.judge_run(user=request.user, judge=self._judge(), data=_body(request))
+        return Response(judges.run_summary(run), status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @action(detail=True, methods=["get"])
+    def runs(self, request, pk=None):
+        """The judge's runs: status, calls, verdicts, unparseable replies, cost."""
+        rows = JudgeRun.objects.filter(judge=self._judge()).select_related("job")
+        return Response([judges.run_summary(run) for run in rows])
+
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    @action(detail=True, methods=["post"], url_path="retry-failed")
+    def retry_failed(self, request, pk=None):
+        """Ask again the calls that failed (provider errors, and replies that were no valid
+        verdict), and only them, in every run of the judge."""
+        judge = self._judge()
+        retried = 0
+        for run in JudgeRun.objects.filter(judge=judge, job__failed_cells__gt=0).select_related(
+            "job"
+        ):
+            if run.job.status == JobStatus.CANCELLED:
+                continue
+            retried += generation.job_retry_failed(user=request.user, job=run.job)[1]
+        if not retried:
+            raise Conflict("No failed call to retry.")
+        return Response({"retried": retried})

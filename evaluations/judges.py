@@ -1,0 +1,517 @@
+"""LLM judges: configure one on a scenario, estimate and run it over the scenario's tasks,
+and turn its replies into judgments beside the human ones.
+
+A judge run is a generation job (``source_kind`` "judge") of the one execution engine: its
+items are the tasks in their presentation orders (with ``swap``, each pair and ranking also
+in the reverse order), its prompt the judge's prompt version, its model the judge's model
+configuration, with the judge's repetitions and temperatures. Live or batch, retries,
+budget, crash recovery, live events and the job page all come from there. The job's result
+handler (``JudgeResults``) reads each reply (``evaluations.verdicts``): a valid verdict
+becomes a judgment; anything else is recorded as a failed cell with its raw text, a judgment
+with ``parse_status`` failed, and "retry failed" runs just those again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count
+
+from evalplatform.accounts import policy
+from evalplatform.accounts.models import Team
+from evalplatform.accounts.roles import EVALUATIONS_JUDGE, PROMPTS_EDIT
+from evalplatform.errors import Conflict, FieldErrors, Forbidden
+from evalplatform.prompts import services as prompt_services
+from evalplatform.prompts.models import PromptTemplate, PromptVersion
+from evalplatform.providers.models import LLMModel
+from evaluations.models import JudgeRun, Judgment, LLMJudge, ParseStatus, RaterKind
+from evaluations.verdicts import KEYS, Rejected, read
+from generation import results, sources
+from generation import services as generation
+from generation.models import GenerationJob, GenerationOutput, JobMode, OutputStatus
+from scenarios.models import Scenario, ScenarioType, Task, Variant
+
+SOURCE_KIND = "judge"
+MAX_REPETITIONS = 20
+SWAPPABLE = (ScenarioType.COMPARISON, ScenarioType.RANKING)
+
+_PREAMBLE = (
+    "You are an impartial judge of AI-written responses. Judge quality alone: ignore the "
+    "order in which responses appear, their length and their style of formatting."
+)
+DEFAULT_PROMPTS: dict[str, list[dict[str, str]]] = {
+    ScenarioType.COMPARISON: [
+        {
+            "title": "System",
+            "body": _PREAMBLE + " Decide which of the two responses to the same input is "
+            "better.\n\nReply with one JSON object and nothing else:\n"
+            '{"winner": {{verdict_options}}, "rationale": "<one sentence>"}',
+        },
+        {
+            "title": "Task",
+            "body": "{{instructions}}\n\nInput:\n{{context}}\n\n"
+            "Response A:\n{{response_a}}\n\nResponse B:\n{{response_b}}",
+        },
+    ],
+    ScenarioType.RATING: [
+        {
+            "title": "System",
+            "body": _PREAMBLE + " Score the response on every dimension of the rubric, with "
+            "a number inside that dimension's scale.\n\nRubric:\n{{rubric}}\n\n"
+            "Reply with one JSON object and nothing else:\n"
+            '{"scores": {"<dimension>": <number>, ...}, "rationale": "<one or two sentences>"}',
+        },
+        {
+            "title": "Task",
+            "body": "{{instructions}}\n\nInput:\n{{context}}\n\nResponse:\n{{response}}",
+        },
+    ],
+    ScenarioType.RANKING: [
+        {
+            "title": "System",
+            "body": _PREAMBLE + " Rank all the responses to the same input from best to "
+            "worst.\n\nReply with one JSON object and nothing else:\n"
+            '{"ranking": [{{keys}} in your order, best first], "rationale": "<one sentence>"}',
+        },
+        {"title": "Task", "body": "{{instructions}}\n\nInput:\n{{context}}\n\n{{responses}}"},
+    ],
+    ScenarioType.LABELING: [
+        {
+            "title": "System",
+            "body": _PREAMBLE + " Label the response. {{label_rule}}\nLabels: {{labels}}\n\n"
+            "Reply with one JSON object and nothing else:\n"
+            '{"labels": ["<label>", ...], "rationale": "<one sentence>"}',
+        },
+        {
+            "title": "Task",
+            "body": "{{instructions}}\n\nInput:\n{{context}}\n\nResponse:\n{{response}}",
+        },
+    ],
+}
+
+
+def _may_judge(user: Any, scenario: Scenario) -> None:
+    if not policy.may(user, EVALUATIONS_JUDGE, scenario):
+        raise Forbidden()
+
+
+def default_prompt_version(*, user: Any, scenario: Scenario) -> PromptVersion:
+    """The team's default judge prompt for the scenario's type (made on first use, then an
+    ordinary prompt template: edit it into new versions like any other)."""
+    name = f"Default judge: {scenario.type}"
+    template = PromptTemplate.objects.filter(team=scenario.team, name=name).first()
+    if template is None:
+        if not policy.has_feature(user, PROMPTS_EDIT, scenario.team):
+            raise FieldErrors({"prompt_version": "Choose a judge prompt version."})
+        template = prompt_services.template_create(
+            user=user,
+            team=scenario.team,
+            name=name,
+            blocks=DEFAULT_PROMPTS[scenario.type],
+            description="The platform's default judge prompt for this scenario type.",
+            note="Default",
+        )
+    return template.versions.order_by("-number").first()  # type: ignore[return-value]
+
+
+# --- configuration ------------------------------------------------------------------------------
+def _check(
+    user: Any, scenario: Scenario, data: Mapping[str, Any], *, own: LLMJudge | None = None
+) -> dict[str, Any]:
+    errors: dict[str, str] = {}
+    current = {
+        f: getattr(own, f) if own else None
+        for f in ("name", "params", "temperatures", "repetitions", "swap", "mode")
+    }
+    name = str(data.get("name", current["name"]) or "").strip()
+    clash = LLMJudge.objects.filter(scenario=scenario, name=name)
+    if own is not None:
+        clash = clash.exclude(pk=own.pk)
+    if not name or len(name) > 200:
+        errors["name"] = "A judge needs a name of at most 200 characters."
+    elif clash.exists():
+        errors["name"] = "This scenario already has a judge of that name."
+    team: Team = scenario.team
+    version: PromptVersion | None = own.prompt_version if own else None
+    if "prompt_version" in data and data["prompt_version"] is not None:
+        pid = data["prompt_version"]
+        version = (
+            PromptVersion.objects.filter(pk=pid, template__team=team).first()
+            if isinstance(pid, int) and not isinstance(pid, bool)
+            else None
+        )
+        if version is None:
+            errors["prompt_version"] = "Unknown prompt version in this team."
+    model: LLMModel | None = own.llm_model if own else None
+    if "model" in data or own is None:
+        mid = data.get("model")
+        model = (
+            LLMModel.objects.filter(pk=mid, connection__team=team, active=True)
+            .select_related("connection")
+            .first()
+            if isinstance(mid, int) and not isinstance(mid, bool)
+            else None
+        )
+        if model is None:
+            errors["model"] = "Unknown or inactive model in this team."
+    params = data.get("params", current["params"] or {})
+    if not isinstance(params, dict):
+        errors["params"] = "Parameters are an object (e.g. thinking settings)."
+    temperatures = data.get("temperatures", current["temperatures"] or [0.0])
+    if (
+        not isinstance(temperatures, list)
+        or not temperatures
+        or not all(
+            isinstance(t, int | float) and not isinstance(t, bool) and 0 <= t <= 2
+            for t in temperatures
+        )
+        or len(set(temperatures)) != len(temperatures)
+    ):
+        errors["temperatures"] = "A list of different temperatures, each from 0 to 2."
+    repetitions = data.get("repetitions", current["repetitions"] or 1)
+    if (
+        isinstance(repetitions, bool)
+        or not isinstance(repetitions, int)
+        or not 1 <= repetitions <= MAX_REPETITIONS
+    ):
+        errors["repetitions"] = f"Calls per task and temperature: 1 to {MAX_REPETITIONS}."
+    swap = data.get("swap", current["swap"] or False)
+    if not isinstance(swap, bool):
+        errors["swap"] = "true or false."
+    elif swap and scenario.type not in SWAPPABLE:
+        errors["swap"] = "Position swap applies to comparisons and rankings."
+    mode = data.get("mode", current["mode"] or JobMode.LIVE)
+    if mode not in JobMode.values:
+        errors["mode"] = "live or batch."
+    elif (
+        mode == JobMode.BATCH
+        and model is not None
+        and (not model.supports_batch or model.connection.kind == "mock")
+    ):
+        errors["mode"] = f"{model.display_name} has no batch API here; choose live mode."
+    max_tokens = data.get("max_tokens", own.max_tokens if own else None)
+    if max_tokens is not None and (
+        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+    ):
+        errors["max_tokens"] = "A whole number of tokens, at least 1."
+    budget: Any = data.get("budget_usd", own.budget_usd if own else None)
+    if budget is not None and budget != "":
+        try:
+            budget = Decimal(str(budget))
+            if not budget.is_finite() or budget <= 0:
+                raise InvalidOperation
+        except (InvalidOperation, ValueError):
+            errors["budget_usd"] = "A positive amount of US dollars."
+    else:
+        budget = None
+    if errors:
+        raise FieldErrors(errors)
+    return {
+        "name": name,
+        "prompt_version": version,
+        "llm_model": model,
+        "params": params,
+        "temperatures": [float(t) for t in temperatures],
+        "repetitions": repetitions,
+        "swap": swap,
+        "mode": mode,
+        "max_tokens": max_tokens,
+        "budget_usd": budget,
+    }
+
+
+def judge_create(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> LLMJudge:
+    """A judge of the scenario (``feature:evaluations:judge``). Without ``prompt_version``
+    it uses the team's default judge prompt for the scenario's type."""
+    _may_judge(user, scenario)
+    checked = _check(user, scenario, data)
+    with transaction.atomic():
+        if checked["prompt_version"] is None:
+            checked["prompt_version"] = default_prompt_version(user=user, scenario=scenario)
+        return LLMJudge.objects.create(scenario=scenario, created_by=user, **checked)
+
+
+def judge_update(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> LLMJudge:
+    """Change a judge that has not run yet (a judge that has judged is a fixed rater: make
+    another one to try other settings)."""
+    _may_judge(user, judge.scenario)
+    if judge.runs.exists():
+        raise Conflict("This judge has run: create another judge to change its settings.")
+    checked = _check(user, judge.scenario, data, own=judge)
+    for name, value in checked.items():
+        setattr(judge, name, value)
+    judge.save()
+    return judge
+
+
+def judge_delete(*, user: Any, judge: LLMJudge) -> None:
+    """Delete a judge with its judgments (its runs' jobs stay, as generation jobs)."""
+    _may_judge(user, judge.scenario)
+    if judge.runs.filter(job__status__in=["queued", "running"]).exists():
+        raise Conflict("A run of this judge is in progress: pause or cancel it first.")
+    judge.delete()
+
+
+# --- the items of a run -------------------------------------------------------------------------
+def _context_text(context: Any) -> str:
+    if not context:
+        return "(none)"
+    if isinstance(context, dict):
+        return "\n".join(
+            f"{key}: {value}" if isinstance(value, str) else f"{key}: {value!r}"
+            for key, value in context.items()
+        )
+    return str(context)
+
+
+def _rubric(config: Mapping[str, Any]) -> str:
+    lines = []
+    for dim in config.get("dimensions", []):
+        line = f"- {dim['name']} ({dim['min']}-{dim['max']})"
+        if dim.get("description"):
+            line += f": {dim['description']}"
+        if dim.get("anchors"):
+            line += " Anchors: " + "; ".join(f"{k} = {v}" for k, v in dim["anchors"].items())
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def task_ids_to_judge(judge: LLMJudge, which: Any) -> list[int]:
+    """``"unjudged"`` (tasks without a verdict of this judge yet), ``"all"``, or a list of
+    task ids of the scenario."""
+    tasks = Task.objects.filter(scenario=judge.scenario)
+    if which == "all":
+        return list(tasks.order_by("position").values_list("pk", flat=True))
+    if which == "unjudged":
+        judged = Judgment.objects.filter(judge=judge).values("task_id")
+        return list(tasks.exclude(pk__in=judged).order_by("position").values_list("pk", flat=True))
+    if isinstance(which, list) and which and all(isinstance(t, int) for t in which):
+        found = set(tasks.filter(pk__in=which).values_list("pk", flat=True))
+        unknown = [t for t in which if t not in found]
+        if unknown:
+            raise FieldErrors({"tasks": f"Not tasks of this scenario: {unknown[:20]}."})
+        return list(dict.fromkeys(which))
+    raise FieldErrors({"tasks": '"unjudged", "all", or a list of task ids.'})
+
+
+def judge_items(judge: LLMJudge, task_ids: Sequence[int]) -> list[sources.Item]:
+    """One item per task and presentation order, holding every variable of the judge
+    prompts (context, responses under their presented keys, rubric, labels)."""
+    scenario = judge.scenario
+    config = scenario.config
+    tasks = list(Task.objects.filter(pk__in=task_ids).select_related("item").order_by("position"))
+    wanted: set[int] = set()
+    for task in tasks:
+        wanted.update(task.order or [v for v in (task.variant_a_id, task.variant_b_id) if v])
+    content = dict(Variant.objects.filter(pk__in=wanted).values_list("pk", "content"))
+    base = {"instructions": scenario.instructions or "", "kind": scenario.type}
+    if scenario.type == ScenarioType.RATING:
+        base["rubric"] = _rubric(config)
+    if scenario.type == ScenarioType.LABELING:
+        base["labels"] = ", ".join(config.get("labels", []))
+        base["label_rule"] = (
+            "Choose every label that applies (multiple labels are allowed)."
+            if config.get("multiple")
+            else "Choose exactly one label."
+        )
+    if scenario.type == ScenarioType.COMPARISON:
+        base["verdict_options"] = '"A", "B" or "tie"' if config.get("ties", True) else '"A" or "B"'
+    items: list[sources.Item] = []
+    for task in tasks:
+        shown = task.order or [v for v in (task.variant_a_id, task.variant_b_id) if v]
+        orders = [(False, list(shown))]
+        if judge.swap and scenario.type in SWAPPABLE:
+            orders.append((True, list(reversed(shown))))
+        for swapped, presented in orders:
+            keys = list(KEYS[: len(presented)])
+            data: dict[str, Any] = base | {
+                "task": task.pk,
+                "swapped": swapped,
+                "presented": presented,
+                "context": _context_text(task.item.context if task.item else {}),
+            }
+            if scenario.type == ScenarioType.COMPARISON:
+                data |= {
+                    "response_a": content[presented[0]],
+                    "response_b": content[presented[1]],
+                }
+            elif scenario.type == ScenarioType.RANKING:
+                data |= {
+                    "keys": ", ".join(f'"{k}"' for k in keys),
+                    "responses": "\n\n".join(
+                        f"Response {k}:\n{content[v]}" for k, v in zip(keys, presented, strict=True)
+                    ),
+                }
+            else:
+                data["response"] = content[presented[0]]
+            items.append((f"task-{task.pk}" + ("-swapped" if swapped else ""), data))
+    return items
+
+
+def _source(*, user: Any, team: Team, spec: Mapping[str, Any]) -> list[sources.Item]:
+    """The generation source "judge": ``{"judge": id, "tasks": ...}``."""
+    judge_id = spec.get("judge")
+    judge = (
+        LLMJudge.objects.select_related("scenario__team")
+        .filter(pk=judge_id, scenario__team=team)
+        .first()
+        if isinstance(judge_id, int)
+        else None
+    )
+    if judge is None:
+        raise FieldErrors({"source.judge": "Unknown judge in this team."})
+    _may_judge(user, judge.scenario)
+    task_ids = task_ids_to_judge(judge, spec.get("tasks", "unjudged"))
+    if not task_ids:
+        raise FieldErrors({"tasks": "No task to judge: this judge has judged them all."})
+    return judge_items(judge, task_ids)
+
+
+sources.SOURCE_REGISTRY[SOURCE_KIND] = _source
+
+
+# --- running ------------------------------------------------------------------------------------
+def _job_data(judge: LLMJudge, data: Mapping[str, Any]) -> dict[str, Any]:
+    budget = data.get("budget_usd", judge.budget_usd)
+    return {
+        "team": judge.scenario.team.slug,
+        "name": f"Judge “{judge.name}” on {judge.scenario.name}"[:200],
+        "mode": judge.mode,
+        "source": {"type": SOURCE_KIND, "judge": judge.pk, "tasks": data.get("tasks", "unjudged")},
+        "prompt_versions": [judge.prompt_version_id],
+        "models": [
+            {"model": judge.llm_model_id, "params": judge.params, "label": judge.name[:250]}
+        ],
+        "repetitions": judge.repetitions,
+        "temperatures": judge.temperatures,
+        "max_tokens": judge.max_tokens,
+        "budget_usd": str(budget) if budget is not None else None,
+        "max_retries": data.get("max_retries", 3),
+        "concurrency": data.get("concurrency", 8),
+    }
+
+
+def judge_estimate(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> dict[str, Any]:
+    """Calls and cost of a run (live and batch prices), without running anything."""
+    _may_judge(user, judge.scenario)
+    plan = generation.job_plan(user=user, data=_job_data(judge, data))
+    return generation.job_estimate(plan) | {"calls": plan.cell_count}
+
+
+def judge_run(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> JudgeRun:
+    """Run the judge over ``tasks`` ("unjudged" by default, "all", or task ids): a
+    generation job, started at once (queued behind the user's running job, if any)."""
+    _may_judge(user, judge.scenario)
+    plan = generation.job_plan(user=user, data=_job_data(judge, data))
+    with transaction.atomic():
+        job = generation.job_create(user=user, plan=plan)
+        run = JudgeRun.objects.create(
+            judge=judge,
+            job=job,
+            tasks=str(data.get("tasks", "unjudged"))
+            if not isinstance(data.get("tasks"), list)
+            else "listed",
+            created_by=user,
+        )
+        generation.job_start(user=user, job=job)
+    return run
+
+
+# --- replies → judgments ------------------------------------------------------------------------
+class JudgeResults:
+    """The result handler of judge runs (see ``generation.results``)."""
+
+    def _judge(self, job_id: int) -> LLMJudge:
+        return JudgeRun.objects.select_related("judge__scenario").get(job_id=job_id).judge
+
+    @staticmethod
+    def _read(scenario: Scenario, data: Mapping[str, Any], text: str):
+        keys = list(KEYS[: len(data["presented"])])
+        return read(scenario.type, scenario.config, text, keys=keys)
+
+    def check(self, job_id: int, replies: Mapping[int, str]) -> dict[int, str]:
+        if not replies:
+            return {}
+        scenario = self._judge(job_id).scenario
+        items = dict(
+            GenerationOutput.objects.filter(pk__in=list(replies)).values_list("pk", "item__data")
+        )
+        problems: dict[int, str] = {}
+        for pk, text in replies.items():
+            try:
+                self._read(scenario, items[pk], text)
+            except Rejected as exc:
+                problems[pk] = str(exc)
+        return problems
+
+    def recorded(self, job_id: int, output_ids: Sequence[int]) -> None:
+        judge = self._judge(job_id)
+        scenario = judge.scenario
+        rows = GenerationOutput.objects.filter(pk__in=output_ids).values(
+            "pk", "status", "content", "error_message", "repetition", "temperature", "item__data"
+        )
+        made = []
+        for row in rows:
+            data = row["item__data"]
+            presented = data["presented"]
+            judgment = Judgment(
+                scenario=scenario,
+                task_id=data["task"],
+                rater_kind=RaterKind.JUDGE,
+                judge=judge,
+                output_id=row["pk"],
+                presented=presented,
+                repetition=row["repetition"],
+                temperature=row["temperature"],
+                swapped=bool(data.get("swapped")),
+            )
+            try:
+                verdict = self._read(scenario, data, row["content"])
+            except Rejected as exc:
+                judgment.parse_status = ParseStatus.FAILED
+                judgment.parse_error = str(exc)[:500]
+            else:
+                payload = verdict.payload
+                if scenario.type == ScenarioType.RANKING:
+                    keys = KEYS[: len(presented)]
+                    payload = {"ranking": [presented[keys.index(k)] for k in payload["ranking"]]}
+                judgment.payload = payload
+                judgment.rationale = verdict.rationale[:20_000]
+                judgment.parse_status = verdict.parse_status
+            made.append(judgment)
+        # A retried cell replaces its earlier judgment.
+        Judgment.objects.filter(output_id__in=output_ids).delete()
+        Judgment.objects.bulk_create(made)
+
+
+results.HANDLERS[SOURCE_KIND] = JudgeResults()
+
+
+def run_summary(run: JudgeRun) -> dict[str, Any]:
+    job: GenerationJob = run.job
+    counts = dict(
+        Judgment.objects.filter(output__job=job)
+        .values("parse_status")
+        .annotate(n=Count("pk"))
+        .values_list("parse_status", "n")
+    )
+    return {
+        "id": run.pk,
+        "judge": run.judge_id,
+        "job": job.pk,
+        "status": job.status,
+        "calls": job.total_cells,
+        "completed": job.completed_cells,
+        "failed": job.failed_cells,
+        "pending": job.outputs.filter(
+            status__in=[OutputStatus.PENDING, OutputStatus.RUNNING]
+        ).count(),
+        "verdicts": counts.get(ParseStatus.OK, 0) + counts.get(ParseStatus.EXTRACTED, 0),
+        "unparseable": counts.get(ParseStatus.FAILED, 0),
+        "cost_usd": str(job.cost_usd),
+        "tasks": run.tasks,
+        "created_at": run.created_at,
+    }

@@ -1,0 +1,321 @@
+"""LLM judges through the API: each scenario type judged live on the mock provider, position
+swap mapped back to the variants, repetitions and temperatures recorded, unparseable replies
+kept and retried alone, budget pause, permissions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from decimal import Decimal
+
+import pytest
+
+from evalplatform.accounts.roles import Role
+from evalplatform.providers.llm.retry import RetryPolicy
+from evalplatform.runs.engine import run_live
+from evaluations.models import Judgment, ParseStatus, RaterKind
+from generation.models import GenerationJob, GenerationOutput, JobStatus
+from generation.work import GenerationWork
+from scenarios import services as scenario_services
+from scenarios.models import Task
+from tests.factories import ConnectionFactory, LLMModelFactory, PromptTemplateFactory, make_version
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class NoSleep:
+    async def __call__(self, seconds):
+        return None
+
+
+def run(job_id):
+    policy = RetryPolicy(max_retries=0, sleep=NoSleep())
+    return asyncio.run(run_live(GenerationWork(job_id, retry=policy)))
+
+
+ANSWERS = {
+    "good": "A careful, complete and **well organised** answer with examples and sources.",
+    "ok": "An answer that covers the basics.",
+    "bad": "No.",
+}
+
+
+def rows(items=3):
+    return [
+        {
+            "item_id": f"q{n}",
+            "variant_id": name,
+            "content": f"{text} (question {n})",
+            "model": f"model-{name}",
+            "context": {"question": f"Question number {n}?"},
+        }
+        for n in range(items)
+        for name, text in ANSWERS.items()
+    ]
+
+
+@pytest.fixture
+def people(team_a, team_b, member):
+    return {
+        "manager": member(team_a, Role.MANAGER),
+        "viewer": member(team_a, Role.VIEWER),
+        "evaluator": member(team_a, Role.EVALUATOR),
+        "outsider": member(team_b, Role.ADMIN),
+    }
+
+
+@pytest.fixture
+def mock_judge(team_a):
+    connection = ConnectionFactory(team=team_a, kind="mock", name="mock")
+    return LLMModelFactory(connection=connection, model_id="mock-judge", display_name="Judge")
+
+
+def make_scenario(people, team, kind, config, data=None):
+    raw = "\n".join(json.dumps(r) for r in (data or rows())).encode()
+    return scenario_services.scenario_from_upload(
+        user=people["manager"],
+        team=team,
+        data={"name": f"S {kind}", "type": kind, "config": config, "format": "jsonl"},
+        raw=raw,
+    )
+
+
+def create_judge(api, user, scenario, **body):
+    response = api(user).post(f"/api/scenarios/{scenario.pk}/judges", body, format="json")
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+def run_judge(api, user, judge, **body):
+    response = api(user).post(f"/api/judges/{judge['id']}/run", body, format="json")
+    assert response.status_code == 201, response.json()
+    summary = response.json()
+    assert GenerationJob.objects.get(pk=summary["job"]).status == JobStatus.RUNNING
+    run(summary["job"])
+    return summary["job"]
+
+
+def test_a_comparison_judge_in_both_orders_with_repetitions_at_two_temperatures(
+    api, people, team_a, mock_judge
+):
+    scenario = make_scenario(people, team_a, "comparison", {"ties": True})
+    tasks = list(Task.objects.filter(scenario=scenario))
+    assert len(tasks) == 9
+    judge = create_judge(
+        api,
+        people["manager"],
+        scenario,
+        name="Mock pairwise",
+        model=mock_judge.pk,
+        temperatures=[0.0, 1.0],
+        repetitions=2,
+        swap=True,
+    )
+    assert judge["prompt"] == "Default judge: comparison v1"
+    estimate = api(people["manager"]).post(f"/api/judges/{judge['id']}/estimate", {}, format="json")
+    assert estimate.status_code == 200 and estimate.json()["calls"] == 9 * 2 * 2 * 2
+    job_id = run_judge(api, people["manager"], judge)
+    job = GenerationJob.objects.get(pk=job_id)
+    assert job.status == JobStatus.COMPLETED and job.completed_cells == 72 and job.cost_usd > 0
+
+    judgments = Judgment.objects.filter(judge_id=judge["id"])
+    assert judgments.count() == 72 and not judgments.exclude(rater_kind=RaterKind.JUDGE).exists()
+    assert Counter((j.temperature, j.repetition, j.swapped) for j in judgments) == {
+        (t, r, s): 9 for t in (0.0, 1.0) for r in (0, 1) for s in (False, True)
+    }
+    by_task = {t.pk: t for t in tasks}
+    for judgment in judgments:
+        task = by_task[judgment.task_id]
+        forward = [task.variant_a_id, task.variant_b_id]
+        assert judgment.presented == (forward[::-1] if judgment.swapped else forward)
+        assert judgment.payload["winner"] in ("A", "B", "tie")
+        assert judgment.parse_status == ParseStatus.OK and judgment.output.content
+
+    # At temperature 0 the mock judges by each text's latent quality alone: mapped back to
+    # the variants, the verdicts in both orders name the same winner.
+    def winner_variant(judgment):
+        winner = judgment.payload["winner"]
+        return "tie" if winner == "tie" else judgment.presented["AB".index(winner)]
+
+    for task in tasks:
+        pair = judgments.filter(task=task, temperature=0.0, repetition=0)
+        assert len({winner_variant(j) for j in pair}) == 1
+
+    # A second run judges nothing again: every task has a verdict.
+    again = api(people["manager"]).post(f"/api/judges/{judge['id']}/run", {}, format="json")
+    assert again.status_code == 400 and "tasks" in again.json()["errors"]
+    runs = api(people["manager"]).get(f"/api/judges/{judge['id']}/runs").json()
+    assert runs[0]["verdicts"] == 72 and runs[0]["unparseable"] == 0
+    listed = api(people["viewer"]).get(f"/api/evaluations/judgments?scenario={scenario.pk}")
+    assert listed.json()["count"] == 72
+
+
+@pytest.mark.parametrize(
+    ("kind", "config", "check"),
+    [
+        (
+            "rating",
+            {
+                "dimensions": [
+                    {"name": "clarity", "min": 1, "max": 5},
+                    {"name": "accuracy", "min": 0, "max": 10},
+                ]
+            },
+            lambda p: (
+                set(p["scores"]) == {"clarity", "accuracy"}
+                and 1 <= p["scores"]["clarity"] <= 5
+                and 0 <= p["scores"]["accuracy"] <= 10
+            ),
+        ),
+        (
+            "labeling",
+            {"labels": ["helpful", "harmful", "off-topic"]},
+            lambda p: len(p["labels"]) == 1,
+        ),
+        (
+            "labeling",
+            {"labels": ["concise", "polite", "correct"], "multiple": True},
+            lambda p: len(p["labels"]) == 2,
+        ),
+    ],
+)
+def test_rating_and_labeling_judges(api, people, team_a, mock_judge, kind, config, check):
+    scenario = make_scenario(people, team_a, kind, config)
+    judge = create_judge(api, people["manager"], scenario, name="J", model=mock_judge.pk)
+    run_judge(api, people["manager"], judge)
+    judgments = Judgment.objects.filter(judge_id=judge["id"])
+    assert judgments.count() == 9
+    for judgment in judgments:
+        assert judgment.parse_status == ParseStatus.OK, judgment.parse_error
+        assert check(judgment.payload), judgment.payload
+        assert judgment.presented == [Task.objects.get(pk=judgment.task_id).variant_a_id]
+        assert judgment.rationale or kind == "labeling"
+
+
+def test_a_ranking_judge_maps_keys_back_to_variants_in_both_orders(api, people, team_a, mock_judge):
+    scenario = make_scenario(people, team_a, "ranking", {})
+    judge = create_judge(api, people["manager"], scenario, name="R", model=mock_judge.pk, swap=True)
+    run_judge(api, people["manager"], judge)
+    judgments = Judgment.objects.filter(judge_id=judge["id"])
+    assert judgments.count() == 6  # 3 items, both orders
+    for judgment in judgments:
+        task = Task.objects.get(pk=judgment.task_id)
+        assert sorted(judgment.payload["ranking"]) == sorted(task.order)
+        assert judgment.presented == (task.order[::-1] if judgment.swapped else task.order)
+    # The mock ranks by the texts' quality: at temperature 0 both orders agree, once mapped.
+    for task in Task.objects.filter(scenario=scenario):
+        pair = judgments.filter(task=task)
+        assert len({tuple(j.payload["ranking"]) for j in pair}) == 1
+
+
+def test_unparseable_replies_are_kept_and_retried_alone(api, people, team_a, mock_judge):
+    scenario = make_scenario(
+        people, team_a, "rating", {"dimensions": [{"name": "clarity", "min": 1, "max": 5}]}
+    )
+    # A judge prompt that asks for another dimension: its replies are no valid verdicts.
+    wrong = make_version(
+        PromptTemplateFactory(team=team_a, name="Wrong rubric"),
+        [
+            ("System", 'Score the rubric:\n- tone (1-5): warmth\nReply {"scores": {...}}'),
+            ("", "{{response}}"),
+        ],
+    )
+    bad = create_judge(
+        api, people["manager"], scenario, name="Bad", model=mock_judge.pk, prompt_version=wrong.pk
+    )
+    job_id = run_judge(api, people["manager"], bad)
+    job = GenerationJob.objects.get(pk=job_id)
+    assert job.status == JobStatus.COMPLETED and job.failed_cells == 9 and job.completed_cells == 0
+    assert job.cost_usd > 0  # the replies were paid for
+    failed = Judgment.objects.filter(judge_id=bad["id"])
+    assert failed.count() == 9 and {j.parse_status for j in failed} == {ParseStatus.FAILED}
+    assert "Unknown dimensions: tone" in failed[0].parse_error
+    output = GenerationOutput.objects.filter(job_id=job_id).first()
+    assert output.status == "failed" and output.error_kind == "invalid_reply"
+    assert '"tone"' in output.content  # the raw reply is kept
+
+    # Provider errors on part of the calls; after the provider recovers, "retry failed"
+    # asks again those calls and only them.
+    connection = mock_judge.connection
+    connection.options = {"failure_rate": 0.5}
+    connection.save()
+    good = create_judge(api, people["manager"], scenario, name="Good", model=mock_judge.pk)
+    job_id = run_judge(api, people["manager"], good)
+    job = GenerationJob.objects.get(pk=job_id)
+    assert 0 < job.failed_cells < 9, job.failed_cells
+    done_before = dict(
+        GenerationOutput.objects.filter(job_id=job_id, status="completed").values_list(
+            "pk", "completed_at"
+        )
+    )
+    connection.options = {}
+    connection.save()
+    retried = api(people["manager"]).post(f"/api/judges/{good['id']}/retry-failed")
+    assert retried.status_code == 200 and retried.json()["retried"] == 9 - len(done_before)
+    run(job_id)
+    job.refresh_from_db()
+    assert job.status == JobStatus.COMPLETED and job.completed_cells == 9 and job.failed_cells == 0
+    after = dict(
+        GenerationOutput.objects.filter(job_id=job_id, pk__in=done_before).values_list(
+            "pk", "completed_at"
+        )
+    )
+    assert after == done_before  # the calls that had succeeded were not asked again
+    assert Judgment.objects.filter(judge_id=good["id"], parse_status=ParseStatus.OK).count() == 9
+    nothing = api(people["manager"]).post(f"/api/judges/{good['id']}/retry-failed")
+    assert nothing.status_code == 409
+
+
+def test_the_budget_pauses_a_judge_run(api, people, team_a, mock_judge):
+    scenario = make_scenario(people, team_a, "comparison", {})
+    judge = create_judge(
+        api,
+        people["manager"],
+        scenario,
+        name="Cheap",
+        model=mock_judge.pk,
+        max_tokens=100,
+        budget_usd="0.0015",
+    )
+    job_id = run_judge(api, people["manager"], judge)
+    job = GenerationJob.objects.get(pk=job_id)
+    assert job.status == JobStatus.PAUSED and "Budget reached" in job.status_message
+    assert job.cost_usd <= Decimal("0.0015")
+    made = Judgment.objects.filter(judge_id=judge["id"]).count()
+    assert 0 < made < 9 and made == job.completed_cells
+
+
+def test_judge_configuration_errors_and_permissions(api, people, team_a, team_b, mock_judge):
+    scenario = make_scenario(people, team_a, "rating", {"dimensions": [{"name": "x"}]})
+    url = f"/api/scenarios/{scenario.pk}/judges"
+    manager = api(people["manager"])
+    bad = manager.post(
+        url,
+        {"name": "", "model": 999, "temperatures": [3], "repetitions": 0, "swap": True},
+        format="json",
+    )
+    assert bad.status_code == 400
+    assert set(bad.json()["errors"]) >= {"name", "model", "temperatures", "repetitions", "swap"}
+    batch_on_mock = manager.post(
+        url, {"name": "B", "model": mock_judge.pk, "mode": "batch"}, format="json"
+    )
+    assert batch_on_mock.status_code == 400 and "mode" in batch_on_mock.json()["errors"]
+    assert not scenario.judges.exists()
+
+    body = {"name": "J", "model": mock_judge.pk}
+    assert api(people["viewer"]).post(url, body, format="json").status_code == 403
+    assert api(people["evaluator"]).post(url, body, format="json").status_code == 404
+    assert api(people["outsider"]).post(url, body, format="json").status_code == 404
+    judge = create_judge(api, people["manager"], scenario, **body)
+    assert api(people["viewer"]).get(f"/api/judges/{judge['id']}").status_code == 200
+    assert api(people["viewer"]).post(f"/api/judges/{judge['id']}/run").status_code == 403
+    assert api(people["outsider"]).get(f"/api/judges/{judge['id']}").status_code == 404
+    assert api(people["outsider"]).post(f"/api/judges/{judge['id']}/run").status_code == 404
+    changed = manager.patch(f"/api/judges/{judge['id']}", {"repetitions": 3}, format="json")
+    assert changed.status_code == 200 and changed.json()["repetitions"] == 3
+    run_judge(api, people["manager"], judge)
+    frozen = manager.patch(f"/api/judges/{judge['id']}", {"repetitions": 1}, format="json")
+    assert frozen.status_code == 409
+    assert manager.delete(f"/api/judges/{judge['id']}").status_code == 204
+    assert not Judgment.objects.exists()
