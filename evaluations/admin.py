@@ -2,11 +2,17 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from evalplatform.accounts.roles import EVALUATIONS_VIEW_ALL, SCENARIOS_MANAGE
+from evalplatform.accounts.roles import (
+    EVALUATIONS_JUDGE,
+    EVALUATIONS_VIEW_ALL,
+    SCENARIOS_MANAGE,
+    SCENARIOS_VIEW,
+)
 from evalplatform.admin_site import ReadOnlyTeamScopedAdmin
 from evalplatform.errors import ApplicationError
-from evaluations import invitations
-from evaluations.models import Assignment, Invitation, Judgment
+from evaluations import invitations, judges
+from evaluations.models import Assignment, Invitation, JudgeRun, Judgment, LLMJudge
+from generation import services as generation
 
 
 @admin.register(Judgment)
@@ -56,3 +62,47 @@ class InvitationAdmin(ReadOnlyTeamScopedAdmin):
             except ApplicationError as exc:
                 self.message_user(request, f"{invitation.email}: {exc.message}", level="error")
         self.message_user(request, f"{done} invitation(s) withdrawn.")
+
+
+@admin.register(LLMJudge)
+class LLMJudgeAdmin(ReadOnlyTeamScopedAdmin):
+    """Judges are configured on the scenario page or through the API (checked there); here
+    they are listed, and run or retried with the same services."""
+
+    view_feature = SCENARIOS_VIEW
+    change_feature = EVALUATIONS_JUDGE
+    list_display = ["name", "scenario", "llm_model", "prompt_version", "swap", "mode"]
+    list_filter = ["mode", "swap", ("scenario", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["name", "scenario__name"]
+    list_select_related = ["scenario", "llm_model", "prompt_version__template"]
+    readonly_fields = [f.name for f in LLMJudge._meta.fields]
+    actions = ["run_unjudged", "retry_failed"]
+
+    @admin.action(description="Run over the tasks they have not judged yet")
+    def run_unjudged(self, request, queryset):
+        for judge in queryset:
+            try:
+                run = judges.judge_run(user=request.user, judge=judge, data={})
+                self.message_user(request, f"{judge.name}: job {run.job_id} started.")
+            except ApplicationError as exc:
+                self.message_user(request, f"{judge.name}: {exc.message}", level="error")
+
+    @admin.action(description="Retry their failed calls")
+    def retry_failed(self, request, queryset):
+        for judge in queryset:
+            retried = 0
+            for run in JudgeRun.objects.filter(judge=judge, job__failed_cells__gt=0):
+                try:
+                    retried += generation.job_retry_failed(user=request.user, job=run.job)[1]
+                except ApplicationError as exc:
+                    self.message_user(request, f"{judge.name}: {exc.message}", level="error")
+            self.message_user(request, f"{judge.name}: {retried} call(s) asked again.")
+
+
+@admin.register(JudgeRun)
+class JudgeRunAdmin(ReadOnlyTeamScopedAdmin):
+    view_feature = SCENARIOS_VIEW
+    change_feature = EVALUATIONS_JUDGE
+    list_display = ["judge", "job", "tasks", "created_by", "created_at"]
+    list_select_related = ["judge", "job", "created_by"]
+    readonly_fields = [f.name for f in JudgeRun._meta.fields]

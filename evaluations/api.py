@@ -105,6 +105,12 @@ class JudgmentSerializer(serializers.ModelSerializer):
             "payload",
             "rationale",
             "time_spent_ms",
+            "judge",
+            "repetition",
+            "temperature",
+            "swapped",
+            "parse_status",
+            "parse_error",
             "created_at",
         ]
         read_only_fields = fields
@@ -112,6 +118,8 @@ class JudgmentSerializer(serializers.ModelSerializer):
     def get_rater(self, judgment: Judgment) -> str:
         if judgment.evaluator is not None:
             return judgment.evaluator.get_username()
+        if judgment.judge is not None:
+            return judgment.judge.name
         if judgment.external_rater is not None:
             return judgment.external_rater.name
         return ""
@@ -168,7 +176,7 @@ class JudgmentListView(ListAPIView):
         if not raw.isdigit():
             raise FieldErrors({"scenario": "The scenario's id."})
         scenarios = Scenario.objects.filter(pk=int(raw))
-        qs = Judgment.objects.select_related("evaluator", "external_rater").order_by("pk")
+        qs = Judgment.objects.select_related("evaluator", "external_rater", "judge").order_by("pk")
         if policy.visible(user, EVALUATIONS_VIEW_ALL, scenarios).exists():
             return qs.filter(scenario_id=int(raw))
         if access.evaluable(user, scenarios).exists():

@@ -15,12 +15,24 @@ from typing import Any
 from django.http import StreamingHttpResponse
 
 from evalplatform.api.uploads import download
-from evaluations.models import Judgment
+from evaluations.models import Judgment, ParseStatus
 from scenarios.models import Scenario, ScenarioType, Variant
 
 FLUSH_BYTES = 64 * 1024
 _COMMON = ["judgment_id", "item_id", "task_id", "rater", "rater_kind"]
-_TAIL = ["rationale", "time_spent_ms", "created_at"]
+# LLM judges' calls (empty for people): which call, how its reply parsed, what it cost.
+_JUDGE = [
+    "judge_model",
+    "judge_prompt",
+    "repetition",
+    "temperature",
+    "swapped",
+    "parse_status",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+]
+_TAIL = ["rationale", "time_spent_ms", "created_at", *_JUDGE]
 COLUMNS = {
     ScenarioType.COMPARISON: [
         *_COMMON,
@@ -57,7 +69,14 @@ def _variants(scenario: Scenario) -> dict[int, Variant]:
 def _judgments(scenario: Scenario):
     return (
         Judgment.objects.filter(scenario=scenario)
-        .select_related("task__item", "evaluator", "external_rater")
+        .select_related(
+            "task__item",
+            "evaluator",
+            "external_rater",
+            "judge__llm_model",
+            "judge__prompt_version__template",
+            "output",
+        )
         .order_by("pk")
         .iterator(chunk_size=2000)
     )
@@ -66,7 +85,27 @@ def _judgments(scenario: Scenario):
 def _rater(judgment: Judgment) -> str:
     if judgment.evaluator is not None:
         return judgment.evaluator.get_username()
+    if judgment.judge is not None:
+        return judgment.judge.name
     return judgment.external_rater.name if judgment.external_rater is not None else ""
+
+
+def _judge_fields(j: Judgment) -> dict[str, Any]:
+    if j.judge is None:
+        return dict.fromkeys(_JUDGE, "")
+    version = j.judge.prompt_version
+    output = j.output
+    return {
+        "judge_model": j.judge.llm_model.model_id,
+        "judge_prompt": f"{version.template.name} v{version.number}",
+        "repetition": j.repetition,
+        "temperature": j.temperature,
+        "swapped": j.swapped,
+        "parse_status": j.parse_status,
+        "input_tokens": output.input_tokens if output else "",
+        "output_tokens": output.output_tokens if output else "",
+        "cost_usd": str(output.cost_usd) if output else "",
+    }
 
 
 def rows(scenario: Scenario) -> Iterator[list[Any]]:
@@ -80,9 +119,12 @@ def rows(scenario: Scenario) -> Iterator[list[Any]]:
             _rater(j),
             j.rater_kind,
         ]
-        tail = [j.rationale, j.time_spent_ms, j.created_at.isoformat()]
+        tail = [j.rationale, j.time_spent_ms, j.created_at.isoformat(), *_judge_fields(j).values()]
         shown = [variants[pk] for pk in j.presented if pk in variants]
-        if scenario.type == ScenarioType.COMPARISON:
+        if j.parse_status == ParseStatus.FAILED:  # a judge's reply that was no verdict
+            blanks = len(COLUMNS[ScenarioType(scenario.type)]) - len(head) - len(tail)
+            yield [*head, *[""] * blanks, *tail]
+        elif scenario.type == ScenarioType.COMPARISON:
             a, b = shown[0], shown[1]
             winner = j.payload.get("winner")
             won = {"A": a.variant_id, "B": b.variant_id}.get(winner, "")
@@ -175,6 +217,12 @@ def json_chunks(scenario: Scenario, head: dict[str, Any]) -> Iterator[str]:
             "time_spent_ms": j.time_spent_ms,
             "created_at": j.created_at,
         }
+        if j.judge is not None:
+            record |= _judge_fields(j) | {
+                "judge": j.judge_id,
+                "parse_error": j.parse_error,
+                "raw_reply": j.output.content if j.output else None,
+            }
         yield ("" if first else ",") + json.dumps(record, default=str)
         first = False
     yield "]}"

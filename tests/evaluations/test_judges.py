@@ -319,3 +319,69 @@ def test_judge_configuration_errors_and_permissions(api, people, team_a, team_b,
     assert frozen.status_code == 409
     assert manager.delete(f"/api/judges/{judge['id']}").status_code == 204
     assert not Judgment.objects.exists()
+
+
+def test_judge_judgments_export_beside_the_human_ones(api, people, team_a, mock_judge):
+    import csv
+    import io
+
+    scenario = make_scenario(people, team_a, "comparison", {})
+    scenario_services.scenario_open(user=people["manager"], scenario=scenario)
+    evaluator = api(people["evaluator"])
+    task = evaluator.post(f"/api/evaluations/scenarios/{scenario.pk}/next").json()
+    evaluator.post(
+        f"/api/evaluations/assignments/{task['assignment']}/submit",
+        {"answer": {"winner": "B"}},
+        format="json",
+    )
+    judge = create_judge(
+        api, people["manager"], scenario, name="Mock J", model=mock_judge.pk, swap=True
+    )
+    run_judge(api, people["manager"], judge, tasks=[Task.objects.filter(scenario=scenario)[0].pk])
+    raw = b"".join(
+        api(people["manager"]).post(f"/api/scenarios/{scenario.pk}/export/csv").streaming_content
+    )
+    table = list(csv.DictReader(io.StringIO(raw.decode())))
+    kinds = Counter(row["rater_kind"] for row in table)
+    assert kinds == {"human": 1, "judge": 2}
+    human = next(r for r in table if r["rater_kind"] == "human")
+    assert human["winner"] == "B" and human["judge_model"] == "" and human["parse_status"] == ""
+    judged = [r for r in table if r["rater_kind"] == "judge"]
+    assert {r["rater"] for r in judged} == {"Mock J"} and {r["swapped"] for r in judged} == {
+        "True",
+        "False",
+    }
+    for row in judged:
+        assert row["judge_model"] == "mock-judge" and row["judge_prompt"].startswith("Default")
+        assert row["winner"] in ("A", "B", "tie") and Decimal(row["cost_usd"]) > 0
+        assert row["model_a"].startswith("model-")  # unblinded
+    body = api(people["manager"]).post(f"/api/scenarios/{scenario.pk}/export/json")
+    data = json.loads(b"".join(body.streaming_content))
+    judge_rows = [j for j in data["judgments"] if j["rater_kind"] == "judge"]
+    assert len(judge_rows) == 2 and all(j["raw_reply"].startswith("{") for j in judge_rows)
+
+
+def test_the_admin_lists_judges_and_runs_them_with_the_same_service(
+    api, people, team_a, mock_judge
+):
+    from django.test import Client
+
+    from evaluations.models import JudgeRun
+
+    scenario = make_scenario(people, team_a, "comparison", {})
+    judge = create_judge(api, people["manager"], scenario, name="Admin J", model=mock_judge.pk)
+    client = Client()
+    client.force_login(people["manager"])
+    listing = client.get("/admin/evaluations/llmjudge/")
+    assert listing.status_code == 200 and "Admin J" in listing.content.decode()
+    client.post(
+        "/admin/evaluations/llmjudge/",
+        {"action": "run_unjudged", "_selected_action": [judge["id"]]},
+    )
+    run = JudgeRun.objects.get(judge_id=judge["id"])
+    assert run.job.total_cells == 9 and run.job.status == JobStatus.RUNNING
+    outsider = Client()
+    outsider.force_login(people["outsider"])
+    assert "Admin J" not in outsider.get("/admin/evaluations/llmjudge/").content.decode()
+    # Another team's judge does not exist for them (Django's admin redirects to its index).
+    assert outsider.get(f"/admin/evaluations/llmjudge/{judge['id']}/change/").status_code == 302
