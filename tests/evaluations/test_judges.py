@@ -383,5 +383,5 @@ def test_the_admin_lists_judges_and_runs_them_with_the_same_service(
     outsider = Client()
     outsider.force_login(people["outsider"])
     assert "Admin J" not in outsider.get("/admin/evaluations/llmjudge/").content.decode()
-    # Another team's judge does not exist for them (Django's admin redirects to its index).
-    assert outsider.get(f"/admin/evaluations/llmjudge/{judge['id']}/change/").status_code == 302
+    # Another team's judge does not exist for them.
+    assert outsider.get(f"/admin/evaluations/llmjudge/{judge['id']}/change/").status_code == 404
