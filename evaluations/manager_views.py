@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import (
+    EVALUATIONS_JUDGE,
     SCENARIOS_CREATE,
     SCENARIOS_EXPORT,
     SCENARIOS_MANAGE,
@@ -23,8 +24,10 @@ from evalplatform.accounts.roles import (
 )
 from evalplatform.api.uploads import read_upload
 from evalplatform.errors import ApplicationError, FieldErrors, NotFound
+from evalplatform.prompts.models import PromptVersion
+from evalplatform.providers.models import LLMModel
 from evaluations import access
-from evaluations.models import Assignment, AssignmentStatus, Judgment
+from evaluations.models import Assignment, AssignmentStatus, JudgeRun, Judgment, ParseStatus
 from scenarios import forms, services
 from scenarios.models import Scenario, ScenarioStatus, ScenarioType, Task
 
@@ -56,6 +59,42 @@ def scenario_list(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _judges(scenario: Scenario) -> list[dict[str, Any]]:
+    """The scenario's judges with their verdicts, unparseable replies and runs."""
+    counts: dict[tuple[int, str], int] = {
+        (judge_id, status): n
+        for judge_id, status, n in Judgment.objects.filter(scenario=scenario, judge__isnull=False)
+        .values("judge_id", "parse_status")
+        .annotate(n=Count("pk"))
+        .values_list("judge_id", "parse_status", "n")
+    }
+    rows = []
+    for judge in scenario.judges.select_related("llm_model", "prompt_version__template"):
+        runs = list(JudgeRun.objects.filter(judge=judge).select_related("job")[:10])
+        rows.append(
+            {
+                "judge": judge,
+                "verdicts": counts.get((judge.pk, ParseStatus.OK), 0)
+                + counts.get((judge.pk, ParseStatus.EXTRACTED), 0),
+                "unparseable": counts.get((judge.pk, ParseStatus.FAILED), 0),
+                "failed_calls": sum(run.job.failed_cells for run in runs),
+                "runs": runs,
+            }
+        )
+    return rows
+
+
+def _judge_form_choices(scenario: Scenario) -> dict[str, Any]:
+    return {
+        "judge_models": LLMModel.objects.filter(
+            connection__team=scenario.team, active=True
+        ).select_related("connection"),
+        "judge_prompts": PromptVersion.objects.filter(template__team=scenario.team)
+        .select_related("template")
+        .order_by("template__name", "-number")[:200],
+    }
+
+
 @login_required
 def scenario_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
     scenario = _scenario(request, scenario_id)
@@ -70,6 +109,7 @@ def scenario_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
         .order_by("-done", "evaluator__username")
     )
     can_manage = policy.may(request.user, SCENARIOS_MANAGE, scenario)
+    can_judge = policy.may(request.user, EVALUATIONS_JUDGE, scenario)
     tasks = scenario.tasks.count()
     judgments = Judgment.objects.filter(scenario=scenario).count()
     return render(
@@ -89,6 +129,9 @@ def scenario_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
             ),
             "can_export": policy.may(request.user, SCENARIOS_EXPORT, scenario),
             "can_evaluate": access.may_evaluate(request.user, scenario),
+            "can_judge": can_judge,
+            "judges": _judges(scenario),
+            **(_judge_form_choices(scenario) if can_judge else {}),
         },
     )
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from evaluations import invitation_views, manager_views
+from evaluations import invitation_views, judge_views, manager_views
 from scenarios import views as scenario_views
 
 urlpatterns = [
@@ -19,6 +19,9 @@ urlpatterns = [
         name="scenario-invitation-withdraw",
     ),
     path("invitations/<str:token>", invitation_views.invitation, name="invitation"),
+    path("scenarios/<int:scenario_id>/judges", judge_views.judge_add, name="judge-add"),
+    path("judges/<int:judge_id>/estimate", judge_views.judge_estimate, name="judge-estimate"),
+    path("judges/<int:judge_id>/<str:action>", judge_views.judge_action, name="judge-action"),
     path(
         "scenarios/<int:scenario_id>/<str:action>",
         manager_views.scenario_action,

@@ -385,3 +385,48 @@ def test_the_admin_lists_judges_and_runs_them_with_the_same_service(
     assert "Admin J" not in outsider.get("/admin/evaluations/llmjudge/").content.decode()
     # Another team's judge does not exist for them.
     assert outsider.get(f"/admin/evaluations/llmjudge/{judge['id']}/change/").status_code == 404
+
+
+def test_the_scenario_page_adds_estimates_and_runs_a_judge(api, people, team_a, mock_judge):
+    from django.test import Client
+
+    scenario = make_scenario(people, team_a, "comparison", {})
+    page_url = f"/scenarios/{scenario.pk}"
+    client = Client()
+    client.force_login(people["manager"])
+    page = client.get(page_url).content.decode()
+    assert "Add a judge" in page and "Mock judge" not in page and "Judge (mock)" in page
+    bad = client.post(f"{page_url}/judges", {"name": "", "model": str(mock_judge.pk)}, follow=True)
+    assert "No judge was added" in bad.content.decode() and not scenario.judges.exists()
+    client.post(
+        f"{page_url}/judges",
+        {
+            "name": "Page judge",
+            "model": str(mock_judge.pk),
+            "temperatures": "0, 0.7",
+            "repetitions": "2",
+            "swap": "1",
+            "mode": "live",
+        },
+    )
+    judge = scenario.judges.get()
+    assert judge.temperatures == [0.0, 0.7] and judge.repetitions == 2 and judge.swap
+    estimate = client.post(f"/judges/{judge.pk}/estimate").content.decode()
+    assert "72 calls" in estimate  # 9 tasks x 2 orders x 2 repetitions x 2 temperatures
+    started = client.post(f"/judges/{judge.pk}/run")
+    job = GenerationJob.objects.get(judge_run__judge=judge)
+    assert started["Location"] == f"/generation/jobs/{job.pk}"
+    run(job.pk)
+    page = client.get(page_url).content.decode()
+    assert "Page judge" in page and "72/72" in page
+    # A viewer sees the judges, not the forms; another team sees nothing.
+    viewer = Client()
+    viewer.force_login(people["viewer"])
+    seen = viewer.get(page_url).content.decode()
+    assert "Page judge" in seen and "Add a judge" not in seen
+    assert viewer.post(f"/judges/{judge.pk}/run").status_code == 403
+    outsider = Client()
+    outsider.force_login(people["outsider"])
+    assert outsider.post(f"/judges/{judge.pk}/run").status_code == 404
+    client.post(f"/judges/{judge.pk}/delete")
+    assert not scenario.judges.exists() and not Judgment.objects.exists()

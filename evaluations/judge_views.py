@@ -1,0 +1,143 @@
+"""The scenario page's LLM judges: add one (model, prompt, temperatures, repetitions, swap,
+mode, budget), estimate its run, run it (its live progress is the job page), retry its
+failed calls, delete it. The same services as the API."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from evalplatform.accounts import policy
+from evalplatform.accounts.roles import EVALUATIONS_JUDGE, SCENARIOS_VIEW
+from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
+from evaluations import judges
+from evaluations.manager_views import _scenario
+from evaluations.models import JudgeRun, LLMJudge
+from generation import services as generation
+from generation.models import JobStatus
+
+
+def _judge(request: HttpRequest, judge_id: int) -> LLMJudge:
+    try:
+        return policy.access(
+            request.user,
+            EVALUATIONS_JUDGE,
+            LLMJudge.objects.select_related("scenario__team"),
+            view_feature=SCENARIOS_VIEW,
+            pk=judge_id,
+        )
+    except NotFound as exc:
+        raise Http404 from exc
+    except Forbidden as exc:
+        raise PermissionDenied from exc
+
+
+def _number(value: str) -> Any:
+    value = (value or "").strip()
+    if not value:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        try:
+            return float(value)
+        except ValueError:
+            return value
+
+
+def form_data(post: Any) -> dict[str, Any]:
+    """The API's judge fields from the form."""
+    temperatures = [_number(t) for t in post.get("temperatures", "0").split(",") if t.strip()]
+    budget = post.get("budget_usd", "").strip()
+    data: dict[str, Any] = {
+        "name": post.get("name", ""),
+        "model": _number(post.get("model", "")),
+        "temperatures": temperatures,
+        "repetitions": _number(post.get("repetitions", "1")),
+        "swap": post.get("swap") == "1",
+        "mode": post.get("mode", "live"),
+        "max_tokens": _number(post.get("max_tokens", "")),
+        "budget_usd": budget or None,
+    }
+    if post.get("prompt_version"):
+        data["prompt_version"] = _number(post["prompt_version"])
+    return data
+
+
+def _errors_message(exc: FieldErrors) -> str:
+    return "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.errors.items())
+
+
+@login_required
+@require_POST
+def judge_add(request: HttpRequest, scenario_id: int) -> HttpResponse:
+    scenario = _scenario(request, scenario_id)
+    try:
+        judge = judges.judge_create(
+            user=request.user, scenario=scenario, data=form_data(request.POST)
+        )
+    except FieldErrors as exc:
+        messages.error(request, f"No judge was added. {_errors_message(exc)}")
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Judge “{judge.name}” added: estimate its run, then run it.")
+    return redirect(f"/scenarios/{scenario.pk}#judges")
+
+
+@login_required
+@require_POST
+def judge_estimate(request: HttpRequest, judge_id: int) -> HttpResponse:
+    """htmx: the run's calls and cost, in place."""
+    judge = _judge(request, judge_id)
+    context: dict[str, Any] = {"judge": judge}
+    try:
+        context["estimate"] = judges.judge_estimate(user=request.user, judge=judge, data={})
+    except FieldErrors as exc:
+        context["error"] = _errors_message(exc)
+    except ApplicationError as exc:
+        context["error"] = exc.message
+    return render(request, "evaluations/_judge_estimate.html", context)
+
+
+@login_required
+@require_POST
+def judge_action(request: HttpRequest, judge_id: int, action: str) -> HttpResponse:
+    judge = _judge(request, judge_id)
+    back = f"/scenarios/{judge.scenario_id}#judges"
+    try:
+        if action == "run":
+            budget = request.POST.get("budget_usd", "").strip()
+            data = {"budget_usd": str(Decimal(budget))} if budget else {}
+            run = judges.judge_run(user=request.user, judge=judge, data=data)
+            messages.success(
+                request, f"Judge “{judge.name}” is running: {run.job.total_cells} calls."
+            )
+            return redirect("generation-job", job_id=run.job_id)
+        if action == "retry-failed":
+            retried = 0
+            for run in JudgeRun.objects.filter(judge=judge, job__failed_cells__gt=0).select_related(
+                "job"
+            ):
+                if run.job.status != JobStatus.CANCELLED:
+                    retried += generation.job_retry_failed(user=request.user, job=run.job)[1]
+            messages.success(
+                request, f"{retried} failed call{'s' if retried != 1 else ''} asked again."
+            )
+        elif action == "delete":
+            judges.judge_delete(user=request.user, judge=judge)
+            messages.success(request, f"Judge “{judge.name}” and its judgments deleted.")
+        else:
+            raise Http404
+    except FieldErrors as exc:
+        messages.error(request, _errors_message(exc))
+    except (ApplicationError, ArithmeticError) as exc:
+        messages.error(request, getattr(exc, "message", "A budget in US dollars."))
+    return redirect(back)
