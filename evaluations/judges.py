@@ -270,12 +270,12 @@ def _context_text(context: Any) -> str:
 def _rubric(config: Mapping[str, Any]) -> str:
     lines = []
     for dim in config.get("dimensions", []):
-        line = f"- {dim['name']} ({dim['min']}-{dim['max']})"
-        if dim.get("description"):
-            line += f": {dim['description']}"
+        parts = [dim.get("description") or ""]
         if dim.get("anchors"):
-            line += " Anchors: " + "; ".join(f"{k} = {v}" for k, v in dim["anchors"].items())
-        lines.append(line)
+            parts.append("(" + "; ".join(f"{k} = {v}" for k, v in dim["anchors"].items()) + ")")
+        lines.append(
+            f"- {dim['name']} ({dim['min']}-{dim['max']}): " + " ".join(p for p in parts if p)
+        )
     return "\n".join(lines)
 
 

@@ -158,8 +158,13 @@ def test_a_comparison_judge_in_both_orders_with_repetitions_at_two_temperatures(
             "rating",
             {
                 "dimensions": [
-                    {"name": "clarity", "min": 1, "max": 5},
-                    {"name": "accuracy", "min": 0, "max": 10},
+                    {
+                        "name": "clarity",
+                        "min": 1,
+                        "max": 5,
+                        "anchors": {"1": "muddled", "5": "crystal clear"},
+                    },
+                    {"name": "accuracy", "min": 0, "max": 10, "description": "Facts right"},
                 ]
             },
             lambda p: (

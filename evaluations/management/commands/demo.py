@@ -1,4 +1,5 @@
-"""``python manage.py demo``: the generation loop, offline, on the mock provider."""
+"""``python manage.py demo``: the whole loop, offline, on the mock provider: a generation job,
+a comparison and a rating scenario of its outputs, and an LLM judge over both."""
 
 from __future__ import annotations
 
@@ -15,20 +16,25 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import connections, transaction
 
+import generation
 from evalplatform.accounts.models import Membership, Team
 from evalplatform.accounts.roles import Role
 from evalplatform.bootstrap import bootstrap
 from evalplatform.prompts import services as prompt_services
 from evalplatform.prompts.models import PromptTemplate, PromptVersion
 from evalplatform.providers.llm.retry import RetryPolicy
-from evalplatform.providers.models import ProviderConnection
+from evalplatform.providers.models import LLMModel, ProviderConnection
 from evalplatform.providers.services import catalog_load
 from evalplatform.runs.engine import run_live
+from evaluations import judges
+from evaluations.models import LLMJudge
 from generation import services
 from generation.models import GenerationJob, JobStatus
 from generation.work import GenerationWork
+from scenarios import services as scenario_services
+from scenarios.models import Scenario
 
-SAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "writing_samples.csv"
+SAMPLES = Path(generation.__file__).resolve().parent / "fixtures" / "writing_samples.csv"
 JOB_NAME = "Demo: feedback on writing samples"
 PROMPTS = {
     "Feedback (detailed)": [
@@ -39,6 +45,7 @@ PROMPTS = {
         ("", "In one sentence, what is the main weakness of this text?\n\n{{text}}"),
     ],
 }
+DEMO_JUDGE = "Mock judge (position bias on)"
 DEMO_USERS = {"demo-manager": Role.MANAGER, "demo-evaluator": Role.EVALUATOR}
 
 
@@ -69,14 +76,11 @@ class Command(BaseCommand):
         job = GenerationJob.objects.get(pk=job.pk)
         self._summary(job)
         if job.status == JobStatus.COMPLETED:
-            self._scenarios(job, user)
+            self._judges(self._scenarios(job, user), user)
 
     def _scenarios(self, job, user):
         """A comparison and a rating scenario of the job's first prompt at temperature 0,
         open for the demo evaluator."""
-        from scenarios import services as scenario_services
-        from scenarios.models import Scenario
-
         first_prompt = job.prompts.order_by("position").first()
         outputs = {"prompts": [first_prompt.pk], "repetitions": [0], "temperatures": [0.0]}
         designs = [
@@ -103,6 +107,7 @@ class Command(BaseCommand):
                 },
             },
         ]
+        made = []
         for design in designs:
             scenario = Scenario.objects.filter(team=job.team, name=design["name"]).first()
             if scenario is None:
@@ -113,6 +118,39 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"Scenario {scenario.name!r} ({scenario.type}, {scenario.tasks.count()} tasks, "
                 f"{scenario.status}): POST /api/evaluations/scenarios/{scenario.pk}/next"
+            )
+            made.append(scenario)
+        return made
+
+    def _judges(self, scenarios, user):
+        """The mock judge (its position-bias knob on) over each demo scenario: pairs in both
+        orders, two calls at each of two temperatures."""
+        model = LLMModel.objects.get(connection__team=scenarios[0].team, model_id="mock-judge")
+        for scenario in scenarios:
+            judge = LLMJudge.objects.filter(scenario=scenario, name=DEMO_JUDGE).first()
+            if judge is None:
+                judge = judges.judge_create(
+                    user=user,
+                    scenario=scenario,
+                    data={
+                        "name": DEMO_JUDGE,
+                        "model": model.pk,
+                        "temperatures": [0.0, 1.0],
+                        "repetitions": 2,
+                        "swap": scenario.type == "comparison",
+                        "max_tokens": 200,
+                    },
+                )
+            if not judge.runs.exists():
+                run = judges.judge_run(user=user, judge=judge, data={})
+                self.stdout.write(f"Judging {scenario.name!r}: {run.job.total_cells} calls")
+                job = GenerationJob.objects.get(pk=run.job_id)
+                if job.status == JobStatus.RUNNING:
+                    self._run(job)
+            verdicts = judge.judgments.exclude(parse_status="failed").count()
+            self.stdout.write(
+                f"Judge {judge.name!r} on {scenario.name!r}: {verdicts} verdicts "
+                f"(GET /api/judges/{judge.pk}/runs)"
             )
 
     @transaction.atomic

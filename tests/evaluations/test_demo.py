@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+
+from evaluations.models import Judgment
+from generation.models import GenerationJob, GenerationOutput
+from scenarios.models import Scenario
+
+
+@pytest.mark.django_db(transaction=True)
+def test_demo_runs_the_loop_offline_and_is_idempotent():
+    out = io.StringIO()
+    call_command("demo", stdout=out)
+    text = out.getvalue()
+    assert "Demo user demo-manager /" in text and "completed, 320/320 outputs" in text
+    job = GenerationJob.objects.get(name__startswith="Demo:")
+    assert job.status == "completed" and job.cost_usd > 0
+    first = {o.custom_id: o.content for o in GenerationOutput.objects.filter(job=job)}
+    assert len(first) == 320 and all(first.values())
+    assert "Scenario 'Demo: which feedback helps more' (comparison, 25 tasks, open)" in text
+    assert "Scenario 'Demo: feedback quality' (rating, 40 tasks, open)" in text
+
+    again = io.StringIO()
+    call_command("demo", stdout=again)
+    assert "Demo user" not in again.getvalue() and "completed, 320/320" in again.getvalue()
+    assert GenerationJob.objects.count() == 3  # the generation job and two judge runs
+    assert Scenario.objects.count() == 2  # made once
+    assert {o.custom_id: o.content for o in GenerationOutput.objects.filter(job=job)} == first
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_demo_judges_its_scenarios_in_both_orders_at_two_temperatures():
+    call_command("demo", stdout=io.StringIO())
+    comparison = Scenario.objects.get(type="comparison")
+    judged = Judgment.objects.filter(scenario=comparison, rater_kind="judge")
+    # 25 pairs x both orders x 2 repetitions x 2 temperatures, every reply a verdict.
+    assert judged.count() == 200 and not judged.filter(parse_status="failed").exists()
+    assert {(j.swapped, j.temperature, j.repetition) for j in judged} == {
+        (s, t, r) for s in (False, True) for t in (0.0, 1.0) for r in (0, 1)
+    }
+    # The mock judge's position bias shows: the first-shown answer wins more than half.
+    firsts = judged.filter(payload__winner="A").count()
+    seconds = judged.filter(payload__winner="B").count()
+    assert firsts > seconds
+    rating = Scenario.objects.get(type="rating")
+    rated = Judgment.objects.filter(scenario=rating, rater_kind="judge")
+    assert rated.count() == 160 and not rated.filter(parse_status="failed").exists()
+    assert set(rated.first().payload["scores"]) == {"Helpfulness", "Specificity"}
