@@ -91,8 +91,15 @@ class ScenarioJudgesView(APIView):
 
     @extend_schema(request=OpenApiTypes.OBJECT, responses={201: JudgeSerializer})
     def post(self, request, pk: int):
+        """One judge; or, with ``grid`` (``{"prompt_versions": [ids], "models": [{"model":
+        id, "params": {...}, "label": ...}]}``), one judge per prompt version x model
+        configuration with the same other settings, to compare them (a list comes back)."""
         scenario = self._scenario(request, pk, EVALUATIONS_JUDGE)
-        judge = judges.judge_create(user=request.user, scenario=scenario, data=_body(request))
+        data = _body(request)
+        if "grid" in data:
+            made = judges.judge_grid(user=request.user, scenario=scenario, data=data)
+            return Response(JudgeSerializer(made, many=True).data, status=status.HTTP_201_CREATED)
+        judge = judges.judge_create(user=request.user, scenario=scenario, data=data)
         return Response(JudgeSerializer(judge).data, status=status.HTTP_201_CREATED)
 
 

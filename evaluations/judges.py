@@ -234,6 +234,76 @@ def judge_create(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> L
         return LLMJudge.objects.create(scenario=scenario, created_by=user, **checked)
 
 
+def judge_grid(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> list[LLMJudge]:
+    """Judges to test against each other: one per judge prompt version x model configuration
+    (``grid``: ``{"prompt_versions": [ids], "models": [{"model": id, "params": {...},
+    "label": ...}]}``), sharing the other settings (temperatures, repetitions, swap, mode,
+    max_tokens, budget_usd). All are made, or none."""
+    _may_judge(user, scenario)
+    grid = data.get("grid")
+    if not isinstance(grid, dict):
+        raise FieldErrors({"grid": '{"prompt_versions": [...], "models": [...]}'})
+    versions = grid.get("prompt_versions") or [None]
+    models = grid.get("models")
+    if not isinstance(versions, list) or not isinstance(models, list) or not models:
+        raise FieldErrors({"grid": "Lists of prompt versions (or none: the default) and models."})
+    if len(versions) * len(models) > 50:
+        raise FieldErrors({"grid": "At most 50 judges at a time."})
+    shared = {k: v for k, v in data.items() if k not in ("grid", "name", "model", "params")}
+    made: list[LLMJudge] = []
+    errors: dict[str, str] = {}
+    with transaction.atomic():
+        default = None
+        for v_index, version_id in enumerate(versions):
+            for m_index, spec in enumerate(models):
+                spec = spec if isinstance(spec, dict) else {"model": spec}
+                version = (
+                    PromptVersion.objects.filter(pk=version_id, template__team=scenario.team)
+                    .select_related("template")
+                    .first()
+                    if isinstance(version_id, int)
+                    else None
+                )
+                if version_id is not None and version is None:
+                    errors[f"grid.prompt_versions[{v_index}]"] = "Unknown prompt version."
+                    continue
+                if version is None:
+                    default = default or default_prompt_version(user=user, scenario=scenario)
+                    version = default
+                model_id = spec.get("model")
+                model = (
+                    LLMModel.objects.filter(pk=model_id).first()
+                    if isinstance(model_id, int)
+                    else None
+                )
+                label = str(spec.get("label") or (model.display_name if model else "model"))
+                if spec.get("params") and not spec.get("label"):
+                    label += " " + ",".join(f"{k}={w}" for k, w in sorted(spec["params"].items()))
+                name = f"{label} · {version.template.name} v{version.number}"[:200]
+                try:
+                    checked = _check(
+                        user,
+                        scenario,
+                        shared
+                        | {
+                            "name": name,
+                            "model": spec.get("model"),
+                            "params": spec.get("params") or {},
+                            "prompt_version": version.pk,
+                        },
+                    )
+                except FieldErrors as exc:
+                    errors.update(
+                        {f"grid[{v_index},{m_index}].{k}": v[0] for k, v in exc.errors.items()}
+                    )
+                    continue
+                made.append(LLMJudge.objects.create(scenario=scenario, created_by=user, **checked))
+        if errors:
+            transaction.set_rollback(True)
+            raise FieldErrors(errors)
+    return made
+
+
 def judge_update(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> LLMJudge:
     """Change a judge that has not run yet (a judge that has judged is a fixed rater: make
     another one to try other settings)."""

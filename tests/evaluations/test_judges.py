@@ -435,3 +435,46 @@ def test_the_scenario_page_adds_estimates_and_runs_a_judge(api, people, team_a, 
     assert outsider.post(f"/judges/{judge.pk}/run").status_code == 404
     client.post(f"/judges/{judge.pk}/delete")
     assert not scenario.judges.exists() and not Judgment.objects.exists()
+
+
+def test_a_grid_of_judges_prompt_by_model_by_thinking(api, people, team_a, mock_judge):
+    scenario = make_scenario(people, team_a, "comparison", {})
+    strict = make_version(
+        PromptTemplateFactory(team=team_a, name="Strict judge"),
+        [
+            ("System", 'Be strict. Reply {"winner": "A" | "B" | "tie"}.'),
+            ("", "Response A:\n{{response_a}}\n\nResponse B:\n{{response_b}}"),
+        ],
+    )
+    url = f"/api/scenarios/{scenario.pk}/judges"
+    body = {
+        "grid": {
+            "prompt_versions": [None, strict.pk],
+            "models": [
+                {"model": mock_judge.pk},
+                {"model": mock_judge.pk, "params": {"thinking": True}},
+            ],
+        },
+        "swap": True,
+        "temperatures": [0.0],
+    }
+    made = api(people["manager"]).post(url, body, format="json")
+    assert made.status_code == 201, made.json()
+    names = sorted(j["name"] for j in made.json())
+    assert names == sorted(
+        [
+            "Judge · Default judge: comparison v1",
+            "Judge · Strict judge v1",
+            "Judge thinking=True · Default judge: comparison v1",
+            "Judge thinking=True · Strict judge v1",
+        ]
+    )
+    # Each is a rater of its own over the same tasks, in both orders.
+    for judge in made.json():
+        run_judge(api, people["manager"], judge)
+    per_judge = Counter(Judgment.objects.values_list("judge__name", flat=True))
+    assert set(per_judge.values()) == {18} and len(per_judge) == 4
+    bad = api(people["manager"]).post(
+        url, body | {"grid": {"models": [{"model": mock_judge.pk}, {"model": 999}]}}, format="json"
+    )
+    assert bad.status_code == 400 and scenario.judges.count() == 4  # none of them made
