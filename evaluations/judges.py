@@ -450,7 +450,12 @@ def _job_data(judge: LLMJudge, data: Mapping[str, Any]) -> dict[str, Any]:
         "team": judge.scenario.team.slug,
         "name": f"Judge “{judge.name}” on {judge.scenario.name}"[:200],
         "mode": judge.mode,
-        "source": {"type": SOURCE_KIND, "judge": judge.pk, "tasks": data.get("tasks", "unjudged")},
+        "source": {
+            "type": SOURCE_KIND,
+            "judge": judge.pk,
+            "scenario": judge.scenario_id,
+            "tasks": data.get("tasks", "unjudged"),
+        },
         "prompt_versions": [judge.prompt_version_id],
         "models": [
             {"model": judge.llm_model_id, "params": judge.params, "label": judge.name[:250]}

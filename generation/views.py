@@ -310,7 +310,9 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         "statuses": OutputStatus.choices,
         "can_manage": policy.may(user, GENERATION_MANAGE, job),
         "can_export": policy.may(user, GENERATION_EXPORT, job),
-        "can_convert": policy.may(user, GENERATION_TO_SCENARIO, job)
+        # A judge run's outputs are verdicts, not texts to evaluate.
+        "can_convert": job.source_kind != SourceKind.JUDGE
+        and policy.may(user, GENERATION_TO_SCENARIO, job)
         and policy.has_feature(user, SCENARIOS_CREATE, job.team_id),
     }
     return render(request, "generation/job.html", context)
