@@ -3,6 +3,7 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from rest_framework.routers import SimpleRouter
 
+from evaluations.analytics.api import AnalyticsTableView, AnalyticsView
 from evaluations.api import (
     ImportJudgmentsView,
     InvitationListView,
@@ -47,6 +48,12 @@ urlpatterns = [
         name="scenario-invitation",
     ),
     path("api/scenarios/<int:pk>/judges", ScenarioJudgesView.as_view(), name="scenario-judges"),
+    path("api/scenarios/<int:pk>/analytics", AnalyticsView.as_view(), name="scenario-analytics"),
+    path(
+        "api/scenarios/<int:pk>/analytics/<str:table>.csv",
+        AnalyticsTableView.as_view(),
+        name="scenario-analytics-table",
+    ),
     path("api/", include(judge_router.urls)),
     path("api/", include("scenarios.urls")),
     path("api/evaluations/", include("evaluations.urls")),

@@ -12,7 +12,6 @@ from evalplatform.admin_site import ReadOnlyTeamScopedAdmin
 from evalplatform.errors import ApplicationError
 from evaluations import invitations, judges
 from evaluations.models import Assignment, Invitation, JudgeRun, Judgment, LLMJudge
-from generation import services as generation
 
 
 @admin.register(Judgment)
@@ -90,13 +89,11 @@ class LLMJudgeAdmin(ReadOnlyTeamScopedAdmin):
     @admin.action(description="Retry their failed calls")
     def retry_failed(self, request, queryset):
         for judge in queryset:
-            retried = 0
-            for run in JudgeRun.objects.filter(judge=judge, job__failed_cells__gt=0):
-                try:
-                    retried += generation.job_retry_failed(user=request.user, job=run.job)[1]
-                except ApplicationError as exc:
-                    self.message_user(request, f"{judge.name}: {exc.message}", level="error")
-            self.message_user(request, f"{judge.name}: {retried} call(s) asked again.")
+            try:
+                retried = judges.judge_retry_failed(user=request.user, judge=judge)
+                self.message_user(request, f"{judge.name}: {retried} call(s) asked again.")
+            except ApplicationError as exc:
+                self.message_user(request, f"{judge.name}: {exc.message}", level="error")
 
 
 @admin.register(JudgeRun)

@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -18,6 +19,7 @@ from evaluations import invitations
 from evaluations.api import invitation_link
 from evaluations.manager_views import _scenario
 from evaluations.models import Invitation
+from scenarios.models import ScenarioStatus
 
 
 class SignUpForm(UserCreationForm):
@@ -38,8 +40,10 @@ def invitation(request: HttpRequest, token: str) -> HttpResponse:
         return render(request, "evaluations/invitation.html", {"invalid": True}, status=404)
     scenario = found.scenario
     context = {"invitation": found, "scenario": scenario, "state": found.state}
-    if found.state in ("withdrawn", "expired") or (
-        found.state == "accepted" and found.accepted_by_id != request.user.pk
+    if (
+        found.state in ("withdrawn", "expired")
+        or (found.state == "accepted" and found.accepted_by_id != request.user.pk)
+        or scenario.status == ScenarioStatus.CLOSED
     ):
         return render(request, "evaluations/invitation.html", context, status=410)
     if request.method == "POST" and request.user.is_authenticated:
@@ -47,11 +51,19 @@ def invitation(request: HttpRequest, token: str) -> HttpResponse:
     if request.method == "POST":
         form = SignUpForm(request.POST, initial={"email": found.email})
         if form.is_valid():
-            user = form.save(commit=False)
-            user.email = found.email
-            user.save()
+            # The account exists only if the invitation is accepted with it.
+            try:
+                with transaction.atomic():
+                    user = form.save(commit=False)
+                    user.email = found.email
+                    user.save()
+                    accepted = invitations.accept(user=user, token=token)
+            except ApplicationError as exc:
+                context |= {"error": exc.message, "form": form}
+                return render(request, "evaluations/invitation.html", context, status=409)
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-            return _accept(request, token, context)
+            messages.success(request, f"Welcome: you are an evaluator of {scenario.name}.")
+            return redirect("evaluation-next", scenario_id=accepted.scenario_id)
         context["form"] = form
         return render(request, "evaluations/invitation.html", context, status=400)
     if request.user.is_authenticated and found.accepted_by_id == request.user.pk:

@@ -123,23 +123,22 @@ def _send(user: Any, scenario: Scenario, made: Sequence[tuple[Invitation, str]],
         )
         messages.append(
             EmailMessage(
-                subject=f"Invitation to evaluate: {scenario.name}",
+                subject=" ".join(f"Invitation to evaluate: {scenario.name}".split()),
                 body=body,
                 from_email=settings.DEFAULT_FROM_EMAIL,
                 to=[invitation.email],
             )
         )
-    try:
-        sent = get_connection().send_messages(messages) or 0
-    except Exception:  # the mail server's failure must not lose the invitations
-        logger.exception("Sending %d invitation emails failed", len(messages))
-        return
-    if sent:
-        Invitation.objects.filter(pk__in=[inv.pk for inv, _ in made]).update(
-            emailed_at=timezone.now()
-        )
-        for invitation, _ in made:
+    connection = get_connection()
+    for (invitation, _), message in zip(made, messages, strict=True):
+        try:
+            sent = connection.send_messages([message])
+        except Exception:  # the mail server's failure must not lose the invitations
+            logger.exception("Sending the invitation email of invitation %s failed", invitation.pk)
+            continue
+        if sent:
             invitation.emailed_at = timezone.now()
+            Invitation.objects.filter(pk=invitation.pk).update(emailed_at=invitation.emailed_at)
 
 
 def find(token: str) -> Invitation:

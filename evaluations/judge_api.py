@@ -17,11 +17,9 @@ from rest_framework.views import APIView
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE, SCENARIOS_VIEW
 from evalplatform.api.permissions import TeamScopedViewSet
-from evalplatform.errors import Conflict, FieldErrors
+from evalplatform.errors import FieldErrors
 from evaluations import judges
 from evaluations.models import JudgeRun, LLMJudge
-from generation import services as generation
-from generation.models import JobStatus
 from scenarios.models import Scenario
 
 
@@ -163,14 +161,5 @@ class JudgeViewSet(TeamScopedViewSet, mixins.RetrieveModelMixin):
     def retry_failed(self, request, pk=None):
         """Ask again the calls that failed (provider errors, and replies that were no valid
         verdict), and only them, in every run of the judge."""
-        judge = self._judge()
-        retried = 0
-        for run in JudgeRun.objects.filter(judge=judge, job__failed_cells__gt=0).select_related(
-            "job"
-        ):
-            if run.job.status == JobStatus.CANCELLED:
-                continue
-            retried += generation.job_retry_failed(user=request.user, job=run.job)[1]
-        if not retried:
-            raise Conflict("No failed call to retry.")
+        retried = judges.judge_retry_failed(user=request.user, judge=self._judge())
         return Response({"retried": retried})

@@ -19,9 +19,7 @@ from evalplatform.accounts.roles import EVALUATIONS_JUDGE, SCENARIOS_VIEW
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
 from evaluations import judges
 from evaluations.manager_views import _scenario
-from evaluations.models import JudgeRun, LLMJudge
-from generation import services as generation
-from generation.models import JobStatus
+from evaluations.models import LLMJudge
 
 
 def _judge(request: HttpRequest, judge_id: int) -> LLMJudge:
@@ -122,12 +120,7 @@ def judge_action(request: HttpRequest, judge_id: int, action: str) -> HttpRespon
             )
             return redirect("generation-job", job_id=run.job_id)
         if action == "retry-failed":
-            retried = 0
-            for run in JudgeRun.objects.filter(judge=judge, job__failed_cells__gt=0).select_related(
-                "job"
-            ):
-                if run.job.status != JobStatus.CANCELLED:
-                    retried += generation.job_retry_failed(user=request.user, job=run.job)[1]
+            retried = judges.judge_retry_failed(user=request.user, judge=judge)
             messages.success(
                 request, f"{retried} failed call{'s' if retried != 1 else ''} asked again."
             )

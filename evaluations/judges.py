@@ -31,7 +31,14 @@ from evaluations.models import JudgeRun, Judgment, LLMJudge, ParseStatus, RaterK
 from evaluations.verdicts import KEYS, Rejected, read
 from generation import results, sources
 from generation import services as generation
-from generation.models import GenerationJob, GenerationOutput, JobMode, OutputStatus
+from generation.models import (
+    GenerationItem,
+    GenerationJob,
+    GenerationOutput,
+    JobMode,
+    JobStatus,
+    OutputStatus,
+)
 from scenarios.models import Scenario, ScenarioType, Task, Variant
 
 SOURCE_KIND = "judge"
@@ -160,6 +167,11 @@ def _check(
     params = data.get("params", current["params"] or {})
     if not isinstance(params, dict):
         errors["params"] = "Parameters are an object (e.g. thinking settings)."
+    elif reserved := generation.reserved_params(params):
+        errors["params"] = (
+            f"{', '.join(reserved)} are set by the judge's runs (model, prompt, max_tokens, "
+            "temperature, one reply), not by parameters."
+        )
     temperatures = data.get("temperatures", current["temperatures"] or [0.0])
     if (
         not isinstance(temperatures, list)
@@ -231,6 +243,8 @@ def judge_create(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> L
     with transaction.atomic():
         if checked["prompt_version"] is None:
             checked["prompt_version"] = default_prompt_version(user=user, scenario=scenario)
+        # A judge's prompt version is fixed, like a job's: it can no longer be edited.
+        prompt_services.version_lock(version=checked["prompt_version"])
         return LLMJudge.objects.create(scenario=scenario, created_by=user, **checked)
 
 
@@ -277,6 +291,9 @@ def judge_grid(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> lis
                     else None
                 )
                 label = str(spec.get("label") or (model.display_name if model else "model"))
+                if not isinstance(spec.get("params") or {}, dict):
+                    errors[f"grid.models[{m_index}].params"] = "Parameters are an object."
+                    continue
                 if spec.get("params") and not spec.get("label"):
                     label += " " + ",".join(f"{k}={w}" for k, w in sorted(spec["params"].items()))
                 name = f"{label} · {version.template.name} v{version.number}"[:200]
@@ -297,6 +314,7 @@ def judge_grid(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> lis
                         {f"grid[{v_index},{m_index}].{k}": v[0] for k, v in exc.errors.items()}
                     )
                     continue
+                prompt_services.version_lock(version=checked["prompt_version"])
                 made.append(LLMJudge.objects.create(scenario=scenario, created_by=user, **checked))
         if errors:
             transaction.set_rollback(True)
@@ -311,18 +329,33 @@ def judge_update(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> LLMJ
     if judge.runs.exists():
         raise Conflict("This judge has run: create another judge to change its settings.")
     checked = _check(user, judge.scenario, data, own=judge)
-    for name, value in checked.items():
-        setattr(judge, name, value)
-    judge.save()
+    with transaction.atomic():
+        for name, value in checked.items():
+            setattr(judge, name, value)
+        prompt_services.version_lock(version=judge.prompt_version)
+        judge.save()
     return judge
 
 
+FINISHED = (JobStatus.COMPLETED, JobStatus.CANCELLED, JobStatus.FAILED)
+
+
 def judge_delete(*, user: Any, judge: LLMJudge) -> None:
-    """Delete a judge with its judgments (its runs' jobs stay, as generation jobs)."""
+    """Delete a judge with its judgments (its runs' jobs stay, as generation jobs). Not
+    while a run is unfinished or still has calls out (a cancelled batch run may still be
+    collecting what the provider did): cancel it, and wait."""
     _may_judge(user, judge.scenario)
-    if judge.runs.filter(job__status__in=["queued", "running"]).exists():
-        raise Conflict("A run of this judge is in progress: pause or cancel it first.")
-    judge.delete()
+    with transaction.atomic():
+        judge = LLMJudge.objects.select_for_update().get(pk=judge.pk)
+        busy = (
+            judge.runs.exclude(job__status__in=FINISHED).exists()
+            or GenerationOutput.objects.filter(
+                job__judge_run__judge=judge, status=OutputStatus.RUNNING
+            ).exists()
+        )
+        if busy:
+            raise Conflict("A run of this judge is not finished: cancel it first.")
+        judge.delete()
 
 
 # --- the items of a run -------------------------------------------------------------------------
@@ -349,22 +382,34 @@ def _rubric(config: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _asked(judge: LLMJudge) -> set[int]:
+    """Tasks this judge was asked about: in a run not cancelled, or with a judgment."""
+    in_runs = GenerationItem.objects.filter(job__judge_run__judge=judge).exclude(
+        job__status=JobStatus.CANCELLED
+    )
+    asked = {task for task in in_runs.values_list("data__task", flat=True) if task is not None}
+    return asked | set(Judgment.objects.filter(judge=judge).values_list("task_id", flat=True))
+
+
 def task_ids_to_judge(judge: LLMJudge, which: Any) -> list[int]:
-    """``"unjudged"`` (tasks without a verdict of this judge yet), ``"all"``, or a list of
-    task ids of the scenario."""
+    """``"unjudged"``: the tasks this judge was never asked about (by a run that was not
+    cancelled); or a list of such task ids. A task is asked once per judge (its calls that
+    fail are asked again with "retry failed"); to ask again, make another judge."""
     tasks = Task.objects.filter(scenario=judge.scenario)
-    if which == "all":
-        return list(tasks.order_by("position").values_list("pk", flat=True))
+    asked = _asked(judge)
     if which == "unjudged":
-        judged = Judgment.objects.filter(judge=judge).values("task_id")
-        return list(tasks.exclude(pk__in=judged).order_by("position").values_list("pk", flat=True))
+        ids = tasks.order_by("position").values_list("pk", flat=True)
+        return [pk for pk in ids if pk not in asked]
     if isinstance(which, list) and which and all(isinstance(t, int) for t in which):
         found = set(tasks.filter(pk__in=which).values_list("pk", flat=True))
         unknown = [t for t in which if t not in found]
         if unknown:
             raise FieldErrors({"tasks": f"Not tasks of this scenario: {unknown[:20]}."})
+        again = [t for t in which if t in asked]
+        if again:
+            raise FieldErrors({"tasks": f"This judge was asked about these already: {again[:20]}."})
         return list(dict.fromkeys(which))
-    raise FieldErrors({"tasks": '"unjudged", "all", or a list of task ids.'})
+    raise FieldErrors({"tasks": '"unjudged", or a list of task ids.'})
 
 
 def judge_items(judge: LLMJudge, task_ids: Sequence[int]) -> list[sources.Item]:
@@ -441,6 +486,7 @@ def _source(*, user: Any, team: Team, spec: Mapping[str, Any]) -> list[sources.I
 
 
 sources.SOURCE_REGISTRY[SOURCE_KIND] = _source
+sources.INTERNAL_SOURCES.add(SOURCE_KIND)
 
 
 # --- running ------------------------------------------------------------------------------------
@@ -472,7 +518,7 @@ def _job_data(judge: LLMJudge, data: Mapping[str, Any]) -> dict[str, Any]:
 def judge_estimate(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> dict[str, Any]:
     """Calls and cost of a run (live and batch prices), without running anything."""
     _may_judge(user, judge.scenario)
-    plan = generation.job_plan(user=user, data=_job_data(judge, data))
+    plan = generation.job_plan(user=user, data=_job_data(judge, data), internal=True)
     return generation.job_estimate(plan) | {"calls": plan.cell_count}
 
 
@@ -480,8 +526,14 @@ def judge_run(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> JudgeRu
     """Run the judge over ``tasks`` ("unjudged" by default, "all", or task ids): a
     generation job, started at once (queued behind the user's running job, if any)."""
     _may_judge(user, judge.scenario)
-    plan = generation.job_plan(user=user, data=_job_data(judge, data))
     with transaction.atomic():
+        # One run at a time per judge: the lock serializes double clicks.
+        judge = (
+            LLMJudge.objects.select_for_update().select_related("scenario__team").get(pk=judge.pk)
+        )
+        if judge.runs.exclude(job__status__in=FINISHED).exists():
+            raise Conflict("A run of this judge is not finished: resume it, or cancel it, first.")
+        plan = generation.job_plan(user=user, data=_job_data(judge, data), internal=True)
         job = generation.job_create(user=user, plan=plan)
         run = JudgeRun.objects.create(
             judge=judge,
@@ -499,8 +551,11 @@ def judge_run(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> JudgeRu
 class JudgeResults:
     """The result handler of judge runs (see ``generation.results``)."""
 
-    def _judge(self, job_id: int) -> LLMJudge:
-        return JudgeRun.objects.select_related("judge__scenario").get(job_id=job_id).judge
+    def _judge(self, job_id: int) -> LLMJudge | None:
+        """The run's judge; None once the judge is gone (its replies are then recorded as
+        plain outputs)."""
+        run = JudgeRun.objects.select_related("judge__scenario").filter(job_id=job_id).first()
+        return run.judge if run is not None else None
 
     @staticmethod
     def _read(scenario: Scenario, data: Mapping[str, Any], text: str):
@@ -508,9 +563,10 @@ class JudgeResults:
         return read(scenario.type, scenario.config, text, keys=keys)
 
     def check(self, job_id: int, replies: Mapping[int, str]) -> dict[int, str]:
-        if not replies:
+        judge = self._judge(job_id) if replies else None
+        if judge is None:
             return {}
-        scenario = self._judge(job_id).scenario
+        scenario = judge.scenario
         items = dict(
             GenerationOutput.objects.filter(pk__in=list(replies)).values_list("pk", "item__data")
         )
@@ -524,6 +580,8 @@ class JudgeResults:
 
     def recorded(self, job_id: int, output_ids: Sequence[int]) -> None:
         judge = self._judge(job_id)
+        if judge is None:
+            return
         scenario = judge.scenario
         rows = GenerationOutput.objects.filter(pk__in=output_ids).values(
             "pk", "status", "content", "error_message", "repetition", "temperature", "item__data"
@@ -557,12 +615,29 @@ class JudgeResults:
                 judgment.rationale = verdict.rationale[:20_000]
                 judgment.parse_status = verdict.parse_status
             made.append(judgment)
-        # A retried cell replaces its earlier judgment.
+        # A retried cell replaces its earlier judgment; a call already answered by another
+        # run (a late reply of a cancelled one) is not counted twice.
         Judgment.objects.filter(output_id__in=output_ids).delete()
-        Judgment.objects.bulk_create(made)
+        Judgment.objects.bulk_create(made, ignore_conflicts=True)
 
 
 results.HANDLERS[SOURCE_KIND] = JudgeResults()
+
+
+def judge_retry_failed(*, user: Any, judge: LLMJudge) -> int:
+    """Ask again the judge's calls that failed (provider errors and unparseable replies),
+    and only them, in all its runs at once; how many."""
+    _may_judge(user, judge.scenario)
+    retried = 0
+    with transaction.atomic():
+        runs = JudgeRun.objects.filter(judge=judge, job__failed_cells__gt=0).exclude(
+            job__status=JobStatus.CANCELLED
+        )
+        for run in runs.select_related("job"):
+            retried += generation.retry_failed_cells(run.job)[1]
+        if not retried:
+            raise Conflict("No failed call to retry.")
+    return retried
 
 
 def run_summary(run: JudgeRun) -> dict[str, Any]:

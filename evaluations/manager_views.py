@@ -27,7 +27,14 @@ from evalplatform.errors import ApplicationError, FieldErrors, NotFound
 from evalplatform.prompts.models import PromptVersion
 from evalplatform.providers.models import LLMModel
 from evaluations import access
-from evaluations.models import Assignment, AssignmentStatus, JudgeRun, Judgment, ParseStatus
+from evaluations.models import (
+    Assignment,
+    AssignmentStatus,
+    JudgeRun,
+    Judgment,
+    ParseStatus,
+    RaterKind,
+)
 from scenarios import forms, services
 from scenarios.models import Scenario, ScenarioStatus, ScenarioType, Task
 
@@ -44,13 +51,18 @@ def _scenario(request: HttpRequest, scenario_id: int) -> Scenario:
 @login_required
 def scenario_list(request: HttpRequest) -> HttpResponse:
     # Counted in subqueries: two joined Counts would multiply tasks by judgments.
-    def count_of(model) -> Coalesce:
-        rows = model.objects.filter(scenario=OuterRef("pk")).order_by().values("scenario")
+    def count_of(model, **only) -> Coalesce:
+        rows = model.objects.filter(scenario=OuterRef("pk"), **only).order_by().values("scenario")
         return Coalesce(Subquery(rows.annotate(n=Count("pk")).values("n")), 0)
 
+    # Progress is the people's judgments; LLM judges' are counted apart.
     scenarios = policy.visible(
         request.user, SCENARIOS_VIEW, Scenario.objects.select_related("team")
-    ).annotate(task_count=count_of(Task), judgment_count=count_of(Judgment))[:200]
+    ).annotate(
+        task_count=count_of(Task),
+        judgment_count=count_of(Judgment, rater_kind=RaterKind.HUMAN),
+        judge_count=count_of(Judgment, rater_kind=RaterKind.JUDGE),
+    )[:200]
     can_create = policy.has_feature_anywhere(request.user, SCENARIOS_CREATE)
     return render(
         request,
@@ -111,7 +123,8 @@ def scenario_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
     can_manage = policy.may(request.user, SCENARIOS_MANAGE, scenario)
     can_judge = policy.may(request.user, EVALUATIONS_JUDGE, scenario)
     tasks = scenario.tasks.count()
-    judgments = Judgment.objects.filter(scenario=scenario).count()
+    # Progress counts evaluators' judgments (imported and LLM judges' ones are apart).
+    judgments = Judgment.objects.filter(scenario=scenario, rater_kind=RaterKind.HUMAN).count()
     return render(
         request,
         "evaluations/scenario_page.html",

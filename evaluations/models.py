@@ -208,6 +208,12 @@ class Judgment(models.Model):
                 condition=models.Q(evaluator__isnull=False),
                 name="one_judgment_per_evaluator_and_task",
             ),
+            # A judge answers each task once per order, repetition and temperature.
+            models.UniqueConstraint(
+                fields=["judge", "task", "swapped", "repetition", "temperature"],
+                condition=models.Q(judge__isnull=False),
+                name="one_judgment_per_judge_call",
+            ),
         ]
 
     def __str__(self) -> str:

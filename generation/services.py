@@ -124,9 +124,15 @@ def _budget(value: Any, errors: dict[str, str]) -> Decimal | None:
 
 
 def job_plan(
-    *, user: Any, data: Mapping[str, Any], upload: bytes | None = None, filename: str = ""
+    *,
+    user: Any,
+    data: Mapping[str, Any],
+    upload: bytes | None = None,
+    filename: str = "",
+    internal: bool = False,
 ) -> JobPlan:
-    """Check a job configuration completely, without writing anything."""
+    """Check a job configuration completely, without writing anything. ``internal``: the
+    caller is the service of an internal source (``sources.INTERNAL_SOURCES``)."""
     errors: dict[str, str] = {}
     team_slug = data.get("team")
     teams = policy.teams_with(user, GENERATION_CREATE)
@@ -227,7 +233,7 @@ def job_plan(
             if not isinstance(params, dict):
                 errors[f"models[{index}].params"] = "Parameters are an object."
                 continue
-            if reserved := _reserved_params(params):
+            if reserved := reserved_params(params):
                 errors[f"models[{index}].params"] = (
                     f"{', '.join(reserved)} are set by the job (model, prompt, max_tokens, "
                     "temperature, one reply), not by parameters."
@@ -266,12 +272,12 @@ def job_plan(
         except FieldErrors as exc:
             errors.update({k: v[0] for k, v in exc.errors.items()})
         meta = {"format": fmt, "filename": filename, "bytes": len(raw)}
-    elif kind in sources.SOURCE_REGISTRY:
+    elif kind in sources.SOURCE_REGISTRY and (internal or kind not in sources.INTERNAL_SOURCES):
         items = sources.SOURCE_REGISTRY[kind](user=user, team=team, spec=source)
         meta = {k: v for k, v in source.items() if k != "type"}
     else:
         errors["source.type"] = "manual, prompt_only" + "".join(
-            f", {k}" for k in sources.SOURCE_REGISTRY
+            f", {k}" for k in sources.SOURCE_REGISTRY if k not in sources.INTERNAL_SOURCES
         )
     if errors:
         raise FieldErrors(errors)
@@ -327,7 +333,7 @@ _RESERVED_KEYS = {
 }
 
 
-def _reserved_params(params: Mapping[str, Any]) -> list[str]:
+def reserved_params(params: Mapping[str, Any]) -> list[str]:
     found = sorted(k for k in params if k in _RESERVED_KEYS)
     config = params.get("generationConfig")
     if isinstance(config, Mapping):
@@ -603,33 +609,41 @@ def _start_locked(job: GenerationJob) -> None:
 
 def job_retry_failed(*, user: Any, job: GenerationJob) -> tuple[GenerationJob, int]:
     """Run the failed cells again, and only them (a provider error, or a reply the job's
-    result handler rejected); the job resumes if it had finished. The job's cost keeps what
-    the failed replies cost."""
+    result handler rejected). A finished job runs again for them; a paused job stays paused
+    (its failed cells wait with its other pending cells until it is resumed); a running or
+    queued job takes them up. The job's cost keeps what the failed replies cost."""
     _require(user, GENERATION_MANAGE, job)
     with transaction.atomic():
-        job = _locked(job)
-        if job.status not in ALLOWED["retry failed cells"]:
-            raise _refuse("retry failed cells", job)
-        count = job.outputs.filter(status=OutputStatus.FAILED).update(
-            status=OutputStatus.PENDING,
-            content="",
-            finish_reason="",
-            attempts=0,
-            error_kind="",
-            error_message="",
-            batch=None,
-            runner_token="",
-            started_at=None,
-            completed_at=None,
-        )
-        if not count:
-            raise Conflict("The job has no failed cells.")
-        job.failed_cells -= count  # the job row is locked
-        job.save(update_fields=["failed_cells", "updated_at"])
-        if job.status in (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.PAUSED):
-            _start_locked(job)
-        else:
-            events.announce(job)
+        job, count = retry_failed_cells(job)
+    return job, count
+
+
+def retry_failed_cells(job: GenerationJob) -> tuple[GenerationJob, int]:
+    """``job_retry_failed`` without the permission check, for services that checked their
+    own (call inside a transaction)."""
+    job = _locked(job)
+    if job.status not in ALLOWED["retry failed cells"]:
+        raise _refuse("retry failed cells", job)
+    count = job.outputs.filter(status=OutputStatus.FAILED).update(
+        status=OutputStatus.PENDING,
+        content="",
+        finish_reason="",
+        attempts=0,
+        error_kind="",
+        error_message="",
+        batch=None,
+        runner_token="",
+        started_at=None,
+        completed_at=None,
+    )
+    if not count:
+        raise Conflict("The job has no failed cells.")
+    job.failed_cells -= count  # the job row is locked
+    job.save(update_fields=["failed_cells", "updated_at"])
+    if job.status in (JobStatus.COMPLETED, JobStatus.FAILED):
+        _start_locked(job)
+    else:
+        events.announce(job)
     return job, count
 
 

@@ -24,6 +24,9 @@ MAX_ERRORS = 20
 
 # Other apps add sources here: name → function(user, team, spec) → items.
 SOURCE_REGISTRY: dict[str, Callable[..., list[Item]]] = {}
+# Sources only their own app may use (its service passes ``internal=True`` to ``job_plan``):
+# a judge run's job is made by the judge service, never from the jobs API.
+INTERNAL_SOURCES: set[str] = set()
 
 
 def detect_format(filename: str, declared: str = "") -> str:

@@ -396,8 +396,13 @@ def scenario_update(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -
             errors |= {
                 f"config.{key}": "Fixed by the task design: create another scenario to change it."
                 for key in DESIGN_KEYS
-                if key in scenario.config and checked["config"].get(key) != scenario.config[key]
+                if checked["config"].get(key) != scenario.config.get(key)
             }
+            if checked["config"] != scenario.config and scenario.judgments.exists():
+                raise Conflict(
+                    "This draft has judgments (imported, or by LLM judges) made under its "
+                    "configuration: create another scenario to change it."
+                )
         if errors:
             raise FieldErrors(errors)
         for name in data:

@@ -11,7 +11,6 @@ from decimal import Decimal
 
 import pytest
 
-from evalplatform.accounts.roles import Role
 from evalplatform.providers.llm.retry import RetryPolicy
 from evalplatform.runs.engine import run_live
 from evaluations.models import Judgment, ParseStatus, RaterKind
@@ -19,7 +18,7 @@ from generation.models import GenerationJob, GenerationOutput, JobStatus
 from generation.work import GenerationWork
 from scenarios import services as scenario_services
 from scenarios.models import Task
-from tests.factories import ConnectionFactory, LLMModelFactory, PromptTemplateFactory, make_version
+from tests.factories import PromptTemplateFactory, make_version
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,22 +52,6 @@ def rows(items=3):
         for n in range(items)
         for name, text in ANSWERS.items()
     ]
-
-
-@pytest.fixture
-def people(team_a, team_b, member):
-    return {
-        "manager": member(team_a, Role.MANAGER),
-        "viewer": member(team_a, Role.VIEWER),
-        "evaluator": member(team_a, Role.EVALUATOR),
-        "outsider": member(team_b, Role.ADMIN),
-    }
-
-
-@pytest.fixture
-def mock_judge(team_a):
-    connection = ConnectionFactory(team=team_a, kind="mock", name="mock")
-    return LLMModelFactory(connection=connection, model_id="mock-judge", display_name="Judge")
 
 
 def make_scenario(people, team, kind, config, data=None):

@@ -1,0 +1,776 @@
+"""A scenario's analytics: every figure of docs/analytics.md in one JSON-ready dict.
+
+``analyze(scenario, raters=...)`` reads the scenario's judgments once (valid verdicts only;
+judges' unparseable replies are counted in the judge table) and computes, by the scenario's
+type: the win / tie / loss matrix, Bradley-Terry strengths with bootstrap intervals and
+ranks, Elo, position bias, reverse-order consistency (by variant, and aggregated by model
+and by prompt); ratings by dimension, model and prompt with repeat-call stability; rankings;
+labels; agreement between people and between people and each judge; the judge comparison
+table. ``raters``: "all", "humans" (evaluators and imported raters), "judges", or
+"judge:<id>".
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+from scipy import stats as sps
+
+from evaluations.analytics import stats
+from evaluations.models import Judgment, ParseStatus, RaterKind
+from scenarios.models import Scenario, ScenarioType, Variant
+
+DEFAULTS = {"resamples": 1000, "seed": 0, "elo_k": 4.0, "elo_order": "chronological"}
+ELO_ROUNDS = 100
+
+
+@dataclass
+class Row:
+    pk: int
+    task: int
+    rater: str
+    kind: str
+    judge: int | None
+    presented: list[int]
+    payload: dict[str, Any]
+    repetition: int
+    temperature: float | None
+    swapped: bool
+    cost: Decimal | None
+
+
+def rater_filter(raters: str) -> Callable[[Row], bool]:
+    if raters == "all":
+        return lambda r: True
+    if raters == "humans":
+        return lambda r: r.kind != RaterKind.JUDGE
+    if raters == "judges":
+        return lambda r: r.kind == RaterKind.JUDGE
+    if raters.startswith("judge:") and raters[6:].isdigit():
+        wanted = int(raters[6:])
+        return lambda r: r.judge == wanted
+    raise ValueError(raters)
+
+
+def load(scenario: Scenario) -> tuple[list[Row], dict[int, int]]:
+    """Every valid verdict of the scenario, and each judge's unparseable replies."""
+    fields = (
+        "pk",
+        "task_id",
+        "rater_kind",
+        "evaluator__username",
+        "external_rater__name",
+        "judge_id",
+        "judge__name",
+        "presented",
+        "payload",
+        "repetition",
+        "temperature",
+        "swapped",
+        "output__cost_usd",
+        "parse_status",
+    )
+    rows: list[Row] = []
+    unparseable: Counter[int] = Counter()
+    query = Judgment.objects.filter(scenario=scenario).order_by("created_at", "pk")
+    for values in query.values_list(*fields).iterator(chunk_size=5000):
+        (pk, task, kind, user, external, judge, judge_name, presented, payload) = values[:9]
+        repetition, temperature, swapped, cost, parse_status = values[9:]
+        if parse_status == ParseStatus.FAILED:
+            unparseable[judge] += 1
+            continue
+        rater = (
+            f"judge:{judge_name}"
+            if kind == RaterKind.JUDGE
+            else (user if user is not None else f"external:{external}")
+        )
+        rows.append(
+            Row(
+                pk,
+                task,
+                rater,
+                kind,
+                judge,
+                presented,
+                payload,
+                repetition,
+                temperature,
+                bool(swapped),
+                cost,
+            )
+        )
+    return rows, dict(unparseable)
+
+
+def _round(value: Any, digits: int = 7) -> Any:
+    """Floats to ``digits`` significant digits (small p-values keep theirs); NaN and
+    infinities become None."""
+    if value is None:
+        return None
+    if isinstance(value, float | np.floating):
+        return float(f"{float(value):.{digits}g}") if np.isfinite(value) else None
+    return value
+
+
+# --- comparisons --------------------------------------------------------------------------------
+def _comparison_arrays(rows: list[Row], group: Callable[[int], Any]):
+    """(labels, a, b, s, rows used): each judgment as first shown vs second shown, after
+    mapping variants to groups (judgments within one group left out)."""
+    labels: dict[Any, int] = {}
+    a, b, s, used = [], [], [], []
+    for row in rows:
+        first, second = group(row.presented[0]), group(row.presented[1])
+        if first == second:
+            continue
+        winner = row.payload.get("winner")
+        a.append(labels.setdefault(first, len(labels)))
+        b.append(labels.setdefault(second, len(labels)))
+        s.append(1.0 if winner == "A" else 0.0 if winner == "B" else 0.5)
+        used.append(row)
+    return list(labels), np.array(a, int), np.array(b, int), np.array(s, float), used
+
+
+def _bt_table(labels, a, b, s, options, extra: Callable[[Any], dict] | None = None) -> dict:
+    n = len(labels)
+    if n < 2 or len(a) == 0:
+        return {"items": [], "connected": None, "regularized": False}
+    wins = stats.win_matrix(n, a, b, s)
+    fit = stats.bradley_terry(wins)
+    boot = stats.bootstrap_bradley_terry(
+        n,
+        a,
+        b,
+        s,
+        resamples=options["resamples"],
+        seed=options["seed"],
+        regularized=fit["regularized"],
+    )
+    if len(boot):
+        low, high = np.percentile(boot, [2.5, 97.5], axis=0)
+    else:
+        low = high = np.full(n, np.nan)
+    order = stats.ranks(fit["strength"])
+    items = [
+        {
+            "variant": labels[i],
+            "strength": _round(fit["strength"][i]),
+            "ci_low": _round(low[i]),
+            "ci_high": _round(high[i]),
+            "rank": int(order[i]),
+            **(extra(labels[i]) if extra else {}),
+        }
+        for i in range(n)
+    ]
+    items.sort(key=lambda item: item["rank"])
+    return {
+        "items": items,
+        "connected": fit["connected"],
+        "regularized": fit["regularized"],
+        "converged": fit["converged"],
+        "resamples": options["resamples"],
+        "seed": options["seed"],
+    }
+
+
+def _win_matrix(labels, a, b, s) -> dict[str, Any]:
+    n = len(labels)
+    wins = np.zeros((n, n), int)
+    ties = np.zeros((n, n), int)
+    np.add.at(wins, (a[s == 1], b[s == 1]), 1)
+    np.add.at(wins, (b[s == 0], a[s == 0]), 1)
+    np.add.at(ties, (a[s == 0.5], b[s == 0.5]), 1)
+    ties = ties + ties.T
+    return {
+        "variants": labels,
+        "wins": wins.tolist(),
+        "ties": ties.tolist(),
+        "losses": wins.T.tolist(),
+    }
+
+
+def _elo(labels, a, b, s, options) -> list[dict[str, Any]]:
+    if len(labels) < 2 or len(a) == 0:
+        return []
+    result = stats.elo(
+        len(labels),
+        a,
+        b,
+        s,
+        k=options["elo_k"],
+        order=options["elo_order"],
+        rounds=ELO_ROUNDS,
+        seed=options["seed"],
+    )
+    items = [
+        {
+            "variant": labels[i],
+            "rating": _round(result["rating"][i]),
+            "median": _round(result["median"][i]),
+            "ci_low": _round(result["ci_low"][i]),
+            "ci_high": _round(result["ci_high"][i]),
+        }
+        for i in range(len(labels))
+    ]
+    return sorted(items, key=lambda item: -item["median"])
+
+
+def _position(rows: list[Row]) -> dict[str, Any]:
+    """First-position wins among the verdicts that are not ties: exact binomial test."""
+
+    def count(subset: Iterable[Row]) -> dict[str, Any]:
+        winners = [r.payload.get("winner") for r in subset]
+        decided = [w for w in winners if w in ("A", "B")]
+        return stats.binomial(decided.count("A"), len(decided)) | {"ties": winners.count("tie")}
+
+    by_rater = defaultdict(list)
+    for row in rows:
+        by_rater[row.rater].append(row)
+    return {
+        "overall": count(rows),
+        "by_rater": {rater: count(group) for rater, group in sorted(by_rater.items())},
+    }
+
+
+def _reverse_pairs(rows: list[Row]) -> list[tuple[Row, Row]]:
+    """Judgments of the same two variants by the same rater (same repetition and
+    temperature) in both presentation orders, paired in the order they were made."""
+    orders: dict[tuple, tuple[list[Row], list[Row]]] = defaultdict(lambda: ([], []))
+    for row in rows:
+        u, v = row.presented
+        low, high = min(u, v), max(u, v)
+        key = (row.rater, row.repetition, row.temperature, low, high)
+        orders[key][0 if u == low else 1].append(row)
+    return [
+        pair
+        for forward, backward in orders.values()
+        for pair in zip(forward, backward, strict=False)
+    ]
+
+
+def _winner_variant(row: Row) -> Any:
+    winner = row.payload.get("winner")
+    return "tie" if winner not in ("A", "B") else row.presented["AB".index(winner)]
+
+
+def _consistency(pairs: list[tuple[Row, Row]], options) -> dict[str, Any]:
+    flags, first, second = [], 0, 0
+    for one, other in pairs:
+        same = _winner_variant(one) == _winner_variant(other)
+        flags.append(1.0 if same else 0.0)
+        if not same:
+            w1, w2 = one.payload.get("winner"), other.payload.get("winner")
+            first += w1 == w2 == "A"
+            second += w1 == w2 == "B"
+    array = np.array(flags)
+    low, high = stats.bootstrap_share(array, resamples=options["resamples"], seed=options["seed"])
+    return {
+        "pairs": len(flags),
+        "consistent": int(array.sum()) if len(array) else 0,
+        "share": _round(array.mean()) if len(array) else None,
+        "ci_low": _round(low),
+        "ci_high": _round(high),
+        "inconsistent_first_position": first,
+        "inconsistent_second_position": second,
+    }
+
+
+def _reverse_consistency(rows: list[Row], options) -> dict[str, Any]:
+    pairs = _reverse_pairs(rows)
+    by_rater = defaultdict(list)
+    for pair in pairs:
+        by_rater[pair[0].rater].append(pair)
+    return {
+        "overall": _consistency(pairs, options),
+        "by_rater": {r: _consistency(p, options) for r, p in sorted(by_rater.items())},
+    }
+
+
+def comparisons(rows: list[Row], variants: dict[int, Variant], options) -> dict[str, Any]:
+    label = {pk: f"{v.item.item_id}/{v.variant_id}" for pk, v in variants.items()}
+
+    def describe(name: str) -> dict[str, str]:
+        variant = by_label.get(name)
+        return {"model": variant.model_label, "prompt": variant.prompt_label} if variant else {}
+
+    by_label = {label[pk]: v for pk, v in variants.items()}
+    labels, a, b, s, used = _comparison_arrays(rows, lambda pk: label[pk])
+    result: dict[str, Any] = {
+        "win_matrix": _win_matrix(labels, a, b, s),
+        "bradley_terry": _bt_table(labels, a, b, s, options, describe)["items"],
+        "bradley_terry_fit": {
+            k: v
+            for k, v in _bt_table(labels, a, b, s, options | {"resamples": 0}).items()
+            if k != "items"
+        }
+        | {"resamples": options["resamples"], "seed": options["seed"]},
+        "elo": _elo(labels, a, b, s, options),
+        "position_bias": _position(used),
+        "reverse_consistency": _reverse_consistency(used, options),
+    }
+    for name, attribute in (("by_model", "model_label"), ("by_prompt", "prompt_label")):
+        group = {pk: getattr(v, attribute) or "(none)" for pk, v in variants.items()}
+        g_labels, ga, gb, gs, _ = _comparison_arrays(rows, group.__getitem__)
+        table = _bt_table(g_labels, ga, gb, gs, options)
+        result[name] = {
+            "bradley_terry": table["items"],
+            "connected": table["connected"],
+            "regularized": table["regularized"],
+            "win_matrix": _win_matrix(g_labels, ga, gb, gs),
+        }
+    return result
+
+
+# --- ratings ------------------------------------------------------------------------------------
+def _score_rows(rows: list[Row]) -> list[tuple[Row, str, float]]:
+    return [
+        (row, dimension, float(score))
+        for row in rows
+        for dimension, score in (row.payload.get("scores") or {}).items()
+    ]
+
+
+def ratings(rows: list[Row], variants: dict[int, Variant], config: dict) -> dict[str, Any]:
+    scored = _score_rows(rows)
+    out: dict[str, Any] = {"dimensions": []}
+    for dim in config.get("dimensions", []):
+        name = dim["name"]
+        values = [(row, score) for row, d, score in scored if d == name]
+        entry: dict[str, Any] = {
+            "dimension": name,
+            "scale": [dim["min"], dim["max"]],
+            "overall": _summary([score for _, score in values]),
+            "distribution": {
+                str(k): v for k, v in sorted(Counter(score for _, score in values).items())
+            },
+        }
+        for key, attribute in (("by_model", "model_label"), ("by_prompt", "prompt_label")):
+            groups: dict[str, list[float]] = defaultdict(list)
+            for row, score in values:
+                groups[getattr(variants[row.presented[0]], attribute) or "(none)"].append(score)
+            entry[key] = [
+                {"group": group, **_summary(scores), "distribution": dict(Counter(scores))}
+                for group, scores in sorted(groups.items())
+            ]
+        out["dimensions"].append(entry)
+    return out
+
+
+def _summary(values: list[float]) -> dict[str, Any]:
+    return {k: _round(v) for k, v in stats.summarize(np.array(values, float)).as_dict().items()}
+
+
+def stability(rows: list[Row], config: dict, kind: str) -> list[dict[str, Any]]:
+    """Repeat-call stability of each judge: per item (a task in one presentation order),
+    its repeated calls at one temperature."""
+    per_judge: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        if row.kind == RaterKind.JUDGE:
+            per_judge[row.rater].append(row)
+    report = []
+    for rater, judge_rows in sorted(per_judge.items()):
+        if kind == ScenarioType.RATING:
+            for dim in config.get("dimensions", []):
+                report.append(_rating_stability(rater, dim["name"], judge_rows))
+        elif kind == ScenarioType.COMPARISON:
+            report.append(_verdict_stability(rater, judge_rows))
+    return [r for r in report if r is not None]
+
+
+def _rating_stability(rater: str, dimension: str, rows: list[Row]) -> dict[str, Any] | None:
+    by_temperature: dict[Any, dict[tuple, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        score = (row.payload.get("scores") or {}).get(dimension)
+        if score is not None:
+            by_temperature[row.temperature][(row.task, row.swapped)].append(float(score))
+    conditions = []
+    per_item_sd: dict[Any, dict[tuple, float]] = {}
+    for temperature, items in sorted(by_temperature.items(), key=lambda kv: kv[0] or 0):
+        repeated = {k: v for k, v in items.items() if len(v) >= 2}
+        if not repeated:
+            continue
+        sds = {k: float(np.std(v, ddof=1)) for k, v in repeated.items()}
+        per_item_sd[temperature] = sds
+        k = min(len(v) for v in repeated.values())
+        table = np.array([v[:k] for v in repeated.values()])
+        groups = list(repeated.values())
+        conditions.append(
+            {
+                "temperature": temperature,
+                "items": len(repeated),
+                "repetitions": k,
+                "mean_of_item_means": _round(float(np.mean([np.mean(v) for v in groups]))),
+                "mean_item_sd": _round(float(np.mean(list(sds.values())))),
+                "pooled_sd": _round(float(np.sqrt(np.mean([np.var(v, ddof=1) for v in groups])))),
+                "mean_range": _round(float(np.mean([max(v) - min(v) for v in groups]))),
+                "share_identical": _round(float(np.mean([len(set(v)) == 1 for v in groups]))),
+                "icc": _round(stats.icc_oneway(table)),
+            }
+        )
+    if not conditions:
+        return None
+    return {
+        "rater": rater,
+        "dimension": dimension,
+        "conditions": conditions,
+        "temperature_tests": _temperature_tests(per_item_sd),
+    }
+
+
+def _temperature_tests(per_item_sd: dict[Any, dict[tuple, float]]) -> list[dict[str, Any]]:
+    """Each pair of temperatures: the items' SDs compared pairwise (Wilcoxon signed-rank and
+    paired t-test)."""
+    tests = []
+    for low, high in combinations(sorted(per_item_sd, key=lambda t: t or 0), 2):
+        common = sorted(set(per_item_sd[low]) & set(per_item_sd[high]))
+        x = np.array([per_item_sd[low][k] for k in common])
+        y = np.array([per_item_sd[high][k] for k in common])
+        entry: dict[str, Any] = {
+            "temperatures": [low, high],
+            "items": len(common),
+            "mean_sd_difference": _round(float((y - x).mean())) if len(common) else None,
+            "wilcoxon_p": None,
+            "paired_t_p": None,
+        }
+        if len(common) >= 2 and np.any(x != y):
+            entry["wilcoxon_p"] = _round(float(sps.wilcoxon(x, y).pvalue))
+            entry["paired_t_p"] = _round(float(sps.ttest_rel(x, y).pvalue))
+        tests.append(entry)
+    return tests
+
+
+def _verdict_stability(rater: str, rows: list[Row]) -> dict[str, Any] | None:
+    groups: dict[tuple, list[Any]] = defaultdict(list)
+    for row in rows:
+        groups[(row.temperature, row.task, row.swapped)].append(_winner_variant(row))
+    conditions = []
+    for temperature in sorted({k[0] for k in groups}, key=lambda t: t or 0):
+        repeated = [v for k, v in groups.items() if k[0] == temperature and len(v) >= 2]
+        if repeated:
+            conditions.append(
+                {
+                    "temperature": temperature,
+                    "items": len(repeated),
+                    "share_identical": _round(float(np.mean([len(set(v)) == 1 for v in repeated]))),
+                }
+            )
+    return {"rater": rater, "dimension": None, "conditions": conditions} if conditions else None
+
+
+# --- rankings and labels ------------------------------------------------------------------------
+def rankings(rows: list[Row], variants: dict[int, Variant], options) -> dict[str, Any]:
+    label = {pk: f"{v.item.item_id}/{v.variant_id}" for pk, v in variants.items()}
+    places: dict[int, list[int]] = defaultdict(list)
+    by_task: dict[int, list[list[int]]] = defaultdict(list)
+    pairs_a, pairs_b = [], []
+    for row in rows:
+        ranking = row.payload.get("ranking") or []
+        for place, pk in enumerate(ranking, 1):
+            places[pk].append(place)
+        by_task[row.task].append(ranking)
+        for better, worse in combinations(ranking, 2):
+            pairs_a.append(better)
+            pairs_b.append(worse)
+    mean_rank = sorted(
+        (
+            {
+                "variant": label[pk],
+                "model": variants[pk].model_label,
+                "prompt": variants[pk].prompt_label,
+                "mean_rank": _round(float(np.mean(v))),
+                "n": len(v),
+            }
+            for pk, v in places.items()
+        ),
+        key=lambda item: item["mean_rank"],
+    )
+    per_task_w: list[float] = []
+    for rankings_of_task in by_task.values():
+        complete = [r for r in rankings_of_task if sorted(r) == sorted(rankings_of_task[0])]
+        if len(complete) >= 2:
+            order = sorted(complete[0])
+            matrix = np.array([[r.index(pk) + 1 for pk in order] for r in complete])
+            w = stats.kendall_w(matrix)
+            if w is not None:
+                per_task_w.append(w)
+    result: dict[str, Any] = {
+        "mean_rank": mean_rank,
+        "kendall_w_mean": _round(float(np.mean(per_task_w))) if per_task_w else None,
+        "kendall_w_tasks": len(per_task_w),
+    }
+    for name, key in (("bradley_terry", None), ("by_model", "model_label")):
+        mapped = {
+            pk: (label[pk] if key is None else getattr(v, key) or "(none)")
+            for pk, v in variants.items()
+        }
+        labels: dict[Any, int] = {}
+        a, b = [], []
+        for better, worse in zip(pairs_a, pairs_b, strict=False):
+            x, y = mapped[better], mapped[worse]
+            if x != y:
+                a.append(labels.setdefault(x, len(labels)))
+                b.append(labels.setdefault(y, len(labels)))
+        table = _bt_table(
+            list(labels), np.array(a, int), np.array(b, int), np.ones(len(a)), options
+        )
+        result[name] = table["items"]
+    return result
+
+
+def labels(rows: list[Row], variants: dict[int, Variant]) -> dict[str, Any]:
+    overall: Counter[str] = Counter()
+    by_model: dict[str, Counter[str]] = defaultdict(Counter)
+    for row in rows:
+        for label in row.payload.get("labels") or []:
+            overall[label] += 1
+            by_model[variants[row.presented[0]].model_label or "(none)"][label] += 1
+    return {
+        "overall": dict(overall.most_common()),
+        "by_model": {model: dict(c) for model, c in sorted(by_model.items())},
+    }
+
+
+# --- agreement ----------------------------------------------------------------------------------
+def _unit_values(
+    rows: list[Row], kind: str, dimension: str | None = None
+) -> dict[Any, dict[str, list]]:
+    """unit → rater → values. A comparison's unit is the unordered pair (its value the
+    winning variant or "tie"); other types' unit is the task."""
+    units: dict[Any, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        if kind == ScenarioType.COMPARISON:
+            unit: Any = tuple(sorted(row.presented))
+            value: Any = _winner_variant(row)
+        elif kind == ScenarioType.RATING:
+            unit = row.task
+            value = (row.payload.get("scores") or {}).get(dimension)
+            if value is None:
+                continue
+        elif kind == ScenarioType.LABELING:
+            unit = row.task
+            value = "|".join(sorted(row.payload.get("labels") or []))
+        else:
+            continue
+        units[unit][row.rater].append(value)
+    return units
+
+
+def _agreement_of_people(units: dict[Any, dict[str, list]], metric: str, weights: str | None):
+    values = [[v for per in raters.values() for v in per] for raters in units.values()]
+    result: dict[str, Any] = {
+        "units": sum(1 for v in values if len(v) >= 2),
+        f"krippendorff_alpha_{metric}": _round(stats.krippendorff_alpha(values, metric)),
+    }
+    if metric != "nominal":
+        result["krippendorff_alpha_ordinal"] = _round(stats.krippendorff_alpha(values, "ordinal"))
+    raters = sorted({r for per in units.values() for r in per})
+    result["raters"] = len(raters)
+    if len(raters) == 2:
+        both = [u for u in units.values() if all(r in u for r in raters)]
+        x = [u[raters[0]][0] for u in both]
+        y = [u[raters[1]][0] for u in both]
+        result["cohen_kappa"] = _round(stats.cohen_kappa(x, y))
+        if weights:
+            result["cohen_kappa_weighted"] = _round(stats.cohen_kappa(x, y, weights))
+    else:
+        result["cohen_kappa"] = None
+    # Fleiss: every unit rated the same number of times (two or more).
+    sizes = {len(v) for v in values if v}
+    if len(sizes) == 1 and next(iter(sizes)) >= 2:
+        categories = sorted(
+            {_category(v, u) for u, vs in zip(units, values, strict=False) for v in vs}, key=repr
+        )
+        index = {c: i for i, c in enumerate(categories)}
+        table = np.zeros((len(values), len(categories)))
+        for row_index, (unit, vs) in enumerate(zip(units, values, strict=False)):
+            for v in vs:
+                table[row_index, index[_category(v, unit)]] += 1
+        result["fleiss_kappa"] = _round(stats.fleiss_kappa(table))
+    else:
+        result["fleiss_kappa"] = None
+    return result
+
+
+def _category(value: Any, unit: Any) -> Any:
+    """Comparisons: the winner as first / second variant of the unit, so that categories are
+    shared across units."""
+    if isinstance(unit, tuple) and len(unit) == 2:
+        return "tie" if value == "tie" else ("first" if value == unit[0] else "second")
+    return value
+
+
+def _majority(values: list[Any]) -> Any:
+    counts = Counter(values).most_common()
+    if not counts or (len(counts) > 1 and counts[0][1] == counts[1][1]):
+        return None
+    return counts[0][0]
+
+
+def agreement(rows: list[Row], kind: str, config: dict) -> dict[str, Any]:
+    """Between people (evaluators and imported raters), and between people and each judge.
+    The top-level figures are the people's agreement on the verdicts (comparisons), labels
+    (labeling) or scores (ratings: every dimension's scores together, a unit being a task
+    and a dimension; ``by_dimension`` has each one)."""
+    people = [r for r in rows if r.kind != RaterKind.JUDGE]
+    judges = sorted({r.rater for r in rows if r.kind == RaterKind.JUDGE})
+    rating = kind == ScenarioType.RATING
+    metric = "interval" if rating else "nominal"
+    weights = "quadratic" if rating else None
+    if rating:
+        dimensions = [d["name"] for d in config.get("dimensions", [])]
+        pooled: dict[Any, dict[str, list]] = {}
+        by_dimension: dict[str, Any] = {}
+        versus: dict[str, dict[str, Any]] = defaultdict(dict)
+        for dimension in dimensions:
+            units = _unit_values(people, kind, dimension)
+            pooled |= {(unit, dimension): raters for unit, raters in units.items()}
+            by_dimension[dimension] = _agreement_of_people(units, metric, weights)
+            for judge in judges:
+                judged = _unit_values([r for r in rows if r.rater == judge], kind, dimension)
+                versus[judge][dimension] = _versus(units, judged, kind)
+        return _agreement_of_people(pooled, metric, weights) | {
+            "by_dimension": by_dimension,
+            "human_vs_judge": dict(versus),
+        }
+    units = _unit_values(people, kind)
+    return _agreement_of_people(units, metric, weights) | {
+        "human_vs_judge": {
+            judge: _versus(units, _unit_values([r for r in rows if r.rater == judge], kind), kind)
+            for judge in judges
+        }
+    }
+
+
+def _versus(humans: dict, judged: dict, kind: str) -> dict[str, Any]:
+    """A judge against the people on the units both judged: for comparisons and labels the
+    people's majority against the judge's most frequent verdict; for ratings the people's
+    mean against the judge's mean."""
+    common = [u for u in judged if u in humans]
+    if kind == ScenarioType.RATING:
+        x = np.array([np.mean([v for vs in humans[u].values() for v in vs]) for u in common])
+        y = np.array([np.mean([v for vs in judged[u].values() for v in vs]) for u in common])
+        entry: dict[str, Any] = {"units": len(common)}
+        if len(common) >= 3 and x.std() > 0 and y.std() > 0:
+            entry["spearman"] = _round(float(sps.spearmanr(x, y).statistic))
+            entry["kendall_tau"] = _round(float(sps.kendalltau(x, y).statistic))
+        else:
+            entry["spearman"] = entry["kendall_tau"] = None
+        entry["krippendorff_alpha_interval"] = _round(
+            stats.krippendorff_alpha([[a, b] for a, b in zip(x, y, strict=False)], "interval")
+        )
+        entry["cohen_kappa_weighted"] = (
+            _round(stats.cohen_kappa([round(v) for v in x], [round(v) for v in y], "quadratic"))
+            if len(common)
+            else None
+        )
+        return entry
+    pairs = []
+    for unit in common:
+        majority = _majority([v for vs in humans[unit].values() for v in vs])
+        mode = _majority([v for vs in judged[unit].values() for v in vs])
+        if majority is not None and mode is not None:
+            pairs.append((_category(majority, unit), _category(mode, unit)))
+    first, second = [p[0] for p in pairs], [p[1] for p in pairs]
+    return {
+        "units": len(pairs),
+        "agreement_with_human_majority": _round(float(np.mean([a == b for a, b in pairs])))
+        if pairs
+        else None,
+        "cohen_kappa": _round(stats.cohen_kappa(first, second)) if pairs else None,
+        "krippendorff_alpha_nominal": _round(
+            stats.krippendorff_alpha([[a, b] for a, b in pairs], "nominal")
+        ),
+    }
+
+
+# --- judges -------------------------------------------------------------------------------------
+def judges_table(
+    scenario: Scenario, rows: list[Row], unparseable: dict[int, int], agreement_: dict, options
+) -> list[dict[str, Any]]:
+    table = []
+    for judge in scenario.judges.select_related("llm_model", "prompt_version__template"):
+        mine = [r for r in rows if r.judge == judge.pk]
+        failed = unparseable.get(judge.pk, 0)
+        calls = len(mine) + failed
+        spent = sum((r.cost or Decimal(0) for r in mine), Decimal(0))
+        entry: dict[str, Any] = {
+            "judge": judge.pk,
+            "name": judge.name,
+            "model": judge.llm_model.model_id,
+            "params": judge.params,
+            "thinking": judge.params.get("thinking") if isinstance(judge.params, dict) else None,
+            "prompt": f"{judge.prompt_version.template.name} v{judge.prompt_version.number}",
+            "temperatures": judge.temperatures,
+            "repetitions": judge.repetitions,
+            "swap": judge.swap,
+            "judgments": len(mine),
+            "parse_failures": failed,
+            "parse_failure_share": _round(failed / calls) if calls else None,
+            "cost_per_judgment_usd": _round(float(spent) / len(mine)) if mine else None,
+        }
+        if scenario.type == ScenarioType.COMPARISON:
+            position = _position(mine)["overall"]
+            consistency = _consistency(_reverse_pairs(mine), options)
+            versus = agreement_["human_vs_judge"].get(f"judge:{judge.name}", {})
+            entry |= {
+                "reverse_consistency": consistency["share"],
+                "reverse_pairs": consistency["pairs"],
+                "first_position_share": _round(position["share"]),
+                "first_position_p_value": _round(position["p_value"]),
+                "agreement_with_human_majority": versus.get("agreement_with_human_majority"),
+            }
+        elif scenario.type == ScenarioType.RATING:
+            versus = agreement_["human_vs_judge"].get(f"judge:{judge.name}", {})
+            spearman = [v["spearman"] for v in versus.values() if v.get("spearman") is not None]
+            entry["mean_spearman_with_humans"] = (
+                _round(float(np.mean(spearman))) if spearman else None
+            )
+        table.append(entry)
+    return table
+
+
+# --- everything ---------------------------------------------------------------------------------
+def analyze(scenario: Scenario, *, raters: str = "all", **options: Any) -> dict[str, Any]:
+    options = DEFAULTS | {k: v for k, v in options.items() if v is not None}
+    everything, unparseable = load(scenario)
+    keep = rater_filter(raters)
+    rows = [r for r in everything if keep(r)]
+    variants = {v.pk: v for v in Variant.objects.filter(scenario=scenario).select_related("item")}
+    kind = scenario.type
+    result: dict[str, Any] = {
+        "scenario": {"id": scenario.pk, "name": scenario.name, "type": kind},
+        "raters": {
+            "filter": raters,
+            "judgments": len(rows),
+            "by_rater": dict(sorted(Counter(r.rater for r in rows).items())),
+        },
+        "options": options | {"elo_rounds": ELO_ROUNDS},
+        "win_matrix": None,
+        "bradley_terry": None,
+        "elo": None,
+        "position_bias": None,
+        "reverse_consistency": None,
+        "by_model": None,
+        "by_prompt": None,
+        "ratings": None,
+        "stability": stability(rows, scenario.config, kind),
+        "rankings": None,
+        "labels": None,
+    }
+    if kind == ScenarioType.COMPARISON:
+        result |= comparisons(rows, variants, options)
+    elif kind == ScenarioType.RATING:
+        result["ratings"] = ratings(rows, variants, scenario.config)
+    elif kind == ScenarioType.RANKING:
+        result["rankings"] = rankings(rows, variants, options)
+        result["bradley_terry"] = result["rankings"]["bradley_terry"]
+    else:
+        result["labels"] = labels(rows, variants)
+    result["agreement"] = agreement(rows, kind, scenario.config)
+    result["judges"] = judges_table(scenario, everything, unparseable, result["agreement"], options)
+    return result

@@ -1,0 +1,103 @@
+"""``GET /api/scenarios/{id}/analytics`` (``feature:evaluations:view_all``): the analytics
+JSON; ``GET /api/scenarios/{id}/analytics/{table}.csv`` (``feature:evaluations:export``):
+one of its tables. Query parameters: ``raters`` (all, humans, judges, judge:<id>),
+``resamples`` (0 to 10,000), ``seed``, ``elo_k``, ``elo_order`` (chronological, random)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evalplatform.accounts import policy
+from evalplatform.accounts.roles import EVALUATIONS_EXPORT, EVALUATIONS_VIEW_ALL, SCENARIOS_VIEW
+from evalplatform.api.uploads import download
+from evalplatform.errors import FieldErrors, NotFound
+from evaluations.analytics import tables
+from evaluations.analytics.analyze import analyze, rater_filter
+from scenarios.models import Scenario
+
+MAX_RESAMPLES = 10_000
+
+
+def options_from(query: Any) -> dict[str, Any]:
+    """The analysis options of a query string (or form); field errors for bad values."""
+    errors: dict[str, str] = {}
+    options: dict[str, Any] = {"raters": query.get("raters", "all") or "all"}
+    try:
+        rater_filter(options["raters"])
+    except ValueError:
+        errors["raters"] = "all, humans, judges or judge:<id>."
+    for name, cast, low, high in (
+        ("resamples", int, 0, MAX_RESAMPLES),
+        ("seed", int, 0, 2**31 - 1),
+        ("elo_k", float, 0.0, 1000.0),
+    ):
+        raw = query.get(name)
+        if raw in (None, ""):
+            continue
+        try:
+            value = cast(raw)
+            if not low <= value <= high:
+                raise ValueError
+        except ValueError:
+            errors[name] = f"A number from {low} to {high}."
+            continue
+        options[name] = value
+    order = query.get("elo_order")
+    if order:
+        if order not in ("chronological", "random"):
+            errors["elo_order"] = "chronological or random."
+        options["elo_order"] = order
+    if errors:
+        raise FieldErrors(errors)
+    return options
+
+
+def scenario_for(user: Any, pk: int, feature: str) -> Scenario:
+    return policy.access(
+        user, feature, Scenario.objects.select_related("team"), view_feature=SCENARIOS_VIEW, pk=pk
+    )
+
+
+PARAMETERS = [
+    OpenApiParameter("raters", str, description="all, humans, judges or judge:<id>"),
+    OpenApiParameter("resamples", int, description="bootstrap resamples (default 1000)"),
+    OpenApiParameter("seed", int),
+    OpenApiParameter("elo_k", float),
+    OpenApiParameter("elo_order", str, description="chronological or random"),
+]
+
+
+class AnalyticsView(APIView):
+    @extend_schema(parameters=PARAMETERS, responses=OpenApiTypes.OBJECT)
+    def get(self, request, pk: int):
+        scenario = scenario_for(request.user, pk, EVALUATIONS_VIEW_ALL)
+        return Response(analyze(scenario, **options_from(request.query_params)))
+
+
+class AnalyticsTableView(APIView):
+    @extend_schema(parameters=PARAMETERS, responses={(200, "text/csv"): OpenApiTypes.STR})
+    def get(self, request, pk: int, table: str):
+        if table not in tables.TABLES:
+            raise NotFound()
+        scenario = scenario_for(request.user, pk, EVALUATIONS_EXPORT)
+        result = analyze(scenario, **options_from(request.query_params))
+        rows = tables.rows(result, table)
+        columns: list[str] = []
+        for row in rows:
+            columns += [c for c in row if c not in columns]
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=columns or ["empty"])
+        writer.writeheader()
+        writer.writerows(rows)
+        return download(
+            iter([buffer.getvalue()]),
+            "text/csv; charset=utf-8",
+            f"scenario-{scenario.pk}-{table}.csv",
+        )

@@ -1,0 +1,326 @@
+"""The statistics, as pure functions over numpy arrays (no database, no pandas).
+
+Every function here is validated against a reference implementation in the tests (choix,
+krippendorff, statsmodels, scikit-learn, scipy) or by hand on small cases; docs/analytics.md
+says how each figure is computed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats as sps
+from scipy.sparse.csgraph import connected_components
+
+# --- Bradley-Terry ------------------------------------------------------------------------------
+# A pair (a, b) with outcome s: 1 a won, 0.5 tie, 0 b won. Ties count as half a win each way.
+
+REGULARIZATION = 0.5  # virtual comparisons against a reference of strength 1, when needed
+_RIDGE = 1e-6  # keeps bootstrap fits finite when a resample leaves an item without wins
+
+
+def win_matrix(n: int, a: np.ndarray, b: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """W[i, j]: the wins of i over j, ties as halves."""
+    wins = np.zeros((n, n))
+    np.add.at(wins, (a, b), s)
+    np.add.at(wins, (b, a), 1 - s)
+    return wins
+
+
+def strongly_connected(wins: np.ndarray) -> bool:
+    """The maximum-likelihood strengths exist (finite) only when every item can be reached
+    from every other through "beat or tied" edges."""
+    if len(wins) <= 1:
+        return True
+    count, _ = connected_components(wins > 0, directed=True, connection="strong")
+    return bool(count == 1)
+
+
+def _newton(wins: np.ndarray, prior: float, iterations: int = 200) -> tuple[np.ndarray, bool]:
+    """Log-strengths by Newton's method, batched: ``wins`` is (B, n, n). ``prior``: virtual
+    half-win / half-loss comparisons of every item against a reference of strength 1
+    (0 = pure maximum likelihood). Returns the centred log-strengths and whether all fits
+    converged."""
+    batch, n, _ = wins.shape
+    games = wins + np.transpose(wins, (0, 2, 1))
+    won = wins.sum(axis=2) + prior / 2
+    theta = np.zeros((batch, n))
+    idx = np.arange(n)
+    for _ in range(iterations):
+        p = 1 / (1 + np.exp(theta[:, None, :] - theta[:, :, None]))  # P(i beats j)
+        own = 1 / (1 + np.exp(-theta))  # P(i beats the reference)
+        grad = won - (games * p).sum(axis=2) - prior * own
+        weight = games * p * (1 - p)
+        info = -weight  # the information matrix: minus the Hessian of the log-likelihood
+        info[:, idx, idx] = weight.sum(axis=2) + prior * own * (1 - own) + 1e-12
+        if prior == 0:
+            info += 1.0 / n  # fixes the free shift (the strengths' mean); changes no fit
+        step = np.clip(np.linalg.solve(info, grad[..., None])[..., 0], -5, 5)
+        theta = theta + step
+        if np.abs(step).max() < 1e-10:
+            return theta - theta.mean(axis=1, keepdims=True), True
+    return theta - theta.mean(axis=1, keepdims=True), False
+
+
+def bradley_terry(wins: np.ndarray, *, regularize: bool | None = None) -> dict[str, Any]:
+    """Maximum-likelihood log-strengths (natural log, centred to mean 0). When the
+    comparison graph is not strongly connected (or ``regularize``), each item also gets a
+    virtual half win and half loss against a reference of strength 1 (``REGULARIZATION``),
+    so that every strength is finite; ``regularized`` says so."""
+    connected = strongly_connected(wins)
+    prior = REGULARIZATION if (regularize if regularize is not None else not connected) else 0.0
+    theta, converged = _newton(wins[None], prior)
+    return {
+        "strength": theta[0],
+        "connected": connected,
+        "regularized": prior > 0,
+        "converged": converged,
+    }
+
+
+def bootstrap_bradley_terry(
+    n: int,
+    a: np.ndarray,
+    b: np.ndarray,
+    s: np.ndarray,
+    *,
+    resamples: int = 1000,
+    seed: int = 0,
+    regularized: bool = False,
+) -> np.ndarray:
+    """Log-strengths of ``resamples`` bootstrap resamples of the judgments (drawn with
+    replacement, as counts over the distinct (pair, outcome) cells), shape (resamples, n)."""
+    if resamples <= 0 or len(a) == 0:
+        return np.zeros((0, n))
+    cells, counts = np.unique(np.stack([a, b, s * 2]).T, axis=0, return_counts=True)
+    rng = np.random.default_rng(seed)
+    drawn = rng.multinomial(len(a), counts / counts.sum(), size=resamples)  # (B, K)
+    ca, cb, cs = cells[:, 0].astype(int), cells[:, 1].astype(int), cells[:, 2] / 2
+    # Each cell's contribution to W, as a (K, n*n) map.
+    spread = np.zeros((len(cells), n * n))
+    spread[np.arange(len(cells)), ca * n + cb] += cs
+    spread[np.arange(len(cells)), cb * n + ca] += 1 - cs
+    wins = (drawn @ spread).reshape(resamples, n, n)
+    prior = REGULARIZATION if regularized else _RIDGE
+    theta, _ = _newton(wins, prior)
+    return theta
+
+
+def ranks(values: np.ndarray) -> np.ndarray:
+    """1 = highest; ties share the better rank."""
+    return sps.rankdata(-values, method="min").astype(int)
+
+
+# --- Elo ----------------------------------------------------------------------------------------
+def elo(
+    n: int,
+    a: np.ndarray,
+    b: np.ndarray,
+    s: np.ndarray,
+    *,
+    k: float = 4.0,
+    base: float = 1000.0,
+    scale: float = 400.0,
+    rounds: int = 100,
+    seed: int = 0,
+    order: str = "chronological",
+) -> dict[str, np.ndarray]:
+    """Online Elo over the judgments in ``order`` ("chronological" as given, or "random"),
+    and over ``rounds`` bootstrap resamples (drawn with replacement, in random order): the
+    single pass, and the resamples' median and 2.5 / 97.5 percentiles."""
+    rng = np.random.default_rng(seed)
+    sequence = np.arange(len(a)) if order == "chronological" else rng.permutation(len(a))
+
+    def run(indices: np.ndarray) -> np.ndarray:
+        rating = np.full((indices.shape[0], n), base)
+        rows = np.arange(indices.shape[0])
+        for step in range(indices.shape[1]):
+            j = indices[:, step]
+            ra, rb = rating[rows, a[j]], rating[rows, b[j]]
+            expected = 1 / (1 + 10 ** ((rb - ra) / scale))
+            delta = k * (s[j] - expected)
+            rating[rows, a[j]] += delta
+            rating[rows, b[j]] -= delta
+        return rating
+
+    single = run(sequence[None])[0]
+    if rounds > 0 and len(a):
+        boot = run(rng.integers(0, len(a), size=(rounds, len(a))))
+        low, median, high = np.percentile(boot, [2.5, 50, 97.5], axis=0)
+    else:
+        low = median = high = single
+    return {"rating": single, "median": median, "ci_low": low, "ci_high": high}
+
+
+# --- position -----------------------------------------------------------------------------------
+def binomial(successes: int, trials: int) -> dict[str, Any]:
+    """The share of successes with its exact (Clopper-Pearson) 95% interval and the exact
+    two-sided binomial test against one half."""
+    if trials == 0:
+        return {"n": 0, "k": 0, "share": None, "ci_low": None, "ci_high": None, "p_value": None}
+    test = sps.binomtest(successes, trials, 0.5, alternative="two-sided")
+    interval = test.proportion_ci(confidence_level=0.95, method="exact")
+    return {
+        "n": trials,
+        "k": successes,
+        "share": successes / trials,
+        "ci_low": float(interval.low),
+        "ci_high": float(interval.high),
+        "p_value": float(test.pvalue),
+    }
+
+
+def bootstrap_share(flags: np.ndarray, *, resamples: int = 1000, seed: int = 0) -> tuple:
+    """Percentile bootstrap 95% interval of the mean of 0/1 ``flags``."""
+    if len(flags) == 0:
+        return None, None
+    rng = np.random.default_rng(seed)
+    means = rng.binomial(len(flags), flags.mean(), size=resamples) / len(flags)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+# --- agreement ----------------------------------------------------------------------------------
+def _distance(metric: str, values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Krippendorff's squared distances between the distinct values."""
+    if metric == "nominal":
+        return (values[:, None] != values[None, :]).astype(float)
+    if metric == "interval":
+        return (values[:, None] - values[None, :]) ** 2
+    if metric == "ordinal":
+        # Distance between ranks c < k: (sum of n_g for g in c..k minus (n_c + n_k) / 2)^2.
+        cum = np.concatenate([[0], np.cumsum(counts)])
+        idx = np.arange(len(values))
+        lo, hi = np.minimum.outer(idx, idx), np.maximum.outer(idx, idx)
+        between = cum[hi + 1] - cum[lo] - (counts[lo] + counts[hi]) / 2
+        return between**2
+    raise ValueError(metric)
+
+
+def krippendorff_alpha(units: Sequence[Sequence[Any]], metric: str = "nominal") -> float | None:
+    """Krippendorff's alpha from the values each unit received (missing values left out;
+    units with fewer than two values do not count). Values are numbers for the interval and
+    ordinal metrics, anything hashable for nominal."""
+    pairable = [list(u) for u in units if len(u) >= 2]
+    if not pairable:
+        return None
+    if metric == "nominal":
+        labels = sorted({v for u in pairable for v in u}, key=repr)
+        index = {v: i for i, v in enumerate(labels)}
+        values = np.arange(len(labels), dtype=float)
+        coded = [[index[v] for v in u] for u in pairable]
+    else:
+        values = np.array(sorted({float(v) for u in pairable for v in u}))
+        index = {v: i for i, v in enumerate(values)}
+        coded = [[index[float(v)] for v in u] for u in pairable]
+    m = len(values)
+    coincidence = np.zeros((m, m))
+    for unit in coded:
+        counts = np.bincount(unit, minlength=m).astype(float)
+        coincidence += (np.outer(counts, counts) - np.diag(counts)) / (len(unit) - 1)
+    totals = coincidence.sum(axis=1)
+    total = totals.sum()
+    if total <= 1:
+        return None
+    delta = _distance(metric, values, totals)
+    observed = (coincidence * delta).sum()
+    expected = (np.outer(totals, totals) * delta).sum() / (total - 1)
+    if expected == 0:
+        return 1.0 if observed == 0 else None
+    return float(1 - observed / expected)
+
+
+def cohen_kappa(x: Sequence[Any], y: Sequence[Any], weights: str | None = None) -> float | None:
+    """Cohen's kappa of two raters over the same units; ``weights`` "linear" or "quadratic"
+    for ordered (numeric) categories."""
+    if len(x) == 0:
+        return None
+    labels = sorted(set(x) | set(y), key=lambda v: (not isinstance(v, int | float), v))
+    index = {v: i for i, v in enumerate(labels)}
+    m = len(labels)
+    table = np.zeros((m, m))
+    for u, v in zip(x, y, strict=True):
+        table[index[u], index[v]] += 1
+    table /= table.sum()
+    if weights is None:
+        w = 1 - np.eye(m)
+    else:
+        positions = np.arange(m)
+        gap = np.abs(positions[:, None] - positions[None, :])
+        w = gap if weights == "linear" else gap**2
+        w = w / max(1, (m - 1) ** (1 if weights == "linear" else 2))
+    expected = np.outer(table.sum(axis=1), table.sum(axis=0))
+    denominator = (w * expected).sum()
+    if denominator == 0:
+        return None
+    return float(1 - (w * table).sum() / denominator)
+
+
+def fleiss_kappa(counts: np.ndarray) -> float | None:
+    """Fleiss' kappa from a (units x categories) table of how many raters chose each
+    category; every unit must have the same number of ratings (two or more)."""
+    if counts.size == 0:
+        return None
+    raters = counts.sum(axis=1)
+    if raters.min() != raters.max() or raters[0] < 2:
+        return None
+    n = raters[0]
+    p_j = counts.sum(axis=0) / counts.sum()
+    p_i = ((counts * (counts - 1)).sum(axis=1)) / (n * (n - 1))
+    p_bar, p_e = p_i.mean(), (p_j**2).sum()
+    if p_e == 1:
+        return None
+    return float((p_bar - p_e) / (1 - p_e))
+
+
+def kendall_w(ranks_matrix: np.ndarray) -> float | None:
+    """Kendall's W of m raters ranking the same n objects (rows: raters; no ties)."""
+    m, n = ranks_matrix.shape
+    if m < 2 or n < 2:
+        return None
+    totals = ranks_matrix.sum(axis=0)
+    spread = ((totals - totals.mean()) ** 2).sum()
+    return float(12 * spread / (m**2 * (n**3 - n)))
+
+
+def icc_oneway(table: np.ndarray) -> float | None:
+    """ICC(1): one-way random effects, single measurement, for a (targets x k) table of
+    repeated measurements (complete rows)."""
+    targets, k = table.shape
+    if targets < 2 or k < 2:
+        return None
+    grand = table.mean()
+    between = k * ((table.mean(axis=1) - grand) ** 2).sum() / (targets - 1)
+    within = ((table - table.mean(axis=1, keepdims=True)) ** 2).sum() / (targets * (k - 1))
+    if between + (k - 1) * within == 0:
+        return None
+    return float((between - within) / (between + (k - 1) * within))
+
+
+@dataclass
+class Summary:
+    n: int
+    mean: float | None
+    sd: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return vars(self)
+
+
+def summarize(values: np.ndarray) -> Summary:
+    """Mean, SD (n - 1) and the t-based 95% interval of the mean."""
+    n = len(values)
+    if n == 0:
+        return Summary(0, None, None, None, None)
+    mean = float(values.mean())
+    if n == 1:
+        return Summary(1, mean, None, None, None)
+    sd = float(values.std(ddof=1))
+    half = float(sps.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    return Summary(n, mean, sd, mean - half, mean + half)

@@ -1,0 +1,127 @@
+"""The analytics JSON as flat tables, for CSV downloads (one table per part)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TABLES = (
+    "bradley_terry",
+    "elo",
+    "win_matrix",
+    "position_bias",
+    "reverse_consistency",
+    "by_model",
+    "by_prompt",
+    "ratings",
+    "stability",
+    "rankings",
+    "labels",
+    "agreement",
+    "judges",
+)
+
+
+def _flat(prefix: str, value: Any, into: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            _flat(f"{prefix}.{key}" if prefix else str(key), inner, into)
+    elif (
+        isinstance(value, list)
+        and value
+        and not all(isinstance(v, str | int | float) for v in value)
+    ):
+        into[prefix] = repr(value)
+    elif isinstance(value, list):
+        into[prefix] = "|".join(str(v) for v in value)
+    else:
+        into[prefix] = value
+
+
+def rows(result: dict[str, Any], table: str) -> list[dict[str, Any]]:
+    """The rows of one table (each a flat dict); empty when the scenario's type has none."""
+    part = result.get(table)
+    if part is None:
+        return []
+    if table in ("bradley_terry", "elo", "judges"):
+        return [_flat_row(r) for r in part]
+    if table == "win_matrix":
+        return _matrix(part)
+    if table in ("by_model", "by_prompt"):
+        group = "model" if table == "by_model" else "prompt"
+        return [
+            {group: r["variant"], **_flat_row(r, skip="variant")} for r in part["bradley_terry"]
+        ]
+    if table in ("position_bias", "reverse_consistency"):
+        out = [{"rater": "(all)", **_flat_row(part["overall"])}]
+        out += [{"rater": rater, **_flat_row(v)} for rater, v in part["by_rater"].items()]
+        return out
+    if table == "ratings":
+        out = []
+        for dim in part["dimensions"]:
+            for key in ("by_model", "by_prompt"):
+                for group in dim[key]:
+                    out.append(
+                        {
+                            "dimension": dim["dimension"],
+                            "grouping": key[3:],
+                            **_flat_row(group),
+                        }
+                    )
+            out.append(
+                {
+                    "dimension": dim["dimension"],
+                    "grouping": "overall",
+                    "group": "",
+                    **_flat_row(dim["overall"]),
+                }
+            )
+        return out
+    if table == "stability":
+        return [
+            {"rater": s["rater"], "dimension": s["dimension"] or "", **_flat_row(c)}
+            for s in part
+            for c in s["conditions"]
+        ]
+    if table == "rankings":
+        return [_flat_row(r) for r in part["mean_rank"]]
+    if table == "labels":
+        return [{"label": k, "count": v} for k, v in part["overall"].items()]
+    if table == "agreement":
+        top = {k: v for k, v in part.items() if k not in ("human_vs_judge", "by_dimension")}
+        out = [{"between": "people", "dimension": "", **_flat_row(top)}]
+        for dimension, figures in (part.get("by_dimension") or {}).items():
+            out.append({"between": "people", "dimension": dimension, **_flat_row(figures)})
+        for judge, figures in part["human_vs_judge"].items():
+            nested = (
+                figures if all(isinstance(v, dict) for v in figures.values()) else {"": figures}
+            )
+            for dimension, values in nested.items():
+                out.append(
+                    {"between": f"people and {judge}", "dimension": dimension, **_flat_row(values)}
+                )
+        return out
+    return []
+
+
+def _flat_row(row: dict[str, Any], skip: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    _flat("", {k: v for k, v in row.items() if k != skip}, flat)
+    return flat
+
+
+def _matrix(part: dict[str, Any]) -> list[dict[str, Any]]:
+    names = part["variants"]
+    out = []
+    for i, row_name in enumerate(names):
+        for j, column in enumerate(names):
+            if i != j and (part["wins"][i][j] or part["ties"][i][j] or part["losses"][i][j]):
+                out.append(
+                    {
+                        "variant": row_name,
+                        "opponent": column,
+                        "wins": part["wins"][i][j],
+                        "ties": part["ties"][i][j],
+                        "losses": part["losses"][i][j],
+                    }
+                )
+    return out
