@@ -178,8 +178,26 @@ def _bt_table(labels, a, b, s, options, extra: Callable[[Any], dict] | None = No
     }
 
 
+MATRIX_LIMIT = 50  # variants: above, the matrix is given as the list of compared pairs
+
+
 def _win_matrix(labels, a, b, s) -> dict[str, Any]:
+    """Wins, ties and losses of each variant (row) against each other (column); with more
+    than ``MATRIX_LIMIT`` variants, only the pairs that were compared."""
     n = len(labels)
+    if n > MATRIX_LIMIT:
+        counts: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0, 0])
+        for x, y, outcome in zip(a.tolist(), b.tolist(), s.tolist(), strict=True):
+            low, high = min(x, y), max(x, y)
+            won = outcome if x == low else 1 - outcome
+            counts[(low, high)][0 if won == 1 else 1 if won == 0.5 else 2] += 1
+        return {
+            "variants": labels,
+            "pairs": [
+                {"variant": labels[x], "opponent": labels[y], "wins": w, "ties": t, "losses": lost}
+                for (x, y), (w, t, lost) in sorted(counts.items())
+            ],
+        }
     wins = np.zeros((n, n), int)
     ties = np.zeros((n, n), int)
     np.add.at(wins, (a[s == 1], b[s == 1]), 1)
@@ -539,13 +557,14 @@ def labels(rows: list[Row], variants: dict[int, Variant]) -> dict[str, Any]:
 def _unit_values(
     rows: list[Row], kind: str, dimension: str | None = None
 ) -> dict[Any, dict[str, list]]:
-    """unit → rater → values. A comparison's unit is the unordered pair (its value the
-    winning variant or "tie"); other types' unit is the task."""
+    """unit → rater → values. A comparison's unit is the unordered pair of variants, its
+    value "first", "second" (the pair's variant of the lower or higher id won) or "tie",
+    so that categories mean the same in every unit; other types' unit is the task."""
     units: dict[Any, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         if kind == ScenarioType.COMPARISON:
             unit: Any = tuple(sorted(row.presented))
-            value: Any = _winner_variant(row)
+            value: Any = _category(_winner_variant(row), unit)
         elif kind == ScenarioType.RATING:
             unit = row.task
             value = (row.payload.get("scores") or {}).get(dimension)
@@ -582,26 +601,21 @@ def _agreement_of_people(units: dict[Any, dict[str, list]], metric: str, weights
     # Fleiss: every unit rated the same number of times (two or more).
     sizes = {len(v) for v in values if v}
     if len(sizes) == 1 and next(iter(sizes)) >= 2:
-        categories = sorted(
-            {_category(v, u) for u, vs in zip(units, values, strict=False) for v in vs}, key=repr
-        )
+        categories = sorted({v for vs in values for v in vs}, key=repr)
         index = {c: i for i, c in enumerate(categories)}
         table = np.zeros((len(values), len(categories)))
-        for row_index, (unit, vs) in enumerate(zip(units, values, strict=False)):
+        for row_index, vs in enumerate(values):
             for v in vs:
-                table[row_index, index[_category(v, unit)]] += 1
+                table[row_index, index[v]] += 1
         result["fleiss_kappa"] = _round(stats.fleiss_kappa(table))
     else:
         result["fleiss_kappa"] = None
     return result
 
 
-def _category(value: Any, unit: Any) -> Any:
-    """Comparisons: the winner as first / second variant of the unit, so that categories are
-    shared across units."""
-    if isinstance(unit, tuple) and len(unit) == 2:
-        return "tie" if value == "tie" else ("first" if value == unit[0] else "second")
-    return value
+def _category(value: Any, unit: tuple[int, int]) -> str:
+    """A comparison's winner as the first or second variant of its unit (or a tie)."""
+    return "tie" if value == "tie" else ("first" if value == unit[0] else "second")
 
 
 def _majority(values: list[Any]) -> Any:
@@ -674,7 +688,7 @@ def _versus(humans: dict, judged: dict, kind: str) -> dict[str, Any]:
         majority = _majority([v for vs in humans[unit].values() for v in vs])
         mode = _majority([v for vs in judged[unit].values() for v in vs])
         if majority is not None and mode is not None:
-            pairs.append((_category(majority, unit), _category(mode, unit)))
+            pairs.append((majority, mode))
     first, second = [p[0] for p in pairs], [p[1] for p in pairs]
     return {
         "units": len(pairs),

@@ -66,6 +66,93 @@ def _newton(wins: np.ndarray, prior: float, iterations: int = 200) -> tuple[np.n
     return theta - theta.mean(axis=1, keepdims=True), False
 
 
+DENSE_LIMIT = 100  # items: above, fits work on the compared pairs only (see _mm)
+
+
+def _mm(
+    n: int, i: np.ndarray, j: np.ndarray, wij: np.ndarray, wji: np.ndarray, prior: float
+) -> tuple[np.ndarray, bool]:
+    """Hunter's MM algorithm over the compared pairs only (``i < j`` with ``wij`` / ``wji``
+    wins each way, batched as (B, E)), for many items compared sparsely. ``prior`` as in
+    ``_newton``. Returns centred log-strengths (B, n) and whether all converged."""
+    from scipy.sparse import csr_matrix
+
+    batch = wij.shape[0]
+    edges = len(i)
+    incidence = csr_matrix(
+        (np.ones(2 * edges), (np.concatenate([np.arange(edges)] * 2), np.concatenate([i, j]))),
+        shape=(edges, n),
+    )
+    won = (
+        np.stack([np.bincount(i, weights=w, minlength=n) for w in wij])
+        + np.stack([np.bincount(j, weights=w, minlength=n) for w in wji])
+        + prior / 2
+    )
+    games = wij + wji
+    p = np.ones((batch, n))
+    for _ in range(3000):
+        share = games / (p[:, i] + p[:, j])  # (B, E)
+        denominator = (incidence.T @ share.T).T + prior / (p + 1)
+        fresh = np.where(denominator > 0, won / np.maximum(denominator, 1e-300), p)
+        fresh = np.maximum(fresh, 1e-300)
+        if prior == 0:  # only then is the model blind to a common shift
+            fresh /= np.exp(np.log(fresh).mean(axis=1, keepdims=True))
+        change = np.abs(np.log(fresh) - np.log(p)).max()
+        p = fresh
+        if change < 1e-9:
+            theta = np.log(p)
+            return theta - theta.mean(axis=1, keepdims=True), True
+    theta = np.log(p)
+    return theta - theta.mean(axis=1, keepdims=True), False
+
+
+def _sparse_newton(
+    n: int, i: np.ndarray, j: np.ndarray, wij: np.ndarray, wji: np.ndarray, prior: float
+) -> tuple[np.ndarray, bool]:
+    """One fit by Newton's method with a sparse information matrix (many items)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.linalg import spsolve
+
+    games = wij + wji
+    won: np.ndarray = (
+        np.bincount(i, weights=wij, minlength=n)
+        + np.bincount(j, weights=wji, minlength=n)
+        + prior / 2
+    )
+    theta = np.zeros(n)
+    for _ in range(200):
+        p = 1 / (1 + np.exp(theta[j] - theta[i]))  # P(i beats j) per pair
+        own = 1 / (1 + np.exp(-theta))
+        expected = np.bincount(i, weights=games * p, minlength=n) + np.bincount(
+            j, weights=games * (1 - p), minlength=n
+        )
+        grad = won - expected - prior * own
+        weight = games * p * (1 - p)
+        diagonal = (
+            np.bincount(i, weights=weight, minlength=n)
+            + np.bincount(j, weights=weight, minlength=n)
+            + prior * own * (1 - own)
+            + (1e-9 if prior == 0 else 0.0)  # the free shift, when nothing else fixes it
+        )
+        rows = np.concatenate([i, j, np.arange(n)])
+        cols = np.concatenate([j, i, np.arange(n)])
+        values = np.concatenate([-weight, -weight, diagonal])
+        info = coo_matrix((values, (rows, cols)), shape=(n, n)).tocsc()
+        step = np.clip(spsolve(info, grad), -5, 5)
+        if prior == 0:
+            step -= step.mean()
+        theta = theta + step
+        if np.abs(step).max() < 1e-10:
+            return theta - theta.mean(), True
+    return theta - theta.mean(), False
+
+
+def _pairs(wins: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    games = wins + wins.T
+    i, j = np.nonzero(np.triu(games, 1))
+    return i, j, wins[i, j], wins[j, i]
+
+
 def bradley_terry(wins: np.ndarray, *, regularize: bool | None = None) -> dict[str, Any]:
     """Maximum-likelihood log-strengths (natural log, centred to mean 0). When the
     comparison graph is not strongly connected (or ``regularize``), each item also gets a
@@ -73,7 +160,12 @@ def bradley_terry(wins: np.ndarray, *, regularize: bool | None = None) -> dict[s
     so that every strength is finite; ``regularized`` says so."""
     connected = strongly_connected(wins)
     prior = REGULARIZATION if (regularize if regularize is not None else not connected) else 0.0
-    theta, converged = _newton(wins[None], prior)
+    if len(wins) > DENSE_LIMIT:
+        i, j, wij, wji = _pairs(wins)
+        single, converged = _sparse_newton(len(wins), i, j, wij, wji, prior)
+        theta = single[None]
+    else:
+        theta, converged = _newton(wins[None], prior)
     return {
         "strength": theta[0],
         "connected": connected,
@@ -100,12 +192,28 @@ def bootstrap_bradley_terry(
     rng = np.random.default_rng(seed)
     drawn = rng.multinomial(len(a), counts / counts.sum(), size=resamples)  # (B, K)
     ca, cb, cs = cells[:, 0].astype(int), cells[:, 1].astype(int), cells[:, 2] / 2
+    prior = REGULARIZATION if regularized else _RIDGE
+    if n > DENSE_LIMIT:
+        # Per compared pair (low, high): the wins each way of every resample.
+        low, high = np.minimum(ca, cb), np.maximum(ca, cb)
+        pair_ids, pair_of_cell = np.unique(low * n + high, return_inverse=True)
+        to_low = np.where(ca == low, cs, 1 - cs)
+        from scipy.sparse import csr_matrix
+
+        def collect(weight: np.ndarray) -> np.ndarray:
+            cells_to_pairs = csr_matrix(
+                (weight, (np.arange(len(cells)), pair_of_cell)), shape=(len(cells), len(pair_ids))
+            )
+            return np.asarray((cells_to_pairs.T @ drawn.T).T)
+
+        wij, wji = collect(to_low), collect(1 - to_low)
+        theta, _ = _mm(n, pair_ids // n, pair_ids % n, wij, wji, prior)
+        return theta
     # Each cell's contribution to W, as a (K, n*n) map.
     spread = np.zeros((len(cells), n * n))
     spread[np.arange(len(cells)), ca * n + cb] += cs
     spread[np.arange(len(cells)), cb * n + ca] += 1 - cs
     wins = (drawn @ spread).reshape(resamples, n, n)
-    prior = REGULARIZATION if regularized else _RIDGE
     theta, _ = _newton(wins, prior)
     return theta
 

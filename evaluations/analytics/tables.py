@@ -110,6 +110,8 @@ def _flat_row(row: dict[str, Any], skip: str = "") -> dict[str, Any]:
 
 
 def _matrix(part: dict[str, Any]) -> list[dict[str, Any]]:
+    if "pairs" in part:
+        return list(part["pairs"])
     names = part["variants"]
     out = []
     for i, row_name in enumerate(names):
