@@ -17,6 +17,7 @@ from django.views.decorators.http import require_POST
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import (
     EVALUATIONS_JUDGE,
+    EVALUATIONS_VIEW_ALL,
     SCENARIOS_CREATE,
     SCENARIOS_EXPORT,
     SCENARIOS_MANAGE,
@@ -143,6 +144,7 @@ def scenario_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
             "can_export": policy.may(request.user, SCENARIOS_EXPORT, scenario),
             "can_evaluate": access.may_evaluate(request.user, scenario),
             "can_judge": can_judge,
+            "can_analyse": policy.may(request.user, EVALUATIONS_VIEW_ALL, scenario),
             "judges": _judges(scenario),
             **(_judge_form_choices(scenario) if can_judge else {}),
         },

@@ -1,11 +1,17 @@
 from django.urls import path
 
 from evaluations import invitation_views, judge_views, manager_views
+from evaluations.analytics import views as analytics_views
 from scenarios import views as scenario_views
 
 urlpatterns = [
     path("scenarios/", manager_views.scenario_list, name="scenario-list"),
     path("scenarios/new", manager_views.scenario_new, name="scenario-new"),
+    path(
+        "scenarios/<int:scenario_id>/analytics",
+        analytics_views.analytics_page,
+        name="scenario-analytics-page",
+    ),
     path("scenarios/<int:scenario_id>", manager_views.scenario_page, name="scenario-page"),
     path("scenarios/<int:scenario_id>/edit", manager_views.scenario_edit, name="scenario-edit"),
     path(

@@ -618,6 +618,22 @@ def _category(value: Any, unit: tuple[int, int]) -> str:
     return "tie" if value == "tie" else ("first" if value == unit[0] else "second")
 
 
+def pairwise(units: dict[Any, dict[str, list]]) -> dict[str, Any]:
+    """Every pair of raters: the share of the units both rated where their (first) values
+    are the same."""
+    raters = sorted({r for per in units.values() for r in per})
+    matrix: list[list[float | None]] = []
+    for one in raters:
+        row: list[float | None] = []
+        for other in raters:
+            both = [u for u in units.values() if one in u and other in u]
+            row.append(
+                _round(float(np.mean([u[one][0] == u[other][0] for u in both]))) if both else None
+            )
+        matrix.append(row)
+    return {"raters": raters, "agreement": matrix}
+
+
 def _majority(values: list[Any]) -> Any:
     counts = Counter(values).most_common()
     if not counts or (len(counts) > 1 and counts[0][1] == counts[1][1]):
@@ -647,16 +663,24 @@ def agreement(rows: list[Row], kind: str, config: dict) -> dict[str, Any]:
             for judge in judges:
                 judged = _unit_values([r for r in rows if r.rater == judge], kind, dimension)
                 versus[judge][dimension] = _versus(units, judged, kind)
+        everyone: dict[Any, dict[str, list]] = {}
+        for dimension in dimensions:
+            everyone |= {
+                (unit, dimension): raters
+                for unit, raters in _unit_values(rows, kind, dimension).items()
+            }
         return _agreement_of_people(pooled, metric, weights) | {
+            "pairwise": pairwise(everyone),
             "by_dimension": by_dimension,
             "human_vs_judge": dict(versus),
         }
     units = _unit_values(people, kind)
     return _agreement_of_people(units, metric, weights) | {
+        "pairwise": pairwise(_unit_values(rows, kind)),
         "human_vs_judge": {
             judge: _versus(units, _unit_values([r for r in rows if r.rater == judge], kind), kind)
             for judge in judges
-        }
+        },
     }
 
 

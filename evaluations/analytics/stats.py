@@ -284,7 +284,7 @@ def binomial(successes: int, trials: int) -> dict[str, Any]:
 
 def bootstrap_share(flags: np.ndarray, *, resamples: int = 1000, seed: int = 0) -> tuple:
     """Percentile bootstrap 95% interval of the mean of 0/1 ``flags``."""
-    if len(flags) == 0:
+    if len(flags) == 0 or resamples <= 0:
         return None, None
     rng = np.random.default_rng(seed)
     means = rng.binomial(len(flags), flags.mean(), size=resamples) / len(flags)

@@ -87,7 +87,9 @@ def rows(result: dict[str, Any], table: str) -> list[dict[str, Any]]:
     if table == "labels":
         return [{"label": k, "count": v} for k, v in part["overall"].items()]
     if table == "agreement":
-        top = {k: v for k, v in part.items() if k not in ("human_vs_judge", "by_dimension")}
+        top = {
+            k: v for k, v in part.items() if k not in ("human_vs_judge", "by_dimension", "pairwise")
+        }
         out = [{"between": "people", "dimension": "", **_flat_row(top)}]
         for dimension, figures in (part.get("by_dimension") or {}).items():
             out.append({"between": "people", "dimension": dimension, **_flat_row(figures)})

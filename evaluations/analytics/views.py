@@ -1,0 +1,73 @@
+"""The analytics page of a scenario: the same JSON as the API, as tables and plots (plotly.js
+served from the project), with the rater filter and the CSV downloads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from evalplatform.accounts import policy
+from evalplatform.accounts.roles import EVALUATIONS_EXPORT, EVALUATIONS_VIEW_ALL
+from evalplatform.errors import FieldErrors, Forbidden, NotFound
+from evaluations.analytics import tables
+from evaluations.analytics.analyze import analyze
+from evaluations.analytics.api import options_from, scenario_for
+
+
+def _versus_rows(versus: dict[str, Any]) -> list[dict[str, Any]]:
+    """People against each judge as table rows (ratings: one row per dimension)."""
+    rows = []
+    for judge, figures in versus.items():
+        nested = figures if all(isinstance(v, dict) for v in figures.values()) else {"": figures}
+        for dimension, f in nested.items():
+            rows.append(
+                {
+                    "judge": judge.removeprefix("judge:"),
+                    "dimension": dimension or "verdicts",
+                    "units": f.get("units"),
+                    "agreement": f.get("agreement_with_human_majority"),
+                    "kappa": f.get("cohen_kappa", f.get("cohen_kappa_weighted")),
+                    "alpha": f.get(
+                        "krippendorff_alpha_nominal", f.get("krippendorff_alpha_interval")
+                    ),
+                    "spearman": f.get("spearman"),
+                    "kendall": f.get("kendall_tau"),
+                }
+            )
+    return rows
+
+
+@login_required
+def analytics_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
+    try:
+        scenario = scenario_for(request.user, scenario_id, EVALUATIONS_VIEW_ALL)
+    except NotFound as exc:
+        raise Http404 from exc
+    except Forbidden as exc:
+        raise PermissionDenied from exc
+    errors: dict[str, list[str]] = {}
+    try:
+        options = options_from(request.GET)
+    except FieldErrors as exc:
+        errors, options = exc.errors, {}
+    result = analyze(scenario, **options)
+    query = request.GET.urlencode()
+    return render(
+        request,
+        "evaluations/analytics.html",
+        {
+            "scenario": scenario,
+            "result": result,
+            "errors": errors,
+            "options": options,
+            "judges": scenario.judges.order_by("pk"),
+            "tables": [t for t in tables.TABLES if tables.rows(result, t)],
+            "query": f"?{query}" if query else "",
+            "can_export": policy.may(request.user, EVALUATIONS_EXPORT, scenario),
+            "versus": _versus_rows(result["agreement"]["human_vs_judge"]),
+        },
+    )

@@ -1,0 +1,77 @@
+/* The analytics page's plots, drawn with plotly.js (served from the project) from the
+ * analytics JSON the page embeds (json_script). Labels are set as text: plotly does not
+ * interpret them as HTML. */
+(function () {
+  "use strict";
+  document.addEventListener("DOMContentLoaded", function () {
+    var node = document.getElementById("analytics-data");
+    if (!node || !window.Plotly) return;
+    var data = JSON.parse(node.textContent);
+    var config = { displaylogo: false, responsive: true };
+    var layout = function (extra) {
+      return Object.assign({ margin: { l: 160, r: 20, t: 30, b: 40 }, height: 360 }, extra || {});
+    };
+
+    function plot(kind, draw) {
+      document.querySelectorAll('[data-plot="' + kind + '"]').forEach(draw);
+    }
+
+    plot("bt", function (el) {
+      var rows = (data.bradley_terry || []).slice(0, 40).reverse();
+      if (!rows.length) return;
+      Plotly.newPlot(el, [{
+        type: "scatter", mode: "markers", x: rows.map(function (r) { return r.strength; }),
+        y: rows.map(function (r) { return r.variant; }),
+        error_x: {
+          type: "data", symmetric: false,
+          array: rows.map(function (r) { return r.ci_high === null ? 0 : r.ci_high - r.strength; }),
+          arrayminus: rows.map(function (r) { return r.ci_low === null ? 0 : r.strength - r.ci_low; })
+        }
+      }], layout({ height: Math.max(240, 22 * rows.length + 60), xaxis: { title: { text: "log-strength" } } }), config);
+    });
+
+    plot("heatmap", function (el) {
+      var m = data.win_matrix;
+      if (!m || !m.wins || m.variants.length > 50) return;
+      var rate = m.wins.map(function (row, i) {
+        return row.map(function (w, j) {
+          var games = w + m.ties[i][j] + m.losses[i][j];
+          return games ? (w + m.ties[i][j] / 2) / games : null;
+        });
+      });
+      Plotly.newPlot(el, [{ type: "heatmap", z: rate, x: m.variants, y: m.variants, zmin: 0, zmax: 1,
+        colorscale: "RdBu", colorbar: { title: { text: "win rate" } } }],
+        layout({ height: 480, title: { text: "Win rate of the row against the column" } }), config);
+    });
+
+    plot("distribution", function (el) {
+      var dim = ((data.ratings || {}).dimensions || [])[Number(el.dataset.index)];
+      if (!dim) return;
+      var traces = dim.by_model.map(function (g) {
+        var keys = Object.keys(g.distribution).sort(function (a, b) { return a - b; });
+        return { type: "bar", name: g.group, x: keys, y: keys.map(function (k) { return g.distribution[k]; }) };
+      });
+      Plotly.newPlot(el, traces, layout({ height: 280, barmode: "group", margin: { l: 50, r: 20, t: 30, b: 40 },
+        title: { text: dim.dimension + ": scores by model" } }), config);
+    });
+
+    plot("stability", function (el) {
+      var traces = (data.stability || []).map(function (s) {
+        return { type: "scatter", mode: "lines+markers", name: s.rater + (s.dimension ? " · " + s.dimension : ""),
+          x: s.conditions.map(function (c) { return c.temperature; }),
+          y: s.conditions.map(function (c) { return c.mean_item_sd === undefined ? 1 - c.share_identical : c.mean_item_sd; }) };
+      });
+      if (!traces.length) return;
+      Plotly.newPlot(el, traces, layout({ height: 300, margin: { l: 60, r: 20, t: 30, b: 40 },
+        xaxis: { title: { text: "temperature" } }, yaxis: { title: { text: "mean SD across repeats (verdicts: share changed)" } } }), config);
+    });
+
+    plot("agreement", function (el) {
+      var p = (data.agreement || {}).pairwise;
+      if (!p || p.raters.length < 2) return;
+      Plotly.newPlot(el, [{ type: "heatmap", z: p.agreement, x: p.raters, y: p.raters, zmin: 0, zmax: 1,
+        colorscale: "Viridis", colorbar: { title: { text: "same answer" } } }],
+        layout({ height: 420, title: { text: "Share of shared units where two raters answered alike" } }), config);
+    });
+  });
+})();

@@ -1,0 +1,128 @@
+"""The analytics surfaces: the JSON API with its options, the CSV tables, the command, the
+page; permissions; people and judges side by side on the same tasks."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+
+from evaluations.models import Judgment
+from scenarios import services as scenario_services
+from tests.evaluations.test_judges import create_judge, make_scenario, run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def judged(api, people, team_a, mock_judge):
+    """A comparison scenario answered by an evaluator (twice over, in both orders where
+    the design has reverse pairs) and by a mock judge in both orders."""
+    scenario = make_scenario(people, team_a, "comparison", {"ties": True})
+    scenario = scenario_services.scenario_open(user=people["manager"], scenario=scenario)
+    evaluator = api(people["evaluator"])
+    while (
+        task := evaluator.post(f"/api/evaluations/scenarios/{scenario.pk}/next")
+    ).status_code == 200:
+        evaluator.post(
+            f"/api/evaluations/assignments/{task.json()['assignment']}/submit",
+            {"answer": {"winner": "A"}},
+            format="json",
+        )
+    judge = create_judge(api, people["manager"], scenario, name="J", model=mock_judge.pk, swap=True)
+    run(
+        api(people["manager"])
+        .post(f"/api/judges/{judge['id']}/run", {}, format="json")
+        .json()["job"]
+    )
+    return scenario, judge
+
+
+def test_the_analytics_json_names_its_parts(api, people, judged):
+    scenario, judge = judged
+    response = api(people["viewer"]).get(f"/api/scenarios/{scenario.pk}/analytics?resamples=50")
+    assert response.status_code == 200
+    data = response.json()
+    for key in (
+        "bradley_terry",
+        "elo",
+        "win_matrix",
+        "position_bias",
+        "reverse_consistency",
+        "agreement",
+        "ratings",
+        "stability",
+        "judges",
+    ):
+        assert key in data
+    assert data["raters"]["judgments"] == Judgment.objects.count() == 9 + 18
+    entry = data["bradley_terry"][0]
+    assert set(entry) >= {"variant", "strength", "ci_low", "ci_high", "rank"}
+    # The evaluator always chose the first shown: position bias p-value is small.
+    humans = data["position_bias"]["by_rater"][people["evaluator"].username]
+    assert humans["share"] == 1.0 and humans["p_value"] < 0.01
+    judge_row = data["judges"][0]
+    assert judge_row["name"] == "J" and judge_row["reverse_pairs"] == 9
+    assert data["agreement"]["human_vs_judge"]["judge:J"]["units"] >= 1
+    only_judge = api(people["viewer"]).get(
+        f"/api/scenarios/{scenario.pk}/analytics?raters=judge:{judge['id']}&resamples=0"
+    )
+    assert only_judge.json()["raters"]["judgments"] == 18
+    humans_only = (
+        api(people["viewer"])
+        .get(f"/api/scenarios/{scenario.pk}/analytics?raters=humans&resamples=0")
+        .json()
+    )
+    assert humans_only["raters"]["judgments"] == 9
+    # Seeded: the same request gives the same intervals.
+    again = api(people["viewer"]).get(f"/api/scenarios/{scenario.pk}/analytics?resamples=50")
+    assert again.json()["bradley_terry"] == data["bradley_terry"]
+
+
+def test_bad_options_and_permissions(api, people, judged):
+    scenario, _ = judged
+    url = f"/api/scenarios/{scenario.pk}/analytics"
+    bad = api(people["viewer"]).get(f"{url}?raters=robots&resamples=-1&elo_order=sideways")
+    assert bad.status_code == 400
+    assert set(bad.json()["errors"]) == {"raters", "resamples", "elo_order"}
+    assert api(people["evaluator"]).get(url).status_code == 404  # no view of the scenario
+    assert api(people["outsider"]).get(url).status_code == 404
+    assert api(people["outsider"]).get(f"{url}/bradley_terry.csv").status_code == 404
+    assert api(people["viewer"]).get(f"{url}/nonsense.csv").status_code == 404
+
+
+def test_csv_tables_and_the_command(api, people, judged):
+    scenario, _ = judged
+    manager = api(people["manager"])
+    for table in ("bradley_terry", "elo", "win_matrix", "position_bias", "judges", "agreement"):
+        response = manager.get(f"/api/scenarios/{scenario.pk}/analytics/{table}.csv?resamples=20")
+        assert response.status_code == 200, table
+        rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+        assert rows, table
+    out = io.StringIO()
+    call_command("analyze", scenario.name, "--json", "--resamples", "20", stdout=out)
+    printed = json.loads(out.getvalue())
+    api_data = manager.get(f"/api/scenarios/{scenario.pk}/analytics?resamples=20").json()
+    assert printed["bradley_terry"] == api_data["bradley_terry"]
+    out = io.StringIO()
+    call_command("analyze", str(scenario.pk), "--resamples", "0", stdout=out)
+    assert json.loads(out.getvalue())["scenario"]["id"] == scenario.pk
+    with pytest.raises(Exception, match="No scenario"):
+        call_command("analyze", "nope", stdout=io.StringIO())
+
+
+def test_the_analytics_page(people, judged):
+    scenario, _ = judged
+    client = Client()
+    client.force_login(people["viewer"])
+    page = client.get(f"/scenarios/{scenario.pk}/analytics")
+    html = page.content.decode()
+    assert page.status_code == 200 and "Bradley" in html and "plotly" in html
+    assert "cdn" not in html.lower()
+    outsider = Client()
+    outsider.force_login(people["outsider"])
+    assert outsider.get(f"/scenarios/{scenario.pk}/analytics").status_code == 404
