@@ -432,3 +432,57 @@ def summarize(values: np.ndarray) -> Summary:
     sd = float(values.std(ddof=1))
     half = float(sps.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
     return Summary(n, mean, sd, mean - half, mean + half)
+
+
+# --- adaptive design ----------------------------------------------------------------------------
+def next_pairs(
+    n: int,
+    a: np.ndarray,
+    b: np.ndarray,
+    s: np.ndarray,
+    count: int,
+    candidates: np.ndarray | None = None,
+) -> list[tuple[int, int]]:
+    """The ``count`` pairs to compare next, by their expected information under the current
+    Bradley-Terry fit: each pair (i, j) is worth log(1 + w d'Σd), the increase of the log
+    determinant of the Fisher information (D-optimality), with w = p(1 - p) its outcome's
+    variance, d = e_i - e_j and Σ the strengths' covariance (the inverse information of the
+    regularized fit, so that it exists from the first comparison). Pairs are chosen one by
+    one, the covariance updated after each (Sherman-Morrison), so a batch spreads out.
+    ``candidates``: the pairs allowed (rows i, j); default every pair."""
+    if candidates is None:
+        i_all, j_all = np.triu_indices(n, 1)
+        candidates = np.stack([i_all, j_all], axis=1)
+    if len(candidates) == 0 or count <= 0:
+        return []
+    wins = win_matrix(n, a, b, s) if len(a) else np.zeros((n, n))
+    theta, _ = _newton(wins[None], REGULARIZATION)
+    theta = theta[0]
+    # The information matrix of the regularized fit, and its inverse.
+    games = wins + wins.T
+    p = 1 / (1 + np.exp(theta[None, :] - theta[:, None]))
+    weight = games * p * (1 - p)
+    own = 1 / (1 + np.exp(-theta))
+    info = -weight
+    info[np.arange(n), np.arange(n)] = weight.sum(axis=1) + REGULARIZATION * own * (1 - own)
+    cov = np.linalg.inv(info)
+    ci, cj = candidates[:, 0], candidates[:, 1]
+    pair_w = 1 / (1 + np.exp(theta[cj] - theta[ci]))
+    pair_w = pair_w * (1 - pair_w)
+    chosen: list[tuple[int, int]] = []
+    available = np.ones(len(candidates), bool)
+    for _ in range(min(count, len(candidates))):
+        spread = np.maximum(cov[ci, ci] + cov[cj, cj] - 2 * cov[ci, cj], 1e-12)
+        # How likely the fit orders the two wrongly, times the share of their contrast's
+        # variance one more comparison removes.
+        misordered = sps.norm.cdf(-np.abs(theta[ci] - theta[cj]) / np.sqrt(spread))
+        gain = np.where(available, misordered * pair_w * spread / (1 + pair_w * spread), -np.inf)
+        best = int(np.argmax(gain))
+        i, j = int(ci[best]), int(cj[best])
+        chosen.append((i, j))
+        available[best] = False  # one comparison of a pair per batch
+        d = np.zeros(n)
+        d[i], d[j] = 1.0, -1.0
+        cd = cov @ d
+        cov = cov - np.outer(cd, cd) * pair_w[best] / (1 + pair_w[best] * d @ cd)
+    return chosen
