@@ -727,9 +727,45 @@ def _versus(humans: dict, judged: dict, kind: str) -> dict[str, Any]:
 
 
 # --- judges -------------------------------------------------------------------------------------
+def _judge_figures(
+    kind: str, subset: list[Row], people: list[Row], config: dict, options
+) -> dict[str, Any]:
+    """The judge-comparison figures of some of a judge's judgments."""
+    if kind == ScenarioType.COMPARISON:
+        position = _position(subset)["overall"]
+        consistency = _consistency(_reverse_pairs(subset), options | {"resamples": 0})
+        versus = _versus(_unit_values(people, kind), _unit_values(subset, kind), kind)
+        return {
+            "reverse_consistency": consistency["share"],
+            "reverse_pairs": consistency["pairs"],
+            "first_position_share": _round(position["share"]),
+            "first_position_p_value": _round(position["p_value"]),
+            "agreement_with_human_majority": versus["agreement_with_human_majority"],
+        }
+    if kind == ScenarioType.RATING:
+        rhos = []
+        for dim in config.get("dimensions", []):
+            versus = _versus(
+                _unit_values(people, kind, dim["name"]),
+                _unit_values(subset, kind, dim["name"]),
+                kind,
+            )
+            if versus.get("spearman") is not None:
+                rhos.append(versus["spearman"])
+        return {"mean_spearman_with_humans": _round(float(np.mean(rhos))) if rhos else None}
+    if kind == ScenarioType.LABELING:
+        versus = _versus(_unit_values(people, kind), _unit_values(subset, kind), kind)
+        return {"agreement_with_human_majority": versus["agreement_with_human_majority"]}
+    return {}
+
+
 def judges_table(
-    scenario: Scenario, rows: list[Row], unparseable: dict[int, int], agreement_: dict, options
+    scenario: Scenario, rows: list[Row], unparseable: dict[int, int], options
 ) -> list[dict[str, Any]]:
+    """Every judge configuration on the scenario (prompt version, model, thinking and other
+    parameters), with its figures overall and at each temperature (``by_temperature``)."""
+    people = [r for r in rows if r.kind != RaterKind.JUDGE]
+    kind, config = scenario.type, scenario.config
     table = []
     for judge in scenario.judges.select_related("llm_model", "prompt_version__template"):
         mine = [r for r in rows if r.judge == judge.pk]
@@ -751,23 +787,14 @@ def judges_table(
             "parse_failure_share": _round(failed / calls) if calls else None,
             "cost_per_judgment_usd": _round(float(spent) / len(mine)) if mine else None,
         }
-        if scenario.type == ScenarioType.COMPARISON:
-            position = _position(mine)["overall"]
-            consistency = _consistency(_reverse_pairs(mine), options)
-            versus = agreement_["human_vs_judge"].get(f"judge:{judge.name}", {})
-            entry |= {
-                "reverse_consistency": consistency["share"],
-                "reverse_pairs": consistency["pairs"],
-                "first_position_share": _round(position["share"]),
-                "first_position_p_value": _round(position["p_value"]),
-                "agreement_with_human_majority": versus.get("agreement_with_human_majority"),
-            }
-        elif scenario.type == ScenarioType.RATING:
-            versus = agreement_["human_vs_judge"].get(f"judge:{judge.name}", {})
-            spearman = [v["spearman"] for v in versus.values() if v.get("spearman") is not None]
-            entry["mean_spearman_with_humans"] = (
-                _round(float(np.mean(spearman))) if spearman else None
-            )
+        entry |= _judge_figures(kind, mine, people, config, options)
+        temperatures = sorted({r.temperature for r in mine}, key=lambda t: t or 0)
+        entry["by_temperature"] = [
+            {"temperature": t, "judgments": len(at)}
+            | _judge_figures(kind, at, people, config, options)
+            for t in temperatures
+            if (at := [r for r in mine if r.temperature == t])
+        ]
         table.append(entry)
     return table
 
@@ -810,5 +837,5 @@ def analyze(scenario: Scenario, *, raters: str = "all", **options: Any) -> dict[
     else:
         result["labels"] = labels(rows, variants)
     result["agreement"] = agreement(rows, kind, scenario.config)
-    result["judges"] = judges_table(scenario, everything, unparseable, result["agreement"], options)
+    result["judges"] = judges_table(scenario, everything, unparseable, options)
     return result

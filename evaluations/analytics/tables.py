@@ -42,7 +42,15 @@ def rows(result: dict[str, Any], table: str) -> list[dict[str, Any]]:
     part = result.get(table)
     if part is None:
         return []
-    if table in ("bradley_terry", "elo", "judges"):
+    if table == "judges":
+        out = []
+        for judge in part:
+            head = {k: v for k, v in judge.items() if k != "by_temperature"}
+            out.append(_flat_row(head | {"temperature": "all"}))
+            for at in judge.get("by_temperature", []):
+                out.append(_flat_row({"judge": judge["judge"], "name": judge["name"]} | at))
+        return out
+    if table in ("bradley_terry", "elo"):
         return [_flat_row(r) for r in part]
     if table == "win_matrix":
         return _matrix(part)

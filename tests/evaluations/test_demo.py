@@ -49,3 +49,19 @@ def test_the_demo_judges_its_scenarios_in_both_orders_at_two_temperatures():
     rated = Judgment.objects.filter(scenario=rating, rater_kind="judge")
     assert rated.count() == 160 and not rated.filter(parse_status="failed").exists()
     assert set(rated.first().payload["scores"]) == {"Helpfulness", "Specificity"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_demo_analytics_find_the_mock_judges_position_bias():
+    from evaluations.analytics.analyze import analyze
+
+    call_command("demo", stdout=io.StringIO())
+    result = analyze(Scenario.objects.get(type="comparison"), resamples=100)
+    (judge,) = result["judges"]
+    assert [t["temperature"] for t in judge["by_temperature"]] == [0.0, 1.0]
+    assert judge["first_position_share"] > 0.5 and judge["reverse_pairs"] == 100
+    assert result["position_bias"]["overall"]["p_value"] < 0.05
+    rating = analyze(Scenario.objects.get(type="rating"), resamples=0)
+    stable, noisy = rating["stability"][0]["conditions"]
+    assert stable["temperature"] == 0.0 and stable["share_identical"] == 1.0
+    assert noisy["mean_item_sd"] > stable["mean_item_sd"]
