@@ -242,3 +242,65 @@ def test_hand_checked_cases():
     assert stats.icc_oneway(np.array([[1.0, 1.0], [3.0, 3.0], [5.0, 5.0]])) == pytest.approx(1.0)
     # Fleiss on a hand table (Fleiss 1971 style): two categories, perfect agreement.
     assert stats.fleiss_kappa(np.array([[3, 0], [0, 3], [3, 0]])) == pytest.approx(1.0)
+
+
+def test_pandalm_imported_with_the_command_and_read_on_its_analytics_page(
+    manager, team_a, tmp_path
+):
+    """The whole path a user takes: the PandaLM judgments as a CSV, imported into a new
+    scenario by the command, and its analytics page: model rankings with intervals, the
+    three annotators' agreement and the position statistics."""
+    from django.core.management import call_command
+    from django.test import Client
+
+    judgments = json.loads((FIXTURES / "pandalm_judgments.json").read_text())
+    winner = {0: "tie", 1: "A", 2: "B"}
+    path = tmp_path / "pandalm.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(
+            ["item_id", "variant_a", "variant_b", "model_a", "model_b", "winner", "rater"]
+        )
+        for row in judgments:
+            first, second = row["cmp_key"].split("_", 1)
+            for n in (1, 2, 3):
+                writer.writerow(
+                    [
+                        row["idx"],
+                        "response1",
+                        "response2",
+                        first,
+                        second,
+                        winner[row[f"annotator{n}"]],
+                        f"annotator{n}",
+                    ]
+                )
+    out = io.StringIO()
+    call_command(
+        "import_judgments",
+        str(path),
+        "--scenario",
+        "PandaLM",
+        "--team",
+        "team-a",
+        "--create",
+        "comparison",
+        "--user",
+        manager.username,
+        stdout=out,
+    )
+    assert "Imported 2997 judgments" in out.getvalue()
+    client = Client()
+    client.force_login(manager)
+    from scenarios.models import Scenario
+
+    scenario = Scenario.objects.get(name="PandaLM")
+    page = client.get(f"/scenarios/{scenario.pk}/analytics?resamples=200")
+    html = page.content.decode()
+    assert page.status_code == 200
+    for model in ("llama-7b", "bloom-7b", "pythia-6.9b", "opt-7b", "cerebras-gpt-6.7B"):
+        assert model in html
+    assert "Krippendorff" in html and "Fleiss" in html and "First-position wins" in html
+    codes = np.array([[row[f"annotator{n}"] for row in judgments] for n in (1, 2, 3)], float)
+    alpha = krippendorff.alpha(reliability_data=codes, level_of_measurement="nominal")
+    assert f"{alpha:.3f}" in html
