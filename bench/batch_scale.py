@@ -13,7 +13,6 @@ Last line: JSON.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import resource
@@ -44,10 +43,10 @@ def main() -> None:
     from django.core.management import call_command
     from django.db.models import Sum
     from provider_overhead import free_port, start_fake
-    from setup_data import bench_fixture, job_body
+    from setup_data import bench_fixture, drive_timed, job_body
 
     from evalplatform.runs.models import ProviderBatch
-    from generation import batch_runner, services
+    from generation import services
     from generation.models import GenerationJob
 
     call_command("migrate", verbosity=0)
@@ -65,26 +64,7 @@ def main() -> None:
         services.job_start(user=user, job=job)
 
         # Time spent recording results in the database, apart from waiting for the provider.
-        recording = {"s": 0.0}
-        record = batch_runner._record
-
-        def timed_record(*a, **kw):
-            began = time.perf_counter()
-            try:
-                return record(*a, **kw)
-            finally:
-                recording["s"] += time.perf_counter() - began
-
-        batch_runner._record = timed_record
-        passes = []
-        started = time.perf_counter()
-        for _ in range(12):
-            wall = time.perf_counter()
-            summary = asyncio.run(batch_runner.drive(job.pk))
-            passes.append((time.perf_counter() - wall, summary))
-            if GenerationJob.objects.get(pk=job.pk).status != "running":
-                break
-        total_s = time.perf_counter() - started
+        passes, total_s, record_db_s = drive_timed(job.pk)
     finally:
         fake.terminate()
         fake.wait(timeout=10)
@@ -123,8 +103,8 @@ def main() -> None:
                 "submit_cells_per_s": round(submitted / submit_s, 1),
                 "record_s": round(record_s, 3),
                 "record_cells_per_s": round(recorded / record_s, 1),
-                "record_db_s": round(recording["s"], 3),
-                "record_db_cells_per_s": round(args.cells / recording["s"], 1),
+                "record_db_s": round(record_db_s, 3),
+                "record_db_cells_per_s": round(args.cells / record_db_s, 1),
                 "completed": job.completed_cells,
                 "failed": job.failed_cells,
                 "total_s": round(total_s, 3),

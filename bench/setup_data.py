@@ -50,3 +50,38 @@ def job_body(model: Any, version: Any, cells: int, **extra: Any) -> dict[str, An
         "max_tokens": 200,
         "source": {"type": "manual", "format": "json", "content": json.dumps(items)},
     } | extra
+
+
+def drive_timed(job_id: int, passes: int = 12) -> tuple[list[tuple[float, Any]], float, float]:
+    """Drive a batch job until it stops running: each pass's (seconds, summary), the total
+    seconds, and the seconds spent recording results in the database (apart from waiting for
+    the provider)."""
+    import asyncio
+    import time
+
+    from generation import batch_runner
+    from generation.models import GenerationJob
+
+    recording = {"s": 0.0}
+    record = batch_runner._record
+
+    def timed_record(*a: Any, **kw: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return record(*a, **kw)
+        finally:
+            recording["s"] += time.perf_counter() - began
+
+    batch_runner._record = timed_record  # type: ignore[assignment]
+    done: list[tuple[float, Any]] = []
+    started = time.perf_counter()
+    try:
+        for _ in range(passes):
+            wall = time.perf_counter()
+            summary = asyncio.run(batch_runner.drive(job_id))
+            done.append((time.perf_counter() - wall, summary))
+            if GenerationJob.objects.get(pk=job_id).status != "running":
+                break
+    finally:
+        batch_runner._record = record  # type: ignore[assignment]
+    return done, time.perf_counter() - started, recording["s"]

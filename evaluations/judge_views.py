@@ -17,6 +17,7 @@ from django.views.decorators.http import require_POST
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE, SCENARIOS_VIEW
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
+from evalplatform.web.fields import number_or_text
 from evaluations import judges
 from evaluations.manager_views import _scenario
 from evaluations.models import LLMJudge
@@ -37,17 +38,7 @@ def _judge(request: HttpRequest, judge_id: int) -> LLMJudge:
         raise PermissionDenied from exc
 
 
-def _number(value: str) -> Any:
-    value = (value or "").strip()
-    if not value:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        try:
-            return float(value)
-        except ValueError:
-            return value
+_number = number_or_text
 
 
 def form_data(post: Any) -> dict[str, Any]:

@@ -173,16 +173,8 @@ def _check(
             "temperature, one reply), not by parameters."
         )
     temperatures = data.get("temperatures", current["temperatures"] or [0.0])
-    if (
-        not isinstance(temperatures, list)
-        or not temperatures
-        or not all(
-            isinstance(t, int | float) and not isinstance(t, bool) and 0 <= t <= 2
-            for t in temperatures
-        )
-        or len(set(temperatures)) != len(temperatures)
-    ):
-        errors["temperatures"] = "A list of different temperatures, each from 0 to 2."
+    if problem := generation.temperatures_problem(temperatures):
+        errors["temperatures"] = problem
     repetitions = data.get("repetitions", current["repetitions"] or 1)
     if (
         isinstance(repetitions, bool)

@@ -123,6 +123,22 @@ def _budget(value: Any, errors: dict[str, str]) -> Decimal | None:
     return budget
 
 
+def temperatures_problem(temperatures: Any) -> str | None:
+    """What is wrong with a list of temperatures, if anything."""
+    if (
+        not isinstance(temperatures, list)
+        or not temperatures
+        or not all(
+            isinstance(t, int | float) and not isinstance(t, bool) and 0 <= t <= 2
+            for t in temperatures
+        )
+    ):
+        return "A list of temperatures, each from 0 to 2."
+    if len(set(temperatures)) != len(temperatures):
+        return "Each temperature once."
+    return None
+
+
 def job_plan(
     *,
     user: Any,
@@ -162,18 +178,9 @@ def job_plan(
     max_retries = _int(data, "max_retries", 3, 0, 10, errors)
     concurrency = _int(data, "concurrency", 8, 1, 256, errors) or 8
     temperatures = data.get("temperatures", [data.get("temperature", 0.7)])
-    if (
-        not isinstance(temperatures, list)
-        or not temperatures
-        or not all(
-            isinstance(t, int | float) and not isinstance(t, bool) and 0 <= t <= 2
-            for t in temperatures
-        )
-    ):
-        errors["temperatures"] = "A list of temperatures, each from 0 to 2."
+    if problem := temperatures_problem(temperatures):
+        errors["temperatures"] = problem
         temperatures = [0.7]
-    elif len(set(temperatures)) != len(temperatures):
-        errors["temperatures"] = "Each temperature once."
     budget = _budget(data.get("budget_usd"), errors)
 
     prompt_ids = data.get("prompt_versions") or []

@@ -37,6 +37,7 @@ from evalplatform.errors import ApplicationError, FieldErrors, NotFound
 from evalplatform.prompts.models import PromptTemplate, PromptVersion
 from evalplatform.prompts.rendering import MissingVariables, variables_in
 from evalplatform.providers.models import LLMModel
+from evalplatform.web.fields import number_or_text
 from evalplatform.web.redirects import safe_next
 from generation import batch_runner, selectors, services, sources
 from generation.models import GenerationJob, JobMode, JobStatus, OutputStatus, SourceKind
@@ -126,17 +127,7 @@ def _choices(request: HttpRequest, team) -> dict[str, Any]:
     }
 
 
-def _number(value: str) -> Any:
-    value = value.strip()
-    if not value:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        try:
-            return float(value)
-        except ValueError:
-            return value  # the service names the field that is wrong
+_number = number_or_text
 
 
 def _config_from_form(request: HttpRequest, team) -> tuple[dict[str, Any], dict[str, str]]:
