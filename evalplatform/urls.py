@@ -3,7 +3,7 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from rest_framework.routers import SimpleRouter
 
-from evaluations.analytics.api import AnalyticsTableView, AnalyticsView
+from evaluations.analytics.api import AdaptiveTasksView, AnalyticsTableView, AnalyticsView
 from evaluations.api import (
     ImportJudgmentsView,
     InvitationListView,
@@ -49,6 +49,11 @@ urlpatterns = [
     ),
     path("api/scenarios/<int:pk>/judges", ScenarioJudgesView.as_view(), name="scenario-judges"),
     path("api/scenarios/<int:pk>/analytics", AnalyticsView.as_view(), name="scenario-analytics"),
+    path(
+        "api/scenarios/<int:pk>/adaptive-tasks",
+        AdaptiveTasksView.as_view(),
+        name="scenario-adaptive-tasks",
+    ),
     path(
         "api/scenarios/<int:pk>/analytics/<str:table>.csv",
         AnalyticsTableView.as_view(),

@@ -15,7 +15,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalplatform.accounts import policy
-from evalplatform.accounts.roles import EVALUATIONS_EXPORT, EVALUATIONS_VIEW_ALL, SCENARIOS_VIEW
+from evalplatform.accounts.roles import (
+    EVALUATIONS_EXPORT,
+    EVALUATIONS_VIEW_ALL,
+    SCENARIOS_MANAGE,
+    SCENARIOS_VIEW,
+)
 from evalplatform.api.uploads import download
 from evalplatform.errors import FieldErrors, NotFound
 from evaluations.analytics import tables
@@ -100,4 +105,33 @@ class AnalyticsTableView(APIView):
             iter([buffer.getvalue()]),
             "text/csv; charset=utf-8",
             f"scenario-{scenario.pk}-{table}.csv",
+        )
+
+
+class AdaptiveTasksView(APIView):
+    """``POST /api/scenarios/{id}/adaptive-tasks`` (``feature:scenarios:manage``) with
+    ``{"count": N}``: add the N comparison tasks worth the most under the judgments so far
+    (docs/analytics.md); evaluators and judges ("unjudged") take them up like any task."""
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request, pk: int):
+        from evaluations.analytics.adaptive import add_adaptive_tasks
+
+        scenario = scenario_for(request.user, pk, SCENARIOS_MANAGE)
+        data = request.data if isinstance(request.data, dict) else {}
+        tasks = add_adaptive_tasks(user=request.user, scenario=scenario, count=data.get("count"))
+        return Response(
+            {
+                "added": len(tasks),
+                "tasks": [
+                    {
+                        "id": t.pk,
+                        "position": t.position,
+                        "variant_a": t.variant_a_id,
+                        "variant_b": t.variant_b_id,
+                    }
+                    for t in tasks
+                ],
+            },
+            status=201,
         )

@@ -126,3 +126,26 @@ def test_the_analytics_page(people, judged):
     outsider = Client()
     outsider.force_login(people["outsider"])
     assert outsider.get(f"/scenarios/{scenario.pk}/analytics").status_code == 404
+
+
+def test_adaptive_tasks_are_added_and_taken_up_by_judges(api, people, team_a, mock_judge):
+    scenario = make_scenario(people, team_a, "comparison", {"pairing": "across"})
+    before = scenario.tasks.count()
+    judge = create_judge(api, people["manager"], scenario, name="J", model=mock_judge.pk)
+    run(
+        api(people["manager"])
+        .post(f"/api/judges/{judge['id']}/run", {}, format="json")
+        .json()["job"]
+    )
+    url = f"/api/scenarios/{scenario.pk}/adaptive-tasks"
+    added = api(people["manager"]).post(url, {"count": 5}, format="json")
+    assert added.status_code == 201 and added.json()["added"] == 5
+    new = scenario.tasks.order_by("position")[before:]
+    assert len(new) == 5 and all(t.variant_a_id != t.variant_b_id for t in new)
+    # The judge takes them up as unjudged tasks.
+    again = api(people["manager"]).post(f"/api/judges/{judge['id']}/run", {}, format="json")
+    assert again.status_code == 201 and again.json()["calls"] == 5
+    for body in ({"count": 0}, {"count": "x"}, {}):
+        assert api(people["manager"]).post(url, body, format="json").status_code == 400
+    assert api(people["viewer"]).post(url, {"count": 1}, format="json").status_code == 403
+    assert api(people["outsider"]).post(url, {"count": 1}, format="json").status_code == 404
