@@ -149,3 +149,47 @@ def test_adaptive_tasks_are_added_and_taken_up_by_judges(api, people, team_a, mo
         assert api(people["manager"]).post(url, body, format="json").status_code == 400
     assert api(people["viewer"]).post(url, {"count": 1}, format="json").status_code == 403
     assert api(people["outsider"]).post(url, {"count": 1}, format="json").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("kind", "config"),
+    [
+        ("comparison", {}),
+        ("rating", {"dimensions": [{"name": "x"}]}),
+        ("ranking", {}),
+        ("labeling", {"labels": ["a", "b"]}),
+    ],
+)
+def test_a_scenario_without_judgments_has_empty_analytics(api, people, team_a, kind, config):
+    scenario = make_scenario(people, team_a, kind, config)
+    response = api(people["viewer"]).get(f"/api/scenarios/{scenario.pk}/analytics")
+    assert response.status_code == 200 and response.json()["raters"]["judgments"] == 0
+    client = Client()
+    client.force_login(people["viewer"])
+    assert client.get(f"/scenarios/{scenario.pk}/analytics").status_code == 200
+    csv_response = api(people["manager"]).get(f"/api/scenarios/{scenario.pk}/analytics/judges.csv")
+    assert csv_response.status_code == 200
+
+
+def test_rankings_and_labels_analytics_from_a_judge(api, people, team_a, mock_judge):
+    scenario = make_scenario(people, team_a, "ranking", {})
+    judge = create_judge(api, people["manager"], scenario, name="R", model=mock_judge.pk, swap=True)
+    run(
+        api(people["manager"])
+        .post(f"/api/judges/{judge['id']}/run", {}, format="json")
+        .json()["job"]
+    )
+    data = api(people["viewer"]).get(f"/api/scenarios/{scenario.pk}/analytics?resamples=20").json()
+    rankings = data["rankings"]
+    assert len(rankings["mean_rank"]) == 9 and rankings["kendall_w_tasks"] == 3
+    assert rankings["kendall_w_mean"] == 1.0  # at temperature 0 both orders agree
+    assert len(rankings["by_model"]) == 3 and data["bradley_terry"]
+    labeled = make_scenario(people, team_a, "labeling", {"labels": ["good", "bad"]})
+    judge = create_judge(api, people["manager"], labeled, name="L", model=mock_judge.pk)
+    run(
+        api(people["manager"])
+        .post(f"/api/judges/{judge['id']}/run", {}, format="json")
+        .json()["job"]
+    )
+    labels = api(people["viewer"]).get(f"/api/scenarios/{labeled.pk}/analytics").json()["labels"]
+    assert sum(labels["overall"].values()) == 9
