@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models import Count, OuterRef, Prefetch, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -82,8 +82,10 @@ def _judges(scenario: Scenario) -> list[dict[str, Any]]:
         .values_list("judge_id", "parse_status", "n")
     }
     rows = []
-    for judge in scenario.judges.select_related("llm_model", "prompt_version__template"):
-        runs = list(JudgeRun.objects.filter(judge=judge).select_related("job")[:10])
+    judges = scenario.judges.select_related("llm_model", "prompt_version__template")
+    runs_of = Prefetch("runs", queryset=JudgeRun.objects.select_related("job"))
+    for judge in judges.prefetch_related(runs_of):
+        runs = list(judge.runs.all())
         rows.append(
             {
                 "judge": judge,
