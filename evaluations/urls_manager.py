@@ -12,6 +12,11 @@ urlpatterns = [
         analytics_views.analytics_page,
         name="scenario-analytics-page",
     ),
+    path(
+        "scenarios/<int:scenario_id>/adaptive-tasks",
+        analytics_views.adaptive_tasks,
+        name="scenario-adaptive-tasks-page",
+    ),
     path("scenarios/<int:scenario_id>", manager_views.scenario_page, name="scenario-page"),
     path("scenarios/<int:scenario_id>/edit", manager_views.scenario_edit, name="scenario-edit"),
     path(

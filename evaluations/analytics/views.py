@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
 
 from evalplatform.accounts import policy
-from evalplatform.accounts.roles import EVALUATIONS_EXPORT, EVALUATIONS_VIEW_ALL
-from evalplatform.errors import FieldErrors, Forbidden, NotFound
+from evalplatform.accounts.roles import EVALUATIONS_EXPORT, EVALUATIONS_VIEW_ALL, SCENARIOS_MANAGE
+from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
+from evalplatform.web.fields import number_or_text
 from evaluations.analytics import tables
 from evaluations.analytics.analyze import analyze
 from evaluations.analytics.api import options_from, scenario_for
@@ -71,3 +74,30 @@ def analytics_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
             "versus": _versus_rows(result["agreement"]["human_vs_judge"]),
         },
     )
+
+
+@login_required
+@require_POST
+def adaptive_tasks(request: HttpRequest, scenario_id: int) -> HttpResponse:
+    """The scenario page's "Add the most informative pairs" form."""
+    from evaluations.analytics.adaptive import add_adaptive_tasks
+
+    try:
+        scenario = scenario_for(request.user, scenario_id, SCENARIOS_MANAGE)
+        count = number_or_text(request.POST.get("count"))
+        added = add_adaptive_tasks(user=request.user, scenario=scenario, count=count)
+    except NotFound as exc:
+        raise Http404 from exc
+    except Forbidden as exc:
+        raise PermissionDenied from exc
+    except FieldErrors as exc:
+        messages.error(request, " ".join(m for ms in exc.errors.values() for m in ms))
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(
+            request,
+            f"{len(added)} comparison task{'s' if len(added) != 1 else ''} added: the pairs "
+            "the judgments so far say are worth the most.",
+        )
+    return redirect("scenario-page", scenario_id=scenario_id)

@@ -193,3 +193,30 @@ def test_rankings_and_labels_analytics_from_a_judge(api, people, team_a, mock_ju
     )
     labels = api(people["viewer"]).get(f"/api/scenarios/{labeled.pk}/analytics").json()["labels"]
     assert sum(labels["overall"].values()) == 9
+
+
+def test_the_scenario_page_adds_adaptive_pairs(api, people, team_a, mock_judge):
+    scenario = make_scenario(people, team_a, "comparison", {})
+    judge = create_judge(api, people["manager"], scenario, name="J", model=mock_judge.pk)
+    run(
+        api(people["manager"])
+        .post(f"/api/judges/{judge['id']}/run", {}, format="json")
+        .json()["job"]
+    )
+    before = scenario.tasks.count()
+    manager = Client()
+    manager.force_login(people["manager"])
+    assert (
+        "Add the most informative pairs"
+        in manager.get(f"/scenarios/{scenario.pk}").content.decode()
+    )
+    done = manager.post(f"/scenarios/{scenario.pk}/adaptive-tasks", {"count": "4"}, follow=True)
+    assert "4 comparison tasks added" in done.content.decode()
+    assert scenario.tasks.count() == before + 4
+    bad = manager.post(f"/scenarios/{scenario.pk}/adaptive-tasks", {"count": "lots"}, follow=True)
+    assert "A number of pairs" in bad.content.decode() and scenario.tasks.count() == before + 4
+    viewer = Client()
+    viewer.force_login(people["viewer"])
+    assert (
+        viewer.post(f"/scenarios/{scenario.pk}/adaptive-tasks", {"count": "1"}).status_code == 403
+    )
