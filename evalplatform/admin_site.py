@@ -10,16 +10,17 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.contrib.admin.forms import AdminAuthenticationForm
 from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import ADMIN_ACCESS
+from evalplatform.accounts.throttle import ThrottledAdminAuthenticationForm
 
 
-class PlatformAdminAuthenticationForm(AdminAuthenticationForm):
-    """Signs in whoever the policy lets into the console (not Django's ``is_staff``)."""
+class PlatformAdminAuthenticationForm(ThrottledAdminAuthenticationForm):
+    """Signs in whoever the policy lets into the console (not Django's ``is_staff``), with
+    the sign-in throttling of ``accounts.throttle``."""
 
     def confirm_login_allowed(self, user) -> None:
         if not (user.is_active and policy.has_feature_anywhere(user, ADMIN_ACCESS)):

@@ -82,3 +82,19 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user}: {self.message}"
+
+
+class LoginFailure(models.Model):
+    """A failed sign-in (web page or admin console), kept a day: too many for one username or
+    from one address in ``accounts.throttle.WINDOW`` and sign-in is refused for a while. In
+    the database, so every web process of a deployment counts the same failures."""
+
+    username = models.CharField(max_length=150, db_index=True)
+    address = models.CharField(max_length=45, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.username} from {self.address}"
