@@ -17,7 +17,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evalplatform.accounts import policy
+from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import (
     EVALUATIONS_VIEW_ALL,
     SCENARIOS_EXPORT,
@@ -197,6 +197,13 @@ class ScenarioExportView(APIView):
             Scenario.objects.select_related("team"),
             view_feature=SCENARIOS_VIEW,
             pk=pk,
+        )
+        audit.record(
+            user=request.user,
+            team=scenario.team_id,
+            action="scenario.export",
+            target=scenario,
+            format=fmt,
         )
         if fmt == "csv":
             return exports.csv_response(scenario)

@@ -24,7 +24,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from evalplatform.accounts import policy
+from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import EVALUATIONS_SUBMIT, SCENARIOS_MANAGE
 from evalplatform.errors import Conflict, FieldErrors, Forbidden, NotFound
 from evaluations.models import Assignment, AssignmentStatus, Invitation
@@ -105,6 +105,13 @@ def invite(
                 expires_at=now + INVITATION_TTL,
             )
             made.append((invitation, link_for(token)))
+        audit.record(
+            user=user,
+            team=scenario.team_id,
+            action="scenario.invite",
+            target=scenario,
+            emails=addresses,
+        )
     _send(user, scenario, made, note)
     return made
 
@@ -186,6 +193,13 @@ def withdraw(*, user: Any, invitation: Invitation) -> Invitation:
             return invitation
         invitation.revoked_at = timezone.now()
         invitation.save(update_fields=["revoked_at"])
+        audit.record(
+            user=user,
+            team=invitation.scenario.team_id,
+            action="scenario.invitation.withdraw",
+            target=invitation.scenario,
+            email=invitation.email,
+        )
         if invitation.accepted_by_id is not None:
             still_member = policy.may(
                 invitation.accepted_by, EVALUATIONS_SUBMIT, invitation.scenario

@@ -20,7 +20,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count
 
-from evalplatform.accounts import policy
+from evalplatform.accounts import audit, policy
 from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE, PROMPTS_EDIT
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
@@ -347,6 +347,9 @@ def judge_delete(*, user: Any, judge: LLMJudge) -> None:
         )
         if busy:
             raise Conflict("A run of this judge is not finished: cancel it first.")
+        audit.record(
+            user=user, team=judge.scenario.team_id, action="evaluations.judge.delete", target=judge
+        )
         judge.delete()
 
 
@@ -536,6 +539,14 @@ def judge_run(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> JudgeRu
             created_by=user,
         )
         generation.job_start(user=user, job=job)
+        audit.record(
+            user=user,
+            team=judge.scenario.team_id,
+            action="evaluations.judge.run",
+            target=judge,
+            job=job.pk,
+            calls=job.total_cells,
+        )
     return run
 
 

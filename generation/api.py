@@ -14,7 +14,7 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evalplatform.accounts import policy
+from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import (
     GENERATION_CREATE,
     GENERATION_EXPORT,
@@ -244,13 +244,28 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
     @action(detail=True, methods=["post"], url_path="export/csv")
     def export_csv(self, request, pk=None):
         """All outputs as CSV with the spec's columns, streamed."""
-        return exports.csv_response(self._job())
+        job = self._job()
+        audit.record(
+            user=request.user,
+            team=job.team_id,
+            action="generation.job.export",
+            target=job,
+            format="csv",
+        )
+        return exports.csv_response(job)
 
     @extend_schema(request=None, responses={(200, "application/json"): OpenApiTypes.OBJECT})
     @action(detail=True, methods=["post"], url_path="export/json")
     def export_json(self, request, pk=None):
         """The job with its full configuration, and every output, streamed."""
         job = self._job()
+        audit.record(
+            user=request.user,
+            team=job.team_id,
+            action="generation.job.export",
+            target=job,
+            format="json",
+        )
         return exports.json_response(job, JobSerializer(selectors.jobs().get(pk=job.pk)).data)
 
 

@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from evalplatform.accounts import policy
+from evalplatform.accounts import audit, policy
 from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import (
     GENERATION_CREATE,
@@ -582,6 +582,7 @@ def job_start(*, user: Any, job: GenerationJob) -> GenerationJob:
         if job.status not in ALLOWED["start"]:
             raise _refuse("start", job)
         _start_locked(job)
+        audit.record(user=user, team=job.team_id, action="generation.job.start", target=job)
     return job
 
 
@@ -622,6 +623,13 @@ def job_retry_failed(*, user: Any, job: GenerationJob) -> tuple[GenerationJob, i
     _require(user, GENERATION_MANAGE, job)
     with transaction.atomic():
         job, count = retry_failed_cells(job)
+        audit.record(
+            user=user,
+            team=job.team_id,
+            action="generation.job.retry_failed",
+            target=job,
+            cells=count,
+        )
     return job, count
 
 
@@ -662,15 +670,17 @@ def _dispatch_on_commit(job: GenerationJob) -> None:
 
 def job_pause(*, user: Any, job: GenerationJob, message: str = "") -> GenerationJob:
     _require(user, GENERATION_MANAGE, job)
-    return _stop(job, "pause", JobStatus.PAUSED, message)
+    return _stop(job, "pause", JobStatus.PAUSED, message, user=user)
 
 
 def job_cancel(*, user: Any, job: GenerationJob) -> GenerationJob:
     _require(user, GENERATION_MANAGE, job)
-    return _stop(job, "cancel", JobStatus.CANCELLED, "")
+    return _stop(job, "cancel", JobStatus.CANCELLED, "", user=user)
 
 
-def _stop(job: GenerationJob, action: str, status: str, message: str) -> GenerationJob:
+def _stop(
+    job: GenerationJob, action: str, status: str, message: str, *, user: Any
+) -> GenerationJob:
     with transaction.atomic():
         job = _locked(job)
         if job.status not in ALLOWED[action]:
@@ -681,6 +691,7 @@ def _stop(job: GenerationJob, action: str, status: str, message: str) -> Generat
         if status == JobStatus.CANCELLED:
             job.finished_at = timezone.now()
         job.save(update_fields=["status", "status_message", "finished_at", "updated_at"])
+        audit.record(user=user, team=job.team_id, action=f"generation.job.{action}", target=job)
         events.announce(job)
         if was_running:
             start_next_queued(owner_id=job.owner_id)
@@ -808,4 +819,5 @@ def job_delete(*, user: Any, job: GenerationJob) -> None:
                 "This job still has provider batches open (they are billed and their results "
                 "recorded); cancel the job and delete it once they have closed."
             )
+        audit.record(user=user, team=job.team_id, action="generation.job.delete", target=job)
         job.delete()

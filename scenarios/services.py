@@ -12,7 +12,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from evalplatform.accounts import policy
+from evalplatform.accounts import audit, policy
 from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import GENERATION_TO_SCENARIO, SCENARIOS_CREATE, SCENARIOS_MANAGE
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
@@ -355,6 +355,7 @@ def scenario_open(*, user: Any, scenario: Scenario) -> Scenario:
             raise Conflict(f"A {scenario.status} scenario cannot open; only a draft can.")
         scenario.status, scenario.opened_at = ScenarioStatus.OPEN, timezone.now()
         scenario.save(update_fields=["status", "opened_at"])
+        audit.record(user=user, team=scenario.team_id, action="scenario.open", target=scenario)
     return scenario
 
 
@@ -365,6 +366,7 @@ def scenario_close(*, user: Any, scenario: Scenario) -> Scenario:
             raise Conflict(f"A {scenario.status} scenario cannot close; only an open one can.")
         scenario.status, scenario.closed_at = ScenarioStatus.CLOSED, timezone.now()
         scenario.save(update_fields=["status", "closed_at"])
+        audit.record(user=user, team=scenario.team_id, action="scenario.close", target=scenario)
     return scenario
 
 
@@ -416,4 +418,5 @@ def scenario_delete(*, user: Any, scenario: Scenario) -> None:
         scenario = _manage(user, scenario)
         if scenario.status != ScenarioStatus.DRAFT:
             raise Conflict("Only a draft scenario can be deleted; close it instead.")
+        audit.record(user=user, team=scenario.team_id, action="scenario.delete", target=scenario)
         scenario.delete()

@@ -4,10 +4,10 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.http import Http404
 
-from evalplatform.accounts import policy, services
-from evalplatform.accounts.models import ApiToken, Membership, Team
+from evalplatform.accounts import audit, policy, services
+from evalplatform.accounts.models import ApiToken, AuditEvent, Membership, Team
 from evalplatform.accounts.roles import ACCOUNTS_MANAGE, ACCOUNTS_VIEW, ROLE_FEATURES
-from evalplatform.admin_site import TeamScopedAdmin, TeamScopedInline
+from evalplatform.admin_site import ReadOnlyTeamScopedAdmin, TeamScopedAdmin, TeamScopedInline
 
 
 def _user_choices(request):
@@ -19,6 +19,17 @@ def _user_choices(request):
     return users.filter(
         memberships__team__in=policy.teams_with(request.user, ACCOUNTS_MANAGE)
     ).distinct()
+
+
+def _membership_changed(request, membership: Membership, verb: str) -> None:
+    audit.record(
+        user=request.user,
+        team=membership.team_id,
+        action=f"accounts.membership.{verb}",
+        target=membership,
+        member=membership.user.get_username(),
+        role=membership.role,
+    )
 
 
 class MembershipInline(TeamScopedInline):
@@ -47,6 +58,16 @@ class TeamAdmin(TeamScopedAdmin):
     def has_delete_permission(self, request, obj=None):
         return policy.is_superuser(request.user)
 
+    def save_formset(self, request, form, formset, change):
+        super().save_formset(request, form, formset, change)
+        if formset.model is Membership:
+            for membership in formset.new_objects:
+                _membership_changed(request, membership, "add")
+            for membership, _fields in formset.changed_objects:
+                _membership_changed(request, membership, "change")
+            for membership in formset.deleted_objects:
+                _membership_changed(request, membership, "remove")
+
 
 @admin.register(Membership)
 class MembershipAdmin(TeamScopedAdmin):
@@ -60,6 +81,19 @@ class MembershipAdmin(TeamScopedAdmin):
     @admin.display(description="Feature count")
     def features(self, obj: Membership) -> int:
         return len(ROLE_FEATURES.get(obj.role, ()))
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        _membership_changed(request, obj, "change" if change else "add")
+
+    def delete_model(self, request, obj):
+        _membership_changed(request, obj, "remove")
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for membership in queryset.select_related("user"):
+            _membership_changed(request, membership, "remove")
+        super().delete_queryset(request, queryset)
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "user":
@@ -129,5 +163,18 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request, queryset):
-        count = services.tokens_revoke(tokens=queryset)
+        count = services.tokens_revoke(tokens=queryset, by=request.user)
         messages.success(request, f"{count} tokens revoked.")
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyTeamScopedAdmin):
+    """The audit log: read only, for the team's managers of accounts."""
+
+    view_feature = ACCOUNTS_MANAGE
+    change_feature = ACCOUNTS_MANAGE
+    list_display = ["created_at", "username", "action", "target", "team"]
+    list_filter = ["action", ("team", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["username", "action", "target"]
+    list_select_related = ["team"]
+    readonly_fields = [f.name for f in AuditEvent._meta.fields]

@@ -9,9 +9,11 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evalplatform.accounts.models import ApiToken, Notification
+from evalplatform.accounts.models import ApiToken, AuditEvent, Notification
+from evalplatform.accounts.roles import ACCOUNTS_MANAGE
 from evalplatform.accounts.selectors import me_summary
 from evalplatform.accounts.services import notifications_dismiss, token_create, tokens_revoke
+from evalplatform.api.permissions import TeamScopedViewSet
 
 
 class MeTeamSerializer(serializers.Serializer):
@@ -121,3 +123,32 @@ class NotificationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     def read_all(self, request):
         notifications_dismiss(user=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    team = serializers.CharField(source="team.slug", default=None, read_only=True)
+
+    class Meta:
+        model = AuditEvent
+        fields = ["id", "team", "username", "action", "target", "detail", "created_at"]
+        read_only_fields = fields
+
+
+class AuditEventViewSet(TeamScopedViewSet, mixins.ListModelMixin):
+    """``/api/audit``: the audit log of the teams you manage (``feature:accounts:manage``),
+    newest first; ``?action=`` keeps the actions starting with it (``generation.job``),
+    ``?team=`` one team (its slug)."""
+
+    queryset = AuditEvent.objects.select_related("team")
+    serializer_class = AuditEventSerializer
+    view_feature = ACCOUNTS_MANAGE
+
+    def get_queryset(self):
+        rows = super().get_queryset()
+        action = self.request.query_params.get("action")
+        team = self.request.query_params.get("team")
+        if action:
+            rows = rows.filter(action__startswith=action)
+        if team:
+            rows = rows.filter(team__slug=team)
+        return rows

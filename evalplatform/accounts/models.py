@@ -98,3 +98,34 @@ class LoginFailure(models.Model):
 
     def __str__(self) -> str:
         return f"{self.username} from {self.address}"
+
+
+class AuditEvent(models.Model):
+    """Who did what, when: starting, pausing, cancelling and deleting jobs and judge runs,
+    exports, invitations, membership and token changes (``accounts.audit.record``). Kept
+    with the username as it was, so a deleted account's actions still read."""
+
+    team_lookup = "team"
+
+    team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.CASCADE, related_name="audit_events"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="audit_events",
+    )
+    username = models.CharField(max_length=150, blank=True)
+    action = models.CharField(max_length=60, db_index=True)
+    target = models.CharField(max_length=300, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["team", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.username} {self.action} {self.target}"

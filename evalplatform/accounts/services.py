@@ -7,6 +7,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from evalplatform.accounts import audit
 from evalplatform.accounts.models import ApiToken, Notification
 from evalplatform.errors import NotFound
 
@@ -26,6 +27,7 @@ def token_create(*, user: Any, name: str = "default") -> tuple[ApiToken, str]:
         prefix=key[:TOKEN_PREFIX_LEN],
         key_hash=hash_token_key(key),
     )
+    audit.record(user=user, team=None, action="accounts.token.create", target=token)
     return token, key
 
 
@@ -53,9 +55,18 @@ def token_authenticate(key: str) -> ApiToken | None:
     return token
 
 
-def tokens_revoke(*, tokens) -> int:
+def tokens_revoke(*, tokens, by: Any = None) -> int:
     """Revoke the tokens of a queryset (already revoked ones keep their date)."""
-    return tokens.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+    live = list(tokens.filter(revoked_at__isnull=True).select_related("user"))
+    for token in live:
+        audit.record(
+            user=by or token.user,
+            team=None,
+            action="accounts.token.revoke",
+            target=token,
+            owner=token.user.get_username(),
+        )
+    return tokens.filter(pk__in=[t.pk for t in live]).update(revoked_at=timezone.now())
 
 
 def notify(*, user: Any, team: Any, kind: str, message: str, link: str = "") -> Notification:

@@ -2,7 +2,12 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from evalplatform.accounts.api import MeView, NotificationViewSet, TokenViewSet
+from evalplatform.accounts.api import (
+    AuditEventViewSet,
+    MeView,
+    NotificationViewSet,
+    TokenViewSet,
+)
 from evalplatform.prompts.api import TemplateViewSet, VersionViewSet
 from evalplatform.providers.api import ConnectionViewSet, LLMModelViewSet
 
@@ -14,6 +19,7 @@ router.register("prompts/templates", TemplateViewSet, basename="prompttemplate")
 router.register("prompts/versions", VersionViewSet, basename="promptversion")
 router.register("tokens", TokenViewSet, basename="apitoken")
 router.register("notifications", NotificationViewSet, basename="notification")
+router.register("audit", AuditEventViewSet, basename="auditevent")
 
 urlpatterns = [
     path("me", MeView.as_view(), name="api-me"),

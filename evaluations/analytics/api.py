@@ -14,7 +14,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evalplatform.accounts import policy
+from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import (
     EVALUATIONS_EXPORT,
     EVALUATIONS_VIEW_ALL,
@@ -92,6 +92,13 @@ class AnalyticsTableView(APIView):
         if table not in tables.TABLES:
             raise NotFound()
         scenario = scenario_for(request.user, pk, EVALUATIONS_EXPORT)
+        audit.record(
+            user=request.user,
+            team=scenario.team_id,
+            action="scenario.analytics.export",
+            target=scenario,
+            table=table,
+        )
         result = analyze(scenario, **options_from(request.query_params))
         rows = tables.rows(result, table)
         columns: list[str] = []
