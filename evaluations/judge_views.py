@@ -38,25 +38,24 @@ def _judge(request: HttpRequest, judge_id: int) -> LLMJudge:
         raise PermissionDenied from exc
 
 
-_number = number_or_text
-
-
 def form_data(post: Any) -> dict[str, Any]:
     """The API's judge fields from the form."""
-    temperatures = [_number(t) for t in post.get("temperatures", "0").split(",") if t.strip()]
+    temperatures = [
+        number_or_text(t) for t in post.get("temperatures", "0").split(",") if t.strip()
+    ]
     budget = post.get("budget_usd", "").strip()
     data: dict[str, Any] = {
         "name": post.get("name", ""),
-        "model": _number(post.get("model", "")),
+        "model": number_or_text(post.get("model", "")),
         "temperatures": temperatures,
-        "repetitions": _number(post.get("repetitions", "1")),
+        "repetitions": number_or_text(post.get("repetitions", "1")),
         "swap": post.get("swap") == "1",
         "mode": post.get("mode", "live"),
-        "max_tokens": _number(post.get("max_tokens", "")),
+        "max_tokens": number_or_text(post.get("max_tokens", "")),
         "budget_usd": budget or None,
     }
     if post.get("prompt_version"):
-        data["prompt_version"] = _number(post["prompt_version"])
+        data["prompt_version"] = number_or_text(post["prompt_version"])
     return data
 
 

@@ -127,9 +127,6 @@ def _choices(request: HttpRequest, team) -> dict[str, Any]:
     }
 
 
-_number = number_or_text
-
-
 def _config_from_form(request: HttpRequest, team) -> tuple[dict[str, Any], dict[str, str]]:
     """The API's job configuration from the wizard's fields (and errors of form shape)."""
     post = request.POST
@@ -137,7 +134,7 @@ def _config_from_form(request: HttpRequest, team) -> tuple[dict[str, Any], dict[
     temperatures: Any = []
     for part in _TEMPERATURE_SPLIT.split(post.get("temperatures", "").strip()):
         if part:
-            temperatures.append(_number(part))
+            temperatures.append(number_or_text(part))
     models: list[Any] = [int(m) for m in post.getlist("models") if m.isdigit()]
     extra = post.get("model_configs", "").strip()
     if extra:
@@ -169,11 +166,11 @@ def _config_from_form(request: HttpRequest, team) -> tuple[dict[str, Any], dict[
         "prompt_versions": [int(p) for p in post.getlist("prompt_versions") if p.isdigit()],
         "models": models,
         "temperatures": temperatures or [0.7],
-        "repetitions": _number(post.get("repetitions", "")) or 1,
-        "max_tokens": _number(post.get("max_tokens", "")),
+        "repetitions": number_or_text(post.get("repetitions", "")) or 1,
+        "max_tokens": number_or_text(post.get("max_tokens", "")),
         "budget_usd": post.get("budget_usd", "").strip() or None,
-        "max_retries": _number(post.get("max_retries", "")),
-        "concurrency": _number(post.get("concurrency", "")) or 8,
+        "max_retries": number_or_text(post.get("max_retries", "")),
+        "concurrency": number_or_text(post.get("concurrency", "")) or 8,
         "finish_live": post.get("finish_live") == "1",
     }
     if config["max_retries"] is None:

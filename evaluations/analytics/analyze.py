@@ -318,14 +318,11 @@ def comparisons(rows: list[Row], variants: dict[int, Variant], options) -> dict[
 
     by_label = {label[pk]: v for pk, v in variants.items()}
     labels, a, b, s, used = _comparison_arrays(rows, lambda pk: label[pk])
+    table = _bt_table(labels, a, b, s, options, describe)
     result: dict[str, Any] = {
         "win_matrix": _win_matrix(labels, a, b, s),
-        "bradley_terry": _bt_table(labels, a, b, s, options, describe)["items"],
-        "bradley_terry_fit": {
-            k: v
-            for k, v in _bt_table(labels, a, b, s, options | {"resamples": 0}).items()
-            if k != "items"
-        }
+        "bradley_terry": table["items"],
+        "bradley_terry_fit": {k: v for k, v in table.items() if k != "items"}
         | {"resamples": options["resamples"], "seed": options["seed"]},
         "elo": _elo(labels, a, b, s, options),
         "position_bias": _position(used),
