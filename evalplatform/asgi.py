@@ -14,11 +14,12 @@ from evalplatform.live.auth import (  # noqa: E402  (needs the apps loaded)
     LiveAuthMiddlewareStack,
     LiveOriginValidator,
 )
+from evalplatform.limits import BodyLimit  # noqa: E402
 from evalplatform.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": BodyLimit(django_asgi_app),
         "websocket": LiveOriginValidator(LiveAuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

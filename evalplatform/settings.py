@@ -85,6 +85,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "evalplatform.limits.RequestSizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -92,6 +93,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
 ]
 
 ROOT_URLCONF = "evalplatform.urls"
@@ -235,12 +237,46 @@ EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND") or (
 EMAIL_FILE_PATH = DATA_DIR / "mail"
 
 # --- Security -------------------------------------------------------------------------------
+# HTTPS=1 is the production switch (see docs/deploy.md): secure cookies, redirect to HTTPS,
+# HSTS. Each part can also be set on its own. The embedded default serves plain HTTP on
+# loopback, so all of it is off there.
+HTTPS = env_bool("HTTPS", False)
 SESSION_COOKIE_HTTPONLY = True
-CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", HTTPS)
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", HTTPS)
+SECURE_HSTS_SECONDS = env_int("HSTS_SECONDS", 31_536_000 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("HSTS_PRELOAD", False)
+if not SECURE_HSTS_PRELOAD:
+    # Asking browsers to preload the domain is the domain owner's decision, not a default.
+    SILENCED_SYSTEM_CHECKS = ["security.W021"]
+if env_bool("TRUST_X_FORWARDED_PROTO", False):
+    # Only behind a proxy that sets this header itself (and strips the client's).
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+# Content-Security-Policy (django-csp) on every response: scripts only from this server
+# (no inline scripts or handlers anywhere, no eval), nothing may frame the pages, forms post
+# only here. Styles allow inline because plotly.js injects its own <style> and the admin
+# and Swagger UI use style attributes; script injection is what the policy is for.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'", "data:"],
+        # 'self' covers the WebSockets to this host (CSP Level 3).
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 # --- Platform limits ------------------------------------------------------------------------
 UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 50 * 1024 * 1024)
@@ -269,8 +305,11 @@ if LIVE_TRANSPORT == "channel_layer" and not REDIS_URL:
 # At most this many messages a second per job reach its watchers.
 LIVE_MAX_MESSAGES_PER_S = env_int("LIVE_MAX_MESSAGES_PER_S", 10)
 
-# Request bodies other than file parts (JSON, form fields) are capped at the same size.
+# Request bodies other than file parts (JSON, form fields) are capped at the same size, and
+# no request body at all may pass UPLOAD_MAX_BYTES plus 1 MiB (the form fields beside a file):
+# the servers answer 413 before reading further (evalplatform/limits.py).
 DATA_UPLOAD_MAX_MEMORY_SIZE = UPLOAD_MAX_BYTES
+REQUEST_MAX_BYTES = UPLOAD_MAX_BYTES + 1024 * 1024
 
 LOGGING = {
     "version": 1,

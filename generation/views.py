@@ -33,6 +33,7 @@ from evalplatform.accounts.roles import (
     PROVIDERS_VIEW,
     SCENARIOS_CREATE,
 )
+from evalplatform.api.uploads import read_upload
 from evalplatform.errors import ApplicationError, FieldErrors, NotFound
 from evalplatform.prompts.models import PromptTemplate, PromptVersion
 from evalplatform.prompts.rendering import MissingVariables, variables_in
@@ -179,17 +180,9 @@ def _config_from_form(request: HttpRequest, team) -> tuple[dict[str, Any], dict[
 
 
 def _upload(request: HttpRequest) -> tuple[bytes | None, str]:
-    upload = request.FILES.get("file")
-    if upload is None or request.POST.get("source_type") != SourceKind.MANUAL:
+    if request.POST.get("source_type") != SourceKind.MANUAL:
         return None, ""
-    if (upload.size or 0) > settings.UPLOAD_MAX_BYTES:
-        raise FieldErrors(
-            {
-                "source.file": f"The file has {upload.size:,} bytes; the limit is "
-                f"{settings.UPLOAD_MAX_BYTES:,}."
-            }
-        )
-    return upload.read(), upload.name or ""
+    return read_upload(request, error_key="source.file") or (None, "")
 
 
 def _plan(request: HttpRequest, team):

@@ -122,7 +122,7 @@ class HTTPAdapter(Adapter):
         except UnicodeEncodeError as exc:
             raise errors.not_sendable() from exc
         if response.status_code >= 300:
-            raise errors.from_response(response, protocol=self.protocol)
+            raise errors.from_response(response, protocol=self.protocol, secret=self.api_key)
         try:
             data = response.json()
         except (ValueError, UnicodeDecodeError) as exc:
@@ -152,7 +152,9 @@ class HTTPAdapter(Adapter):
             ) as response:
                 if response.status_code >= 300:
                     await response.aread()
-                    raise errors.from_response(response, protocol=self.protocol)
+                    raise errors.from_response(
+                        response, protocol=self.protocol, secret=self.api_key
+                    )
                 async for event, data in sse_events(response):
                     state.raw_events += 1
                     try:

@@ -149,7 +149,9 @@ class Batches(ABC):
         except httpx.TransportError as exc:
             raise errors.from_transport(exc) from exc
         if response.status_code >= 300:
-            raise errors.from_response(response, protocol=self.protocol)
+            raise errors.from_response(
+                response, protocol=self.protocol, secret=self.adapter.api_key
+            )
         return response
 
     async def _json(self, method: str, url: str, **kwargs: Any) -> dict[str, Any]:
@@ -164,7 +166,9 @@ class Batches(ABC):
             async with self.adapter.http.stream("GET", url, headers=self.adapter._headers) as resp:
                 if resp.status_code >= 300:
                     await resp.aread()
-                    raise errors.from_response(resp, protocol=self.protocol)
+                    raise errors.from_response(
+                        resp, protocol=self.protocol, secret=self.adapter.api_key
+                    )
                 async for line in resp.aiter_lines():
                     if line.strip():
                         try:

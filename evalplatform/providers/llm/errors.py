@@ -80,10 +80,11 @@ def _error_fields(body: Any) -> tuple[str, str, str]:
     return str(error), "", ""
 
 
-def from_response(response: httpx.Response, *, protocol: str) -> ProviderError:
-    """Classify a non-2xx response."""
+def from_response(response: httpx.Response, *, protocol: str, secret: str = "") -> ProviderError:
+    """Classify a non-2xx response. ``secret`` (the API key) is cut out of everything kept:
+    providers quote a refused key back, and the message ends up in outputs and exports."""
     status = response.status_code
-    text = response.text
+    text = response.text.replace(secret, "[redacted]") if secret else response.text
     body = _json(text)
     message, error_type, code = _error_fields(body)
     hint = retry_after_s(response.headers, body)

@@ -1,0 +1,103 @@
+"""The request body limit: no request may send more than ``REQUEST_MAX_BYTES``.
+
+Uploads are checked against ``UPLOAD_MAX_BYTES`` where they are read, with a field-level
+message; this is the outer wall. Django's ASGI handler spools the whole body to disk before a
+view runs, so without it a client could stream gigabytes (declared or chunked) into a
+temporary file. ``BodyLimit`` wraps the ASGI application and counts the bytes as they arrive;
+``RequestSizeLimitMiddleware`` does the same check for WSGI servers, on the declared length.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+
+def _message(size: int | None) -> str:
+    limit = settings.REQUEST_MAX_BYTES
+    if size is None:
+        return f"The request body is over the limit of {limit:,} bytes."
+    return f"The request body has {size:,} bytes; the limit is {limit:,}."
+
+
+def _declared_length(value: str | bytes | None) -> int | None:
+    try:
+        return int(value) if value else None
+    except ValueError:
+        return None  # Django answers a malformed length itself.
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class BodyLimit:
+    """ASGI middleware answering 413 to an HTTP request whose body passes the limit."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = settings.REQUEST_MAX_BYTES
+        declared = _declared_length(dict(scope.get("headers") or ()).get(b"content-length"))
+        if declared is not None and declared > limit:
+            await self._refuse(send, declared)
+            return
+        received = 0
+        started = False
+
+        async def counting_receive() -> dict:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise _TooLarge
+            return message
+
+        async def watching_send(message: dict) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, watching_send)
+        except _TooLarge:
+            if not started:
+                await self._refuse(send, None)
+
+    @staticmethod
+    async def _refuse(send: Any, size: int | None) -> None:
+        body = json.dumps({"detail": _message(size)}).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+class RequestSizeLimitMiddleware:
+    """Django middleware: 413 for a declared body length over the limit (WSGI servers, and
+    a second wall behind ``BodyLimit``)."""
+
+    def __init__(self, get_response: Any):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        declared = _declared_length(request.META.get("CONTENT_LENGTH"))
+        if declared is not None and declared > settings.REQUEST_MAX_BYTES:
+            return JsonResponse({"detail": _message(declared)}, status=413)
+        return self.get_response(request)
