@@ -51,6 +51,8 @@ class Command(BaseCommand):
                 port=port,
                 log_level="info",
                 lifespan="off",
+                # WebSocket clients only listen: no message from them needs more than this.
+                ws_max_size=64 * 1024,
             )
         finally:
             if worker is not None and worker.poll() is None:
