@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.http import HttpResponseRedirect
+from django.urls import reverse
 from django.utils.html import format_html
 
 from evalplatform.accounts import policy
@@ -111,8 +112,38 @@ class GenerationJobAdmin(TeamScopedAdmin):
             return HttpResponseRedirect(request.get_full_path())
         return exports.csv_response(jobs[0])
 
+    # Deleting goes through job_delete, one job at a time: its rules (not while running or
+    # while provider batches are open), its audit entry. The outputs go with their job, so
+    # the admin must not ask for delete permission on them (their admin is read-only).
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    def get_deleted_objects(self, objs, request):
+        deleted, counts, _perms_needed, protected = super().get_deleted_objects(objs, request)
+        return deleted, counts, set(), protected
+
     def delete_model(self, request, obj):
-        services.job_delete(user=request.user, job=obj)
+        try:
+            services.job_delete(user=request.user, job=obj)
+        except ApplicationError as exc:
+            request._job_not_deleted = exc.message  # type: ignore[attr-defined]
+        else:
+            super().log_deletions(request, [obj])
+
+    def log_deletions(self, request, queryset):
+        """Logged by ``delete_model`` once the job is really gone."""
+        return []
+
+    def response_delete(self, request, obj_display, obj_id):
+        problem = getattr(request, "_job_not_deleted", None)
+        if problem:
+            messages.error(request, f"{obj_display}: {problem}")
+            return HttpResponseRedirect(
+                reverse("admin:generation_generationjob_change", args=[obj_id])
+            )
+        return super().response_delete(request, obj_display, obj_id)
 
 
 @admin.register(GenerationOutput)
