@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+import uuid
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, connections, transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
@@ -16,6 +18,12 @@ from generation.services import job_fail
 from generation.work import GenerationWork
 
 logger = logging.getLogger(__name__)
+# A lost database connection (a restart, a failover, a dropped session) is not the job's
+# failure: its runner starts again after each of these waits, taking its own lease back, and
+# runs only what is left (each step commits whole or not at all). Then it gives up. A run
+# that went on for STEADY_S before losing the connection starts the count afresh.
+RECONNECT_WAITS_S = (1.0, 3.0, 10.0)
+STEADY_S = 60.0
 
 
 def enqueue_run(job_id: int) -> None:
@@ -41,7 +49,7 @@ def run_job(job_id: int) -> str:
             return "failed"
         return f"submitted {batch.submitted_cells} cells in {batch.submitted_batches} batches"
     try:
-        summary: RunSummary = asyncio.run(run_live(GenerationWork(job_id)))
+        summary = _run_live(job_id)
     except Exception as exc:
         logger.exception("job %s: the runner failed", job_id)
         job_fail(job_id=job_id, message=f"The runner failed: {type(exc).__name__}: {exc}"[:500])
@@ -54,6 +62,28 @@ def run_job(job_id: int) -> str:
         summary.stopped_by or "completion",
     )
     return summary.stopped_by or "completed"
+
+
+def _run_live(job_id: int) -> RunSummary:
+    token = uuid.uuid4().hex
+    failures = 0
+    while True:
+        started = time.monotonic()
+        try:
+            return asyncio.run(run_live(GenerationWork(job_id, token=token)))
+        except (OperationalError, InterfaceError):
+            failures = 1 if time.monotonic() - started > STEADY_S else failures + 1
+            if failures > len(RECONNECT_WAITS_S):
+                raise
+            wait = RECONNECT_WAITS_S[failures - 1]
+            logger.warning(
+                "job %s: the database connection failed; the runner starts again in %s s",
+                job_id,
+                wait,
+                exc_info=True,
+            )
+        connections.close_all()  # this thread's broken connection; the next query reconnects
+        time.sleep(wait)
 
 
 def drive_batches() -> dict:

@@ -82,11 +82,13 @@ class _Prompt:
 
 
 class GenerationWork:
-    def __init__(self, job_id: int, *, retry: RetryPolicy | None = None):
+    def __init__(self, job_id: int, *, retry: RetryPolicy | None = None, token: str | None = None):
+        """``token``: the runner's (a new one by default); a runner that starts again with its
+        own token takes its lease back (``begin``)."""
         job = GenerationJob.objects.get(pk=job_id)
         self.job_id = job_id
         self.handler = results.handler_for(job.source_kind)
-        self.token = uuid.uuid4().hex
+        self.token = token or uuid.uuid4().hex
         self.concurrency = job.concurrency
         self.retry = retry or RetryPolicy(max_retries=job.max_retries)
         self.max_tokens = job.max_tokens
@@ -118,7 +120,11 @@ class GenerationWork:
             job = GenerationJob.objects.select_for_update().get(pk=self.job_id)
             if job.status != JobStatus.RUNNING:
                 return False
-            if job.runner_token and job.lease_until and job.lease_until > now:
+            if (
+                job.runner_token not in ("", self.token)
+                and job.lease_until
+                and job.lease_until > now
+            ):
                 return False  # another runner holds it
             # Cells a dead runner left running were never recorded: they run again, and
             # their reservations are released. Recorded cells are never run twice.
