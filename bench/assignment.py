@@ -6,7 +6,8 @@ locking is what is measured, not HTTP).
     DATABASE_URL=postgres://… python bench/assignment.py [--evaluators 50] [--tasks 5000]
                                                         [--overlap 3] [--think-ms 500]
 
-Without DATABASE_URL it runs on a fresh SQLite file (writers are serialized there). Prints
+It runs on a database of its own, dropped at the end (a new PostgreSQL database named after
+DATABASE_URL's; without it a fresh SQLite file, where writers are serialized). Prints
 p50 / p95 latency of "next task" and of "submit", and the tasks judged more than ``overlap``
 times (must be 0). Last line: JSON.
 """
@@ -20,7 +21,6 @@ import os
 import random
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -28,11 +28,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def main() -> None:
@@ -55,118 +50,94 @@ def main() -> None:
         "measures the server saturated (latency is then queueing: evaluators / throughput).",
     )
     args = parser.parse_args()
-    os.environ.setdefault("EVAL_DATA_DIR", tempfile.mkdtemp(prefix="evalbench-"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
+    from setup_data import fresh_database
+
+    with fresh_database("assignment"):
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
     import django
 
     django.setup()
-    from django.conf import settings
-    from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db import connection, connections
+    from setup_data import comparison_scenario, members_create, percentile
 
-    from evalplatform.accounts.models import Membership, Team
+    from evalplatform.accounts.models import Team
     from evalplatform.accounts.roles import Role
     from evaluations import services as evaluation
     from evaluations.models import Judgment
-    from scenarios import services as scenarios
 
-    if settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
-        # A database of its own, dropped at the end: never the one the URL names.
-        from django.test.utils import setup_databases, teardown_databases
+    call_command("migrate", verbosity=0)
+    team = Team.objects.create(name="Bench", slug="bench")
+    (owner,) = members_create(team=team, role=Role.MANAGER, prefix="owner", count=1)
+    evaluators = members_create(
+        team=team, role=Role.EVALUATOR, prefix="evaluator", count=args.evaluators
+    )
+    started = time.perf_counter()
+    scenario = comparison_scenario(owner=owner, team=team, tasks=args.tasks, overlap=args.overlap)
+    create_s = time.perf_counter() - started
+    next_ms: list[float] = []
+    submit_ms: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
 
-        names = setup_databases(verbosity=0, interactive=False)
-    else:
-        names = None
-        call_command("migrate", verbosity=0)
-    try:
-        users = get_user_model().objects
-        team = Team.objects.create(name="Bench", slug="bench")
-        owner = users.create_user("owner")
-        Membership.objects.create(user=owner, team=team, role=Role.MANAGER)
-        evaluators = []
-        for n in range(args.evaluators):
-            user = users.create_user(f"evaluator-{n}")
-            Membership.objects.create(user=user, team=team, role=Role.EVALUATOR)
-            evaluators.append(user)
-        rows = ["item_id,variant_id,content"] + [
-            f"i{n},{v},Answer {v} to item {n}" for n in range(args.tasks) for v in ("a", "b")
-        ]
-        started = time.perf_counter()
-        scenario = scenarios.scenario_from_upload(
-            user=owner,
-            team=team,
-            data={"name": "Load", "type": "comparison", "overlap": args.overlap, "seed": 1},
-            raw="\n".join(rows).encode(),
-            filename="pairs.csv",
-        )
-        create_s = time.perf_counter() - started
-        scenario = scenarios.scenario_open(user=owner, scenario=scenario)
-        next_ms: list[float] = []
-        submit_ms: list[float] = []
-        errors: list[str] = []
-        lock = threading.Lock()
-
-        def work(user) -> None:
-            mine_next, mine_submit = [], []
-            pause = random.Random(user.pk)
-            try:
-                while True:
-                    began = time.perf_counter()
-                    assignment = evaluation.next_task(user=user, scenario=scenario)
-                    mine_next.append((time.perf_counter() - began) * 1000)
-                    if assignment is None:
-                        return
-                    if args.think_ms:
-                        time.sleep(args.think_ms * pause.uniform(0.5, 1.5) / 1000)
-                    began = time.perf_counter()
-                    evaluation.submit(
-                        user=user, assignment=assignment, data={"answer": {"winner": "A"}}
-                    )
-                    mine_submit.append((time.perf_counter() - began) * 1000)
-            except Exception as exc:  # reported below
-                errors.append(f"{type(exc).__name__}: {exc}")
-            finally:
-                connections.close_all()
-                with lock:
-                    next_ms.extend(mine_next)
-                    submit_ms.extend(mine_submit)
-
-        def process(share, results) -> None:
-            threads = [threading.Thread(target=work, args=(u,)) for u in share]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            results.put((next_ms, submit_ms, errors))
-
-        connections.close_all()  # the children open their own
-        context = multiprocessing.get_context("fork")
-        results = context.Queue()
-        shares = [evaluators[n :: args.processes] for n in range(args.processes)]
-        children = [context.Process(target=process, args=(share, results)) for share in shares]
-        wall = time.perf_counter()
-        for child in children:
-            child.start()
-        for _ in children:
-            more_next, more_submit, more_errors = results.get()
-            next_ms.extend(more_next)
-            submit_ms.extend(more_submit)
-            errors.extend(more_errors)
-        for child in children:
-            child.join()
-        wall = time.perf_counter() - wall
-        per_task = Counter(
-            Judgment.objects.filter(scenario=scenario).values_list("task_id", flat=True)
-        )
-        over = sum(1 for count in per_task.values() if count > args.overlap)
-        judged = sum(per_task.values())
-        vendor = connection.vendor
-    finally:
-        if names is not None:
+    def work(user) -> None:
+        mine_next, mine_submit = [], []
+        pause = random.Random(user.pk)
+        try:
+            while True:
+                began = time.perf_counter()
+                assignment = evaluation.next_task(user=user, scenario=scenario)
+                mine_next.append((time.perf_counter() - began) * 1000)
+                if assignment is None:
+                    return
+                if args.think_ms:
+                    time.sleep(args.think_ms * pause.uniform(0.5, 1.5) / 1000)
+                began = time.perf_counter()
+                evaluation.submit(
+                    user=user, assignment=assignment, data={"answer": {"winner": "A"}}
+                )
+                mine_submit.append((time.perf_counter() - began) * 1000)
+        except Exception as exc:  # reported below
+            errors.append(f"{type(exc).__name__}: {exc}")
+        finally:
             connections.close_all()
-            teardown_databases(names, verbosity=0)
+            with lock:
+                next_ms.extend(mine_next)
+                submit_ms.extend(mine_submit)
+
+    def process(share, results) -> None:
+        threads = [threading.Thread(target=work, args=(u,)) for u in share]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        results.put((next_ms, submit_ms, errors))
+
+    connections.close_all()  # the children open their own
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    shares = [evaluators[n :: args.processes] for n in range(args.processes)]
+    children = [context.Process(target=process, args=(share, results)) for share in shares]
+    wall = time.perf_counter()
+    for child in children:
+        child.start()
+    for _ in children:
+        more_next, more_submit, more_errors = results.get()
+        next_ms.extend(more_next)
+        submit_ms.extend(more_submit)
+        errors.extend(more_errors)
+    for child in children:
+        child.join()
+    wall = time.perf_counter() - wall
+    per_task = Counter(Judgment.objects.filter(scenario=scenario).values_list("task_id", flat=True))
+    over = sum(1 for count in per_task.values() if count > args.overlap)
+    judged = sum(per_task.values())
+    vendor = connection.vendor
     print(
         f"{args.evaluators} evaluators in {args.processes} processes, {args.tasks} tasks "
         f"x overlap {args.overlap} on {vendor}, think time {args.think_ms:g} ms"

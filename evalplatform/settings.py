@@ -127,6 +127,17 @@ if DATABASE_URL:
             conn_health_checks=True,
         )
     }
+    if env_bool("DB_POOL", False):
+        # A psycopg connection pool per process, shared by its request threads: no connection
+        # set-up per request (ASGI runs each request on a thread of its own, so persistent
+        # connections would pile up one per thread instead). For the web processes.
+        if DATABASES["default"]["CONN_MAX_AGE"]:
+            raise ImproperlyConfigured("DB_POOL=1 needs DB_CONN_MAX_AGE=0.")
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": env_int("DB_POOL_MIN", 2),
+            "max_size": env_int("DB_POOL_MAX", 20),
+            "timeout": env_int("DB_POOL_TIMEOUT_S", 10),
+        }
 else:
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {

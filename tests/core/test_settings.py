@@ -86,6 +86,16 @@ def test_database_url_and_redis_url_switch_to_scale_mode(tmp_path):
     assert not (tmp_path / "secret_key").exists()
 
 
+def test_db_pool_gives_each_web_process_a_connection_pool(tmp_path):
+    scale = {"DATABASE_URL": "postgres://evaluser@db.example:5432/evals", **SHARED_KEYS}
+    assert "pool" not in probe(tmp_path, **scale)["db_options"]
+    pooled = probe(tmp_path, DB_POOL="1", DB_POOL_MAX="7", **scale)["db_options"]["pool"]
+    assert "'max_size': 7" in pooled and "'min_size': 2" in pooled
+    # Persistent connections and a pool exclude each other (Django refuses both at once).
+    refused = run_settings(tmp_path, DB_POOL="1", DB_CONN_MAX_AGE="60", **scale)
+    assert refused.returncode != 0 and "DB_POOL=1 needs DB_CONN_MAX_AGE=0" in refused.stderr
+
+
 @pytest.mark.parametrize("missing", ["SECRET_KEY", "ENCRYPTION_KEYS"])
 @pytest.mark.parametrize("url", ["DATABASE_URL", "REDIS_URL"])
 def test_scale_mode_refuses_to_generate_per_host_keys(tmp_path, missing, url):
