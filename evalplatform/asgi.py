@@ -10,11 +10,11 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from evalplatform.limits import BodyLimit  # noqa: E402
 from evalplatform.live.auth import (  # noqa: E402  (needs the apps loaded)
     LiveAuthMiddlewareStack,
     LiveOriginValidator,
 )
-from evalplatform.limits import BodyLimit  # noqa: E402
 from evalplatform.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(

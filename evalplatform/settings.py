@@ -202,7 +202,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "evalplatform.api.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "evalplatform.api.schema.AutoSchema",
     "EXCEPTION_HANDLER": "evalplatform.api.exceptions.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }

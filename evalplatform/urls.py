@@ -16,6 +16,8 @@ from scenarios.api import JobToScenarioView
 judge_router = SimpleRouter(trailing_slash=False)
 judge_router.register("judges", JudgeViewSet, basename="judge")
 
+handler404 = "evalplatform.api.exceptions.not_found"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     # The apps' APIs; the core's last (the apps depend on the core, never the reverse).

@@ -47,12 +47,21 @@ def _assignment(user: Any, pk: int) -> Assignment:
     return found
 
 
+class QueueEntrySerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    team = serializers.CharField(help_text="The team's slug.")
+    name = serializers.CharField()
+    type = serializers.CharField()
+    done = serializers.IntegerField(help_text="Tasks you answered.")
+    total = serializers.IntegerField(help_text="Those, and the ones you could still be handed.")
+
+
 class QueueView(APIView):
     """Open scenarios you may evaluate, with your progress (done / total)."""
 
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(responses=QueueEntrySerializer(many=True))
     def get(self, request):
         scenarios = access.evaluable(
             request.user,
@@ -189,7 +198,14 @@ class ScenarioExportView(APIView):
     (``feature:scenarios:export``): every judgment, unblinded (which variant was which model
     and prompt), streamed. CSV columns depend on the scenario's type (docs/scenarios.md)."""
 
-    @extend_schema(request=None, responses={(200, "text/csv"): OpenApiTypes.STR})
+    @extend_schema(
+        request=None,
+        responses={
+            (200, "text/csv"): OpenApiTypes.STR,
+            (200, "application/json"): OpenApiTypes.OBJECT,
+        },
+        description="``export/csv`` answers text/csv, ``export/json`` application/json.",
+    )
     def post(self, request, pk: int, fmt: str):
         scenario = policy.access(
             request.user,
@@ -248,8 +264,10 @@ class ImportJudgmentsView(APIView):
 
 
 class InvitationSerializer(serializers.ModelSerializer):
-    invited_by = serializers.CharField(source="invited_by.username", default=None)
-    accepted_by = serializers.CharField(source="accepted_by.username", default=None)
+    invited_by = serializers.CharField(source="invited_by.username", default=None, allow_null=True)
+    accepted_by = serializers.CharField(
+        source="accepted_by.username", default=None, allow_null=True
+    )
 
     class Meta:
         model = Invitation
@@ -266,6 +284,19 @@ class InvitationSerializer(serializers.ModelSerializer):
             "revoked_at",
         ]
         read_only_fields = fields
+
+
+class InvitationCreatedSerializer(InvitationSerializer):
+    link = serializers.CharField(help_text="The invitation link; shown once (also mailed).")
+
+    class Meta(InvitationSerializer.Meta):
+        fields = [*InvitationSerializer.Meta.fields, "link"]
+        read_only_fields = fields
+
+
+class InvitationInputSerializer(serializers.Serializer):
+    emails = serializers.ListField(child=serializers.EmailField())
+    note = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 
 
 def _managed_scenario(user: Any, pk: int) -> Scenario:
@@ -296,7 +327,10 @@ class InvitationListView(APIView):
         rows = scenario.invitations.select_related("invited_by", "accepted_by")
         return Response(InvitationSerializer(rows, many=True).data)
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT})
+    @extend_schema(
+        request=InvitationInputSerializer,
+        responses={201: InvitationCreatedSerializer(many=True)},
+    )
     def post(self, request, pk: int):
         scenario = _managed_scenario(request.user, pk)
         if not isinstance(request.data, dict):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.parsers import JSONParser
@@ -58,6 +58,24 @@ class JudgeSerializer(serializers.ModelSerializer):
         return f"{version.template.name} v{version.number}"
 
 
+class JudgeRunSerializer(serializers.Serializer):
+    """``judges.run_summary``."""
+
+    id = serializers.IntegerField()
+    judge = serializers.IntegerField()
+    job = serializers.IntegerField(help_text="The generation job that makes the calls.")
+    status = serializers.CharField(help_text="The job's status.")
+    calls = serializers.IntegerField()
+    completed = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    pending = serializers.IntegerField()
+    verdicts = serializers.IntegerField()
+    unparseable = serializers.IntegerField()
+    cost_usd = serializers.CharField()
+    tasks = serializers.CharField(help_text='"unjudged", "all", or "listed" (task ids).')
+    created_at = serializers.DateTimeField()
+
+
 def _body(request) -> dict[str, Any]:
     if not isinstance(request.data, dict):
         raise FieldErrors({"non_field_errors": "Send a JSON object."})
@@ -87,7 +105,17 @@ class ScenarioJudgesView(APIView):
         rows = scenario.judges.select_related("prompt_version__template", "llm_model", "created_by")
         return Response(JudgeSerializer(rows, many=True).data)
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: JudgeSerializer})
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses={
+            201: PolymorphicProxySerializer(
+                component_name="JudgeOrGrid",
+                serializers=[JudgeSerializer, JudgeSerializer(many=True)],
+                resource_type_field_name=None,
+                many=False,
+            )
+        },
+    )
     def post(self, request, pk: int):
         """One judge; or, with ``grid`` (``{"prompt_versions": [ids], "models": [{"model":
         id, "params": {...}, "label": ...}]}``), one judge per prompt version x model
@@ -140,21 +168,24 @@ class JudgeViewSet(TeamScopedViewSet, mixins.RetrieveModelMixin):
             judges.judge_estimate(user=request.user, judge=self._judge(), data=_body(request))
         )
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT})
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: JudgeRunSerializer})
     @action(detail=True, methods=["post"])
     def run(self, request, pk=None):
         """Run the judge over ``tasks`` ("unjudged" by default, "all", or task ids), with
         an optional ``budget_usd`` for this run: a generation job, started at once (watch it
         at ``/generation/jobs/{job}`` or its WebSocket)."""
         run = judges.judge_run(user=request.user, judge=self._judge(), data=_body(request))
-        return Response(judges.run_summary(run), status=status.HTTP_201_CREATED)
+        summary = JudgeRunSerializer(judges.run_summary(run)).data
+        return Response(summary, status=status.HTTP_201_CREATED)
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
-    @action(detail=True, methods=["get"])
+    @extend_schema(responses=JudgeRunSerializer(many=True))
+    @action(detail=True, methods=["get"], pagination_class=None)
     def runs(self, request, pk=None):
         """The judge's runs: status, calls, verdicts, unparseable replies, cost."""
         rows = JudgeRun.objects.filter(judge=self._judge()).select_related("job")
-        return Response([judges.run_summary(run) for run in rows])
+        return Response(
+            JudgeRunSerializer([judges.run_summary(run) for run in rows], many=True).data
+        )
 
     @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     @action(detail=True, methods=["post"], url_path="retry-failed")

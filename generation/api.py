@@ -24,6 +24,7 @@ from evalplatform.accounts.roles import (
 from evalplatform.api.permissions import TeamScopedViewSet
 from evalplatform.api.uploads import config_and_upload
 from evalplatform.errors import FieldErrors
+from evalplatform.runs.models import ProviderBatch
 from generation import batch_runner, exports, selectors, services
 from generation.models import GenerationJob, GenerationOutput
 
@@ -110,6 +111,28 @@ class OutputSerializer(serializers.ModelSerializer):
             "created_at",
             "started_at",
             "completed_at",
+        ]
+        read_only_fields = fields
+
+
+class BatchSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ProviderBatch
+        fields = [
+            "id",
+            "remote_id",
+            "model_id",
+            "state",
+            "provider_state",
+            "request_count",
+            "succeeded",
+            "failed",
+            "round",
+            "error_message",
+            "created_at",
+            "submitted_at",
+            "ended_at",
+            "closed_at",
         ]
         read_only_fields = fields
 
@@ -229,11 +252,11 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
         page = self.paginate_queryset(qs.qs)
         return self.get_paginated_response(OutputSerializer(page, many=True).data)
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
-    @action(detail=True, methods=["get"])
+    @extend_schema(responses=BatchSerializer(many=True))
+    @action(detail=True, methods=["get"], pagination_class=None)
     def batches(self, request, pk=None):
         """The job's provider batches (batch mode): state, counts, round, newest first."""
-        return Response(batch_runner.job_batches(self._job()))
+        return Response(BatchSerializer(batch_runner.job_batches(self._job()), many=True).data)
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     @action(detail=True, methods=["get"])

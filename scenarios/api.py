@@ -80,7 +80,9 @@ class VariantSerializer(serializers.ModelSerializer):
 
 
 class TaskSerializer(serializers.ModelSerializer):
-    item_id = serializers.CharField(source="item.item_id", read_only=True, default=None)
+    item_id = serializers.CharField(
+        source="item.item_id", read_only=True, default=None, allow_null=True
+    )
 
     class Meta:
         model = Task

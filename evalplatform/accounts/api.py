@@ -126,7 +126,7 @@ class NotificationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
-    team = serializers.CharField(source="team.slug", default=None, read_only=True)
+    team = serializers.CharField(source="team.slug", default=None, allow_null=True, read_only=True)
 
     class Meta:
         model = AuditEvent

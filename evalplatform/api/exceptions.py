@@ -1,7 +1,8 @@
 """One exception handler: every expected failure becomes JSON with a ``detail`` message.
 
 Validation failures are 400 ``{"detail": "Invalid input.", "errors": {field: [messages]}}``
-whether they come from a serializer, a model's ``full_clean`` or a service's ``FieldErrors``.
+whether they come from a serializer, a model's ``full_clean`` or a service's ``FieldErrors``;
+a delete that other rows forbid (``on_delete=PROTECT``) is 409.
 """
 
 from __future__ import annotations
@@ -9,6 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import ProtectedError, RestrictedError
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views.defaults import page_not_found
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.serializers import as_serializer_error
@@ -31,6 +35,13 @@ def _field_errors(detail: Any) -> dict[str, Any]:
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApplicationError):
         return Response({"detail": exc.message, **exc.extra}, status=exc.status_code)
+    if isinstance(exc, ProtectedError | RestrictedError):
+        # A delete that other rows forbid (``on_delete=PROTECT``), when the service did not
+        # say so in its own words first.
+        return Response(
+            {"detail": "Other objects use this one, so it cannot be deleted."},
+            status=status.HTTP_409_CONFLICT,
+        )
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(as_serializer_error(exc))
     if isinstance(exc, exceptions.ValidationError):
@@ -39,3 +50,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             status=status.HTTP_400_BAD_REQUEST,
         )
     return drf_exception_handler(exc, context)
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """The project's 404 handler: a URL under ``/api/`` that matches no route (e.g. a
+    non-numeric id) answers JSON like every other API error; pages keep Django's page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found."}, status=status.HTTP_404_NOT_FOUND)
+    return page_not_found(request, exception or Http404())

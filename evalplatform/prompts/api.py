@@ -26,7 +26,9 @@ class VersionSerializer(serializers.ModelSerializer):
     blocks = serializers.SerializerMethodField()
     variables = serializers.SerializerMethodField()
     locked = serializers.BooleanField(source="is_locked", read_only=True)
-    created_by = serializers.CharField(source="created_by.username", default=None, read_only=True)
+    created_by = serializers.CharField(
+        source="created_by.username", default=None, allow_null=True, read_only=True
+    )
 
     class Meta:
         model = PromptVersion
@@ -176,7 +178,7 @@ class TemplateViewSet(TeamScopedViewSet, viewsets.ModelViewSet):
         responses={201: VersionSerializer},
         description="Create the next version (editing a used version means this).",
     )
-    @action(detail=True, methods=["get", "post"], url_path="versions")
+    @action(detail=True, methods=["get", "post"], url_path="versions", pagination_class=None)
     def versions(self, request, pk=None):
         template = cast(PromptTemplate, self.get_object())
         if request.method == "GET":
@@ -231,7 +233,7 @@ class VersionViewSet(
         services.version_delete(user=self.request.user, version=instance)
 
     @extend_schema(request=RenderInputSerializer, responses=RenderedSerializer(many=True))
-    @action(detail=True, methods=["post"])
+    @action(detail=True, methods=["post"], pagination_class=None)
     def render(self, request, pk=None):
         """Render the version for the given items; 400 lists every missing variable by item."""
         version = cast(PromptVersion, self.get_object())

@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from django.db import transaction
+from django.db.models import ProtectedError
 from django.views.decorators.debug import sensitive_variables
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import PROVIDERS_MANAGE
-from evalplatform.errors import FieldErrors, Forbidden, validate_instance
+from evalplatform.errors import Conflict, FieldErrors, Forbidden, validate_instance
 from evalplatform.providers.models import LLMModel, ProviderConnection, ProviderKind
 
 DEFAULT_CATALOG = Path(__file__).resolve().parent / "catalog" / "default_catalog.json"
@@ -113,7 +114,12 @@ def connection_update(
 
 def connection_delete(*, user: Any, connection: ProviderConnection) -> None:
     _require_manage(user, connection.team_id)
-    connection.delete()
+    try:
+        connection.delete()
+    except ProtectedError as exc:
+        raise Conflict(
+            "Generation jobs or judges use this connection's models: deactivate it instead."
+        ) from exc
 
 
 def model_create(*, user: Any, connection: ProviderConnection, **fields: Any) -> LLMModel:
@@ -138,7 +144,10 @@ def model_update(*, user: Any, model: LLMModel, **fields: Any) -> LLMModel:
 
 def model_delete(*, user: Any, model: LLMModel) -> None:
     _require_manage(user, model.connection.team_id)
-    model.delete()
+    try:
+        model.delete()
+    except ProtectedError as exc:
+        raise Conflict("Generation jobs or judges use this model: deactivate it instead.") from exc
 
 
 # --- the dated default catalog ---------------------------------------------------------------

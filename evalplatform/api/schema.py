@@ -1,0 +1,67 @@
+"""The OpenAPI schema documents the error answers too.
+
+Every operation may answer with the errors of the one exception handler
+(``evalplatform.api.exceptions``), all shaped ``{"detail": ..., ...}``; this schema class
+adds them to each operation, by what the operation takes, unless its ``extend_schema``
+already declares that status code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular import openapi
+from drf_spectacular.plumbing import ResolvedComponent
+
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "An error (docs/api.md, Errors). Some carry more keys, e.g. ``missing``.",
+    "properties": {
+        "detail": {"type": "string", "description": "What went wrong, for a person."},
+        "errors": {
+            "type": "object",
+            "description": "Invalid input: the messages by field (``blocks[2].body``).",
+            "additionalProperties": {},
+        },
+    },
+    "required": ["detail"],
+    "additionalProperties": {},
+}
+
+_UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
+
+
+class AutoSchema(openapi.AutoSchema):
+    def get_operation(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        operation = super().get_operation(*args, **kwargs)
+        if operation is None:
+            return None
+        component = ResolvedComponent(
+            name="Error", type=ResolvedComponent.SCHEMA, object="Error", schema=ERROR_SCHEMA
+        )
+        self.registry.register_on_missing(component)
+        responses = operation["responses"]
+        for code, description in self._error_codes(operation).items():
+            responses.setdefault(
+                str(code),
+                {
+                    "description": description,
+                    "content": {"application/json": {"schema": component.ref}},
+                },
+            )
+        return operation
+
+    def _error_codes(self, operation: dict[str, Any]) -> dict[int, str]:
+        parameters = operation.get("parameters", [])
+        in_path = any(p["in"] == "path" for p in parameters)
+        in_query = [p["name"] for p in parameters if p["in"] == "query"]
+        codes: dict[int, str] = {}
+        if self.method in _UNSAFE or in_query or "requestBody" in operation:
+            codes[400] = "Invalid input: ``errors`` names the fields."
+        codes[401] = "Not signed in, or an unknown or revoked token."
+        codes[403] = "Your role lacks the feature this needs."
+        if in_path or "page" in in_query:
+            codes[404] = "Not found, or another team's (the same answer); or no such page."
+        if self.method in _UNSAFE and in_path:
+            codes[409] = "The object's state forbids this (e.g. editing a used version)."
+        return codes
