@@ -130,7 +130,7 @@ class GenerationJobAdmin(TeamScopedAdmin):
         except ApplicationError as exc:
             request._job_not_deleted = exc.message  # type: ignore[attr-defined]
         else:
-            super().log_deletions(request, [obj])
+            super().log_deletions(request, [obj])  # type: ignore[arg-type]
 
     def log_deletions(self, request, queryset):
         """Logged by ``delete_model`` once the job is really gone."""
