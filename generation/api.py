@@ -118,22 +118,7 @@ class OutputSerializer(serializers.ModelSerializer):
 class BatchSerializer(serializers.ModelSerializer):
     class Meta:
         model = ProviderBatch
-        fields = [
-            "id",
-            "remote_id",
-            "model_id",
-            "state",
-            "provider_state",
-            "request_count",
-            "succeeded",
-            "failed",
-            "round",
-            "error_message",
-            "created_at",
-            "submitted_at",
-            "ended_at",
-            "closed_at",
-        ]
+        fields = list(batch_runner.BATCH_FIELDS)
         read_only_fields = fields
 
 

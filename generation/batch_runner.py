@@ -633,22 +633,28 @@ async def drive(job_id: int | None = None) -> DriveSummary:
         await db(connections.close_all)()
 
 
+# What the job page and the API show of a provider batch.
+BATCH_FIELDS = (
+    "id",
+    "remote_id",
+    "model_id",
+    "state",
+    "provider_state",
+    "request_count",
+    "succeeded",
+    "failed",
+    "round",
+    "error_message",
+    "created_at",
+    "submitted_at",
+    "ended_at",
+    "closed_at",
+)
+
+
 def job_batches(job: GenerationJob) -> list[dict[str, Any]]:
     """The job's provider batches, newest first (the job page and the API show them)."""
     rows: Any = ProviderBatch.objects.filter(work_kind=WORK_KIND, work_id=job.pk).values(
-        "id",
-        "remote_id",
-        "model_id",
-        "state",
-        "provider_state",
-        "request_count",
-        "succeeded",
-        "failed",
-        "round",
-        "error_message",
-        "created_at",
-        "submitted_at",
-        "ended_at",
-        "closed_at",
+        *BATCH_FIELDS
     )
     return list(rows)
