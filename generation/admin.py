@@ -121,8 +121,11 @@ class GenerationJobAdmin(TeamScopedAdmin):
         return actions
 
     def get_deleted_objects(self, objs, request):
-        deleted, counts, _perms_needed, protected = super().get_deleted_objects(objs, request)
-        return deleted, counts, set(), protected
+        """A summary: Django's page would list every output (a job may have 50,000)."""
+        jobs = list(objs)
+        outputs = GenerationOutput.objects.filter(job__in=jobs).count()
+        deleted = [f"{job} ({job.total_cells:,} outputs, with their items)" for job in jobs]
+        return deleted, {"generation jobs": len(jobs), "outputs": outputs}, set(), []
 
     def delete_model(self, request, obj):
         try:

@@ -55,6 +55,6 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """The project's 404 handler: a URL under ``/api/`` that matches no route (e.g. a
     non-numeric id) answers JSON like every other API error; pages keep Django's page."""
-    if request.path.startswith("/api/"):
+    if request.path_info.startswith("/api/"):
         return JsonResponse({"detail": "Not found."}, status=status.HTTP_404_NOT_FOUND)
     return page_not_found(request, exception or Http404())

@@ -21,7 +21,7 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from asgiref.sync import sync_to_async
-from django.db import connections
+from django.db import DatabaseError, close_old_connections, connections
 
 from evalplatform.live.publish import ThrottledPublisher
 from evalplatform.providers.llm.client import CallResult, ProviderClient
@@ -148,7 +148,15 @@ async def run_live(
         # what it had in flight is no longer its to record.
         while True:
             await asyncio.sleep(work.heartbeat_s)
-            if not await sync_to_async(work.heartbeat)():
+            try:
+                held = await sync_to_async(work.heartbeat)()
+            except DatabaseError:
+                # A beat every third of the lease: one missed is harmless. The next step
+                # meets a lasting outage itself (and the runner starts again).
+                logger.warning("the lease could not be renewed; trying again", exc_info=True)
+                await sync_to_async(close_old_connections)()
+                continue
+            if not held:
                 lost.set()
                 for task in in_flight:
                     task.cancel()

@@ -180,6 +180,9 @@ def test_the_asgi_server_refuses_declared_and_streamed_bodies_over_the_limit(
     with httpx.Client(timeout=10) as http:
         declared = http.post(url, content=b"{" + b" " * 5000 + b"}", headers=headers)
         assert declared.status_code == 413 and "5,002 bytes" in declared.json()["detail"]
+        # A body far past the socket buffers: the client still gets to read the answer.
+        large = http.post(url, content=b" " * 8_000_000, headers=headers)
+        assert large.status_code == 413 and "8,000,000 bytes" in large.json()["detail"]
 
         def chunks():  # no Content-Length: the server counts what arrives
             for _ in range(10):

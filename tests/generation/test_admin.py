@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 
@@ -71,6 +73,9 @@ def test_admin_deletes_a_job_through_the_service_and_refuses_a_running_one(
 
     confirm = client.get(f"/admin/generation/generationjob/{idle}/delete/")
     assert confirm.status_code == 200 and "Yes, I" in confirm.content.decode()
+    # A summary of what goes, not one line per output.
+    assert "outputs, with their items" in confirm.content.decode()
+    assert not re.search(r"generationoutput/\d+", confirm.content.decode())
     done = client.post(f"/admin/generation/generationjob/{idle}/delete/", {"post": "yes"})
     assert done.status_code == 302 and not GenerationJob.objects.filter(pk=idle).exists()
     assert AuditEvent.objects.filter(action="generation.job.delete").count() == 1

@@ -360,3 +360,30 @@ def test_a_runner_that_loses_its_lease_stops_and_records_nothing_more(
     assert result["summary"].stopped_by == "lost"
     time.sleep(0.5)  # anything still in flight would have landed by now
     assert GenerationJob.objects.get(pk=job_id).completed_cells == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_heartbeat_that_meets_a_database_error_keeps_the_run_going(
+    api, creator, setup, settings, monkeypatch
+):
+    from django.db import OperationalError
+
+    settings.GENERATION_LEASE_S = 1  # heartbeat every third of a second
+    setup["connection"].options = {"latency_s": 0.2}
+    setup["connection"].save()
+    job_id = started_job(api, creator, setup, concurrency=4)
+    renew = GenerationWork.heartbeat
+    beats = []
+
+    def flaky(self):
+        beats.append(len(beats))
+        if len(beats) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+        return renew(self)
+
+    monkeypatch.setattr(GenerationWork, "heartbeat", flaky)
+    summary = run(job_id, sleep=asyncio.sleep)  # real latency: the run outlasts some beats
+    job = totals_agree(GenerationJob.objects.get(pk=job_id))
+    assert len(beats) >= 2  # it beat again after the error
+    assert summary.stopped_by == "" and job.status == JobStatus.COMPLETED
+    assert job.completed_cells == 48

@@ -291,6 +291,8 @@ class Batches(ABC):
             if result.custom_id in seen or (expected and result.custom_id not in expected):
                 continue
             seen.add(result.custom_id)
+            if result.error is not None:
+                errors.redact(result.error, self.adapter.api_key)
             yield result
         for custom_id in handle.custom_ids:
             if custom_id not in seen:

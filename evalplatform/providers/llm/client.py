@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from evalplatform.providers.llm import errors
 from evalplatform.providers.llm.anthropic import AnthropicAdapter
 from evalplatform.providers.llm.base import Adapter, HTTPAdapter, StreamItem
 from evalplatform.providers.llm.batch import Batches, BatchLimits
@@ -106,6 +107,7 @@ class ProviderClient:
             else None
         )
         self.http: httpx.AsyncClient | None = None
+        self._secret = api_key  # cut out of every error this client raises
         options = dict(options or {})
         self.adapter: Adapter
         if kind == "mock":
@@ -166,6 +168,7 @@ class ProviderClient:
             try:
                 response = await self.adapter.complete(request)
             except ProviderError as error:
+                errors.redact(error, self._secret)
                 if error.kind == "rate_limit" and self.limiter is not None:
                     self.limiter.rate_limited()
                 raise
@@ -240,6 +243,7 @@ class ProviderClient:
                             yield item
                 return
             except ProviderError as error:
+                errors.redact(error, self._secret)
                 if error.kind == "rate_limit" and self.limiter is not None:
                     self.limiter.rate_limited()
                 if started or not error.retryable or retry_number >= policy.max_retries:

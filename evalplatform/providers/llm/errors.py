@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from django.utils import timezone
@@ -80,11 +81,29 @@ def _error_fields(body: Any) -> tuple[str, str, str]:
     return str(error), "", ""
 
 
+def scrub(text: str, secret: str) -> str:
+    """``text`` without ``secret`` (an API key), as written and as JSON or a URL carries it."""
+    if not secret:
+        return text
+    for form in {secret, json.dumps(secret)[1:-1], quote(secret, safe="")}:
+        text = text.replace(form, "[redacted]")
+    return text
+
+
+def redact(error: ProviderError, secret: str) -> ProviderError:
+    """Cut ``secret`` out of everything ``error`` keeps. Providers quote a refused key back,
+    and an error's message and raw text end up in outputs, exports and logs."""
+    if secret:
+        error.message = scrub(error.message, secret)
+        error.raw_text = scrub(error.raw_text, secret)
+        error.args = (error.message,)
+    return error
+
+
 def from_response(response: httpx.Response, *, protocol: str, secret: str = "") -> ProviderError:
-    """Classify a non-2xx response. ``secret`` (the API key) is cut out of everything kept:
-    providers quote a refused key back, and the message ends up in outputs and exports."""
+    """Classify a non-2xx response (``secret``, the API key, is cut out of what is kept)."""
     status = response.status_code
-    text = response.text.replace(secret, "[redacted]") if secret else response.text
+    text = scrub(response.text, secret)
     body = _json(text)
     message, error_type, code = _error_fields(body)
     hint = retry_after_s(response.headers, body)
