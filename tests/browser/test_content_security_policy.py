@@ -5,11 +5,13 @@ scripts with no violation of the policy, and a script injected into a page is re
 from __future__ import annotations
 
 import io
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.db import connections
 
 from generation.models import GenerationJob
 from scenarios.models import Scenario
@@ -23,9 +25,19 @@ document.addEventListener("securitypolicyviolation", (e) => {
 """
 
 
+def _demo() -> None:
+    try:
+        call_command("demo", stdout=io.StringIO())
+    finally:
+        connections.close_all()  # this thread's own connection
+
+
 @pytest.fixture
 def demo(transactional_db):
-    call_command("demo", stdout=io.StringIO())
+    # In a thread of its own: Playwright keeps an event loop running on this one, and the
+    # demo's live events reach channels-redis through async_to_sync in scale mode.
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(_demo).result()
     users = get_user_model().objects
     for username in ("demo-manager", "demo-evaluator"):
         user = users.get(username=username)
