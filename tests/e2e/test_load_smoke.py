@@ -68,9 +68,8 @@ def test_load_bench_at_reduced_size_has_no_error_and_no_over_assignment():
     assert set(summary["latency_ms_by_endpoint"]) == ROUTES
     assert all(s["count"] > 0 for s in summary["latency_ms_by_endpoint"].values())
     assert (summary["evaluators"], summary["pollers"]) == (EVALUATORS, POLLERS)
-    # Work was done (the bounds are loose: a busy CI machine is slow, never wrong).
-    assert summary["requests"] >= 4 * EVALUATORS
-    assert summary["judgments"] >= EVALUATORS
+    assert summary["requests"] >= 100
+    assert summary["judgments"] >= 3 * EVALUATORS
     assert summary["no_task_left"] == 0  # sized so that nobody runs out
 
     name = summary["database_name"]
