@@ -22,11 +22,14 @@ import random
 import re
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from evalplatform.providers.fake import wire
-from evalplatform.providers.llm.mock import MockSettings, answer, tokens_for
+from evalplatform.providers.fake.batches import BatchStore
+from evalplatform.providers.fake.config import FakeConfig
+from evalplatform.providers.fake.wire import Reply, json_reply
+from evalplatform.providers.llm.mock import answer, tokens_for
 from evalplatform.providers.llm.types import LLMRequest
 
 _REQUEST_NUMBER: contextvars.ContextVar[int] = contextvars.ContextVar("fake_request", default=0)
@@ -38,40 +41,9 @@ _STATUS = {"400": 400, "401": 401, "404": 404, "500": 500, "503": 503, "529": 52
 
 
 @dataclass
-class FakeConfig:
-    latency_s: float = 0.0
-    fault_rate: float = 0.0
-    fault_kinds: tuple[str, ...] = ("429", "500", "529", "timeout", "malformed")
-    retry_after_s: float = 1.0
-    timeout_s: float = 30.0
-    seed: int = 0
-    stream_chunk_words: int = 3
-    stream_chunk_delay_s: float = 0.0  # a pause after each streamed chunk (slow streams)
-    # Batches (see batches.py): seconds from submission to the end, share of failed lines.
-    batch_duration_s: float = 1.0
-    batch_failure_rate: float = 0.0
-    mock: MockSettings = field(default_factory=MockSettings)
-
-
-@dataclass
 class Fault:
     kind: str
     retry_after: float
-
-
-@dataclass
-class Reply:
-    status: int = 200
-    body: bytes = b""
-    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
-    stream: AsyncIterator[bytes] | None = None
-    content_type: bytes = b"application/json"
-
-
-def json_reply(
-    data: Any, status: int = 200, headers: list[tuple[bytes, bytes]] | None = None
-) -> Reply:
-    return Reply(status=status, body=json.dumps(data).encode(), headers=headers or [])
 
 
 class FakeProvider:
@@ -97,8 +69,6 @@ class FakeProvider:
                 self.gemini_stream,
             ),
         ]
-        from evalplatform.providers.fake.batches import BatchStore
-
         self.batches = BatchStore(self)
         self._routes.extend(self.batches.routes())
 

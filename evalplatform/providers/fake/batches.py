@@ -18,14 +18,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.parser import BytesParser
 from email.policy import HTTP
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 from evalplatform.providers.fake import wire
+from evalplatform.providers.fake.config import FakeConfig
+from evalplatform.providers.fake.wire import Reply, json_reply
 from evalplatform.providers.llm.types import LLMRequest
-
-if TYPE_CHECKING:
-    from evalplatform.providers.fake.app import FakeProvider, Reply
 
 _FAULT = re.compile(r"\[\[fault:([a-z0-9_]+)(?:\*(\d+))?")
 _TYPES = "type.googleapis.com/google.ai.generativelanguage.v1main."
@@ -43,6 +42,7 @@ class FakeBatch:
     name: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
     attempts: dict[str, int] = field(default_factory=dict)  # custom_id -> its n-th submission
+    sequence: int = 0  # the n-th batch this server was given
     cancelled_at: float | None = None
     processed_at_cancel: int = 0
     cancel_polled: bool = False
@@ -50,12 +50,20 @@ class FakeBatch:
     outcomes: list[tuple[str, str, Any]] | None = field(default=None, repr=False)
 
 
+class Answerer(Protocol):
+    """What the batch store needs of the fake provider: its settings and its answers."""
+
+    config: FakeConfig
+
+    def answer(self, request: LLMRequest) -> tuple[str, str, tuple[int, int]]: ...
+
+
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
 class BatchStore:
-    def __init__(self, provider: FakeProvider):
+    def __init__(self, provider: Answerer):
         self.provider = provider
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, FakeBatch] = {}
@@ -97,8 +105,6 @@ class BatchStore:
 
     # --- shared -------------------------------------------------------------------------------
     def _reply(self, data: Any, status: int = 200) -> Reply:
-        from evalplatform.providers.fake.app import json_reply
-
         return json_reply(data, status)
 
     def _missing(self, protocol: str, what: str) -> Reply:
@@ -114,6 +120,7 @@ class BatchStore:
             requests=requests,
             created=time.time(),
             expire=any("[[batch:expire]]" in r.user for _, r in requests),
+            sequence=len(self.batches) + 1,
             **fields,
         )
         for custom_id, _ in requests:
@@ -160,7 +167,10 @@ class BatchStore:
             marker = _FAULT.search(f"{request.system}\n{request.user}")
             if marker and marker.group(2) and batch.attempts[custom_id] > int(marker.group(2)):
                 marker = None  # failed its first N times already
-            rng = random.Random(f"{config.seed}:{batch.id}:{custom_id}")  # noqa: S311
+            # Drawn from the request's own history, not the random batch id: the same
+            # requests fail the same way on every run, and a re-submission draws afresh.
+            attempt = batch.attempts[custom_id]
+            rng = random.Random(f"{config.seed}:{custom_id}:{attempt}")  # noqa: S311
             if marker or rng.random() < config.batch_failure_rate:
                 kind = marker.group(1) if marker else "500"
                 result.append((custom_id, "errored", _ERROR_STATUS.get(kind, 500)))
@@ -178,7 +188,7 @@ class BatchStore:
             for outcome, (_, request) in zip(self._outcomes(batch), batch.requests, strict=True)
             if "[[batch:drop]]" not in request.user
         ]
-        random.Random(batch.id).shuffle(outcomes)  # noqa: S311
+        random.Random(f"{self.provider.config.seed}:{batch.sequence}").shuffle(outcomes)  # noqa: S311
         return outcomes
 
     def _counts(self, batch: FakeBatch) -> tuple[int, int]:
@@ -224,8 +234,6 @@ class BatchStore:
         )
 
     async def openai_file(self, file_id: str, **_: Any) -> Reply:
-        from evalplatform.providers.fake.app import Reply
-
         if file_id.startswith("out-") or file_id.startswith("err-"):
             batch = self.batches.get(file_id[4:])
             if batch is None or not self._ended(batch):
@@ -443,8 +451,6 @@ class BatchStore:
         return self._reply(self._anthropic_object(batch))
 
     async def anthropic_results(self, batch_id: str, **_: Any) -> Reply:
-        from evalplatform.providers.fake.app import Reply
-
         batch = self.batches.get(batch_id)
         if batch is None or not self._ended(batch):
             return self._missing("anthropic", "batch results")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from evalplatform.providers.llm.types import LLMRequest
@@ -198,3 +200,18 @@ def error_body(
 def sse(data: dict[str, Any], event: str | None = None) -> bytes:
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {json.dumps(data)}\n\n".encode()
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: bytes = b""
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    stream: AsyncIterator[bytes] | None = None
+    content_type: bytes = b"application/json"
+
+
+def json_reply(
+    data: Any, status: int = 200, headers: list[tuple[bytes, bytes]] | None = None
+) -> Reply:
+    return Reply(status=status, body=json.dumps(data).encode(), headers=headers or [])
