@@ -1,0 +1,169 @@
+"""The field checkers every service uses, with one set of bounds.
+
+Jobs, judges, scenarios, the wizard and the API all check their numbers and flags here, so a
+value one service accepts is never refused (or stored and then choked on) by another: a judge
+takes the same budgets and token limits as the generation job its run becomes, and nothing
+that passes fits no database column (PostgreSQL's ``integer`` is the narrowest one used).
+
+Each checker takes the raw value (JSON, or a form field read by
+``evalplatform.web.fields.number_or_text``), the field's name and the ``errors`` dict the
+service collects; it returns the clean value, or records a message under the name and returns
+the default. Nothing here raises: the service raises ``FieldErrors(errors)`` once, before
+writing anything.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+# The widest integer every supported database stores in an ``IntegerField`` (PostgreSQL's
+# ``integer``); ``PositiveIntegerField`` columns share the upper end.
+INT_MAX = 2**31 - 1
+
+MAX_TOKENS = 1_000_000
+USD_MIN = Decimal("0.0001")
+USD_MAX = Decimal("99999999.9999")  # DecimalField(max_digits=12, decimal_places=4)
+USD_QUANTUM = Decimal("0.0001")
+TEMPERATURE_MIN, TEMPERATURE_MAX = 0.0, 2.0
+SEED_MAX = INT_MAX  # numpy's generators take no negative seeds
+TIME_SPENT_MAX_MS = 7 * 24 * 3600 * 1000  # a week on one task
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def whole_number(
+    value: Any,
+    *,
+    name: str,
+    lo: int,
+    hi: int,
+    errors: dict[str, str],
+    default: int | None = None,
+    message: str | None = None,
+) -> int | None:
+    """An integer from ``lo`` to ``hi``; None or "" is ``default``. A string of digits counts
+    (form fields); floats, booleans and anything else do not."""
+    if value is None or value == "":
+        return default
+    number: int | None = None
+    if _is_int(value):
+        number = value
+    elif isinstance(value, str):
+        try:
+            number = int(value.strip())
+        except ValueError:  # also a digit string past Python's conversion limit
+            number = None
+    if number is None or not lo <= number <= hi:
+        errors[name] = message or f"A whole number from {lo:,} to {hi:,}."
+        return default
+    return number
+
+
+def max_tokens(value: Any, *, errors: dict[str, str], name: str = "max_tokens") -> int | None:
+    """A reply's token limit, or None for the model's own."""
+    return whole_number(value, name=name, lo=1, hi=MAX_TOKENS, errors=errors)
+
+
+def seed(value: Any, *, errors: dict[str, str], name: str = "seed", default: int = 0) -> int:
+    checked = whole_number(value, name=name, lo=0, hi=SEED_MAX, errors=errors, default=default)
+    return default if checked is None else checked
+
+
+def time_spent_ms(value: Any, *, errors: dict[str, str], name: str = "time_spent_ms") -> int | None:
+    """Milliseconds an evaluator spent on a task, or None when not measured."""
+    return whole_number(
+        value,
+        name=name,
+        lo=0,
+        hi=TIME_SPENT_MAX_MS,
+        errors=errors,
+        message=f"Milliseconds, a whole number from 0 to {TIME_SPENT_MAX_MS:,}.",
+    )
+
+
+def usd(value: Any, *, errors: dict[str, str], name: str = "budget_usd") -> Decimal | None:
+    """An amount in US dollars (a budget), or None for none. Four decimals at most, and no
+    more than the budget columns hold."""
+    if value is None or value == "":
+        return None
+    try:
+        if isinstance(value, bool) or not isinstance(value, str | int | float | Decimal):
+            raise InvalidOperation
+        amount = Decimal(str(value).strip())
+        if (
+            not amount.is_finite()
+            or not USD_MIN <= amount <= USD_MAX
+            or amount != amount.quantize(USD_QUANTUM)
+        ):
+            raise InvalidOperation
+    except InvalidOperation:
+        errors[name] = "An amount in USD from 0.0001 to 99,999,999.9999 (4 decimals)."
+        return None
+    return amount
+
+
+def temperatures_problem(temperatures: Any) -> str | None:
+    """What is wrong with a list of temperatures, if anything."""
+    if (
+        not isinstance(temperatures, list)
+        or not temperatures
+        or not all(
+            isinstance(t, int | float)
+            and not isinstance(t, bool)
+            and TEMPERATURE_MIN <= t <= TEMPERATURE_MAX
+            for t in temperatures
+        )
+    ):
+        return "A list of temperatures, each from 0 to 2."
+    if len(set(temperatures)) != len(temperatures):
+        return "Each temperature once."
+    return None
+
+
+def temperatures(
+    value: Any, *, errors: dict[str, str], default: list[float], name: str = "temperatures"
+) -> list[float]:
+    """A list of distinct temperatures from 0 to 2, as floats."""
+    if problem := temperatures_problem(value):
+        errors[name] = problem
+        return default
+    return [float(t) for t in value]
+
+
+def flag(value: Any, *, name: str, errors: dict[str, str], default: bool) -> bool:
+    """true or false (JSON booleans only: "false" as text is not false)."""
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        errors[name] = "true or false."
+        return default
+    return value
+
+
+def text(
+    value: Any,
+    *,
+    name: str,
+    errors: dict[str, str],
+    max_length: int,
+    required: bool = False,
+    message: str | None = None,
+) -> str:
+    """A string of at most ``max_length`` characters (stripped when required), without NUL
+    characters (PostgreSQL's text columns refuse them)."""
+    if value is None:
+        value = ""
+    if isinstance(value, str) and required:
+        value = value.strip()
+    if (
+        not isinstance(value, str)
+        or len(value) > max_length
+        or (required and not value)
+        or "\x00" in value
+    ):
+        errors[name] = message or f"Text of at most {max_length:,} characters."
+        return ""
+    return value
