@@ -1,14 +1,15 @@
-"""The one execution engine for LLM calls (generation jobs now, judge runs later).
+"""The one execution engine for LLM calls: generation jobs, and judge runs (which are
+generation jobs of the "judge" source).
 
 It knows nothing of generation or evaluations: they plug in through ``Work``, which records
 finished cells, says whether to go on, and claims pending cells (reserving budget for each).
 The engine keeps up to ``concurrency`` cells in flight through one ``ProviderClient`` per
 connection and retries by the platform schedule. With a publisher, and while someone
 watches, replies stream and their text goes out as live events (throttled by the
-publisher). All database work of one step
-(record what finished, read the job's state, claim more) is one hop to the database thread,
-so its cost is shared by every cell that finished together; the claim re-checks the job's
-state in its transaction, so pause and cancel take effect within one in-flight window.
+publisher). All database work of one step (record what finished, read the job's state,
+claim more) is one hop to the database thread, so its cost is shared by every cell that
+finished together; the claim re-checks the job's state in its transaction, so pause and
+cancel take effect within one in-flight window.
 """
 
 from __future__ import annotations

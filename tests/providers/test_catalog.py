@@ -11,7 +11,7 @@ from evalplatform.providers.models import LLMModel
 from evalplatform.providers.services import DEFAULT_CATALOG, catalog_read
 from tests.factories import ConnectionFactory
 
-# The published prices of ../shared/PROVIDERS.md (USD per 1M tokens, checked 2026-11-29).
+# The providers' published list prices (USD per 1M tokens, checked 2026-11-29).
 PUBLISHED = {
     "gpt-4o": ("2.50", "10.00"),
     "gpt-4o-mini": ("0.15", "0.60"),
