@@ -2,13 +2,13 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from evalplatform.accounts.admin_site import ReadOnlyTeamScopedAdmin
 from evalplatform.accounts.roles import (
     EVALUATIONS_JUDGE,
     EVALUATIONS_VIEW_ALL,
     SCENARIOS_MANAGE,
     SCENARIOS_VIEW,
 )
-from evalplatform.admin_site import ReadOnlyTeamScopedAdmin
 from evalplatform.errors import ApplicationError
 from evaluations import invitations, judges
 from evaluations.models import Assignment, Invitation, JudgeRun, Judgment, LLMJudge

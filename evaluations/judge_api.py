@@ -15,8 +15,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalplatform.accounts import policy
+from evalplatform.accounts.permissions import TeamScopedViewSet
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE, SCENARIOS_VIEW
-from evalplatform.api.permissions import TeamScopedViewSet
 from evalplatform.errors import FieldErrors
 from evaluations import judges
 from evaluations.models import JudgeRun, LLMJudge

@@ -6,8 +6,8 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from evalplatform.accounts import policy
+from evalplatform.accounts.admin_site import ReadOnlyTeamScopedAdmin, TeamScopedAdmin
 from evalplatform.accounts.roles import GENERATION_EXPORT, GENERATION_MANAGE, GENERATION_VIEW
-from evalplatform.admin_site import ReadOnlyTeamScopedAdmin, TeamScopedAdmin
 from evalplatform.errors import ApplicationError
 from generation import exports, services
 from generation.models import GenerationJob, GenerationOutput

@@ -15,13 +15,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalplatform.accounts import audit, policy
+from evalplatform.accounts.permissions import TeamScopedViewSet
 from evalplatform.accounts.roles import (
     GENERATION_CREATE,
     GENERATION_EXPORT,
     GENERATION_MANAGE,
     GENERATION_VIEW,
 )
-from evalplatform.api.permissions import TeamScopedViewSet
 from evalplatform.api.uploads import config_and_upload
 from evalplatform.errors import FieldErrors
 from evalplatform.runs.models import ProviderBatch

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from evalplatform.accounts.admin_site import ReadOnlyTeamScopedAdmin
 from evalplatform.accounts.roles import SCENARIOS_MANAGE, SCENARIOS_VIEW
-from evalplatform.admin_site import ReadOnlyTeamScopedAdmin
 from scenarios.models import Scenario, Variant
 
 

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalplatform.accounts import policy
+from evalplatform.accounts.permissions import TeamScopedViewSet, default_team
 from evalplatform.accounts.roles import (
     GENERATION_TO_SCENARIO,
     GENERATION_VIEW,
@@ -21,7 +22,6 @@ from evalplatform.accounts.roles import (
     SCENARIOS_MANAGE,
     SCENARIOS_VIEW,
 )
-from evalplatform.api.permissions import TeamScopedViewSet, default_team
 from evalplatform.api.uploads import config_and_upload
 from evalplatform.errors import FieldErrors
 from generation.models import GenerationJob

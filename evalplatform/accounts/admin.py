@@ -5,9 +5,13 @@ from django.contrib.auth import get_user_model
 from django.http import Http404
 
 from evalplatform.accounts import audit, policy, services
+from evalplatform.accounts.admin_site import (
+    ReadOnlyTeamScopedAdmin,
+    TeamScopedAdmin,
+    TeamScopedInline,
+)
 from evalplatform.accounts.models import ApiToken, AuditEvent, Membership, Team
 from evalplatform.accounts.roles import ACCOUNTS_MANAGE, ACCOUNTS_VIEW, ROLE_FEATURES
-from evalplatform.admin_site import ReadOnlyTeamScopedAdmin, TeamScopedAdmin, TeamScopedInline
 
 
 def _user_choices(request):

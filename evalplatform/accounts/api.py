@@ -10,10 +10,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalplatform.accounts.models import ApiToken, AuditEvent, Notification
+from evalplatform.accounts.permissions import TeamScopedViewSet
 from evalplatform.accounts.roles import ACCOUNTS_MANAGE
 from evalplatform.accounts.selectors import me_summary
 from evalplatform.accounts.services import notifications_dismiss, token_create, tokens_revoke
-from evalplatform.api.permissions import TeamScopedViewSet
 
 
 class MeTeamSerializer(serializers.Serializer):

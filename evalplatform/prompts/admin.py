@@ -8,8 +8,8 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from evalplatform.accounts import policy
+from evalplatform.accounts.admin_site import TeamScopedAdmin, TeamScopedInline
 from evalplatform.accounts.roles import PROMPTS_EDIT, PROMPTS_VIEW
-from evalplatform.admin_site import TeamScopedAdmin, TeamScopedInline
 from evalplatform.errors import ApplicationError
 from evalplatform.prompts import services
 from evalplatform.prompts.models import PromptBlock, PromptTemplate, PromptVersion

@@ -9,8 +9,8 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from evalplatform.accounts.permissions import TeamField, TeamScopedViewSet, default_team
 from evalplatform.accounts.roles import PROMPTS_EDIT, PROMPTS_VIEW
-from evalplatform.api.permissions import TeamField, TeamScopedViewSet, default_team
 from evalplatform.errors import FieldErrors
 from evalplatform.prompts import selectors, services
 from evalplatform.prompts.models import PromptTemplate, PromptVersion

@@ -6,8 +6,8 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
 
 from evalplatform.accounts import policy
+from evalplatform.accounts.admin_site import TeamScopedAdmin
 from evalplatform.accounts.roles import PROVIDERS_MANAGE, PROVIDERS_VIEW
-from evalplatform.admin_site import TeamScopedAdmin
 from evalplatform.errors import ApplicationError
 from evalplatform.providers import services
 from evalplatform.providers.models import LLMModel, ProviderConnection

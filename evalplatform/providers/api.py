@@ -12,8 +12,8 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from evalplatform.accounts import policy
+from evalplatform.accounts.permissions import TeamField, TeamScopedViewSet, default_team
 from evalplatform.accounts.roles import PROVIDERS_MANAGE, PROVIDERS_VIEW
-from evalplatform.api.permissions import TeamField, TeamScopedViewSet, default_team
 from evalplatform.errors import FieldErrors
 from evalplatform.providers import services
 from evalplatform.providers.models import LLMModel, ProviderConnection
