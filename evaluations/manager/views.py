@@ -27,7 +27,6 @@ from evalplatform.api.uploads import read_upload
 from evalplatform.errors import ApplicationError, FieldErrors, NotFound
 from evalplatform.prompts.models import PromptVersion
 from evalplatform.providers.models import LLMModel
-from evaluations import access
 from evaluations.models import (
     Assignment,
     AssignmentStatus,
@@ -36,6 +35,7 @@ from evaluations.models import (
     ParseStatus,
     RaterKind,
 )
+from evaluations.workspace import access
 from scenarios import forms, services
 from scenarios.models import Scenario, ScenarioStatus, ScenarioType, Task
 
@@ -165,7 +165,7 @@ def scenario_action(request: HttpRequest, scenario_id: int, action: str) -> Http
         messages.success(request, f"Scenario {scenario.status}.")
     except ApplicationError as exc:
         messages.error(request, exc.message)
-    return redirect("scenario-page", scenario_id=scenario.pk)
+    return redirect("manager:scenario-page", scenario_id=scenario.pk)
 
 
 def _form_values(kind: str, fields: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
@@ -197,7 +197,7 @@ def scenario_edit(request: HttpRequest, scenario_id: int) -> HttpResponse:
         raise PermissionDenied
     if scenario.status != ScenarioStatus.DRAFT:
         messages.error(request, "Only a draft scenario can be edited.")
-        return redirect("scenario-page", scenario_id=scenario.pk)
+        return redirect("manager:scenario-page", scenario_id=scenario.pk)
     errors: dict[str, str] = {}
     if request.method == "POST":
         fields = forms.scenario_fields(request.POST)
@@ -213,7 +213,7 @@ def scenario_edit(request: HttpRequest, scenario_id: int) -> HttpResponse:
             errors = {"non_field_errors": exc.message}
         else:
             messages.success(request, "Scenario saved.")
-            return redirect("scenario-page", scenario_id=scenario.pk)
+            return redirect("manager:scenario-page", scenario_id=scenario.pk)
         values = _form_values(scenario.type, fields, config)
     else:
         fields = {f: getattr(scenario, f) for f in ("name", "instructions", "blind", "overlap")}
@@ -271,7 +271,7 @@ def scenario_new(request: HttpRequest) -> HttpResponse:
             messages.success(
                 request, f"Scenario “{scenario.name}” created ({scenario.tasks.count()} tasks)."
             )
-            return redirect("scenario-page", scenario_id=scenario.pk)
+            return redirect("manager:scenario-page", scenario_id=scenario.pk)
     return render(
         request,
         "evaluations/scenario_form.html",

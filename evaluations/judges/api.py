@@ -18,7 +18,7 @@ from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE, SCENARIOS_VIEW
 from evalplatform.api.permissions import TeamScopedViewSet
 from evalplatform.errors import FieldErrors
-from evaluations import judges
+from evaluations.judges import services as judges
 from evaluations.models import JudgeRun, LLMJudge
 from scenarios.models import Scenario
 

@@ -21,8 +21,8 @@ from django.db.models import Count, F, QuerySet
 from django.utils import timezone
 
 from evalplatform.errors import Conflict, FieldErrors, NotFound
-from evaluations import access
 from evaluations.models import Assignment, AssignmentStatus, Judgment, RaterKind
+from evaluations.workspace import access
 from scenarios.models import Scenario, ScenarioStatus, ScenarioType, Task, Variant
 
 RESERVATION = timedelta(minutes=30)

@@ -27,8 +27,8 @@ from evalplatform.errors import Conflict, FieldErrors, Forbidden
 from evalplatform.prompts import services as prompt_services
 from evalplatform.prompts.models import PromptTemplate, PromptVersion
 from evalplatform.providers.models import LLMModel
+from evaluations.judges.verdicts import KEYS, Rejected, read
 from evaluations.models import JudgeRun, Judgment, LLMJudge, ParseStatus, RaterKind
-from evaluations.verdicts import KEYS, Rejected, read
 from generation import results, sources
 from generation import services as generation
 from generation.models import (

@@ -12,8 +12,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from evalplatform.errors import ApplicationError, FieldErrors, NotFound
-from evaluations import access, services
 from evaluations.models import Assignment, AssignmentStatus
+from evaluations.workspace import access, services
 from scenarios.models import Scenario, ScenarioStatus, ScenarioType
 
 
@@ -42,7 +42,7 @@ def scenario_next(request: HttpRequest, scenario_id: int) -> HttpResponse:
     if assignment is None:
         done = services.progress(user=request.user, scenario=scenario)
         return render(request, "evaluations/done.html", {"scenario": scenario, "progress": done})
-    return redirect("evaluation-task", assignment_id=assignment.pk)
+    return redirect("workspace:task", assignment_id=assignment.pk)
 
 
 def _assignment(request: HttpRequest, assignment_id: int) -> Assignment:
@@ -78,7 +78,7 @@ def _answer(kind: str, post: Any, config: dict[str, Any]) -> dict[str, Any]:
 def task(request: HttpRequest, assignment_id: int) -> HttpResponse:
     assignment = _assignment(request, assignment_id)
     if assignment.status != AssignmentStatus.RESERVED:
-        return redirect("evaluation-next", scenario_id=assignment.scenario_id)
+        return redirect("workspace:next", scenario_id=assignment.scenario_id)
     context: dict[str, Any] = {"errors": [], "form": request.POST}
     if request.method == "POST":
         scenario = assignment.scenario
@@ -95,7 +95,7 @@ def task(request: HttpRequest, assignment_id: int) -> HttpResponse:
         except ApplicationError as exc:
             context["errors"] = [exc.message]
         else:
-            return redirect("evaluation-next", scenario_id=scenario.pk)
+            return redirect("workspace:next", scenario_id=scenario.pk)
     view = services.task_view(assignment)
     progress = services.progress(user=request.user, scenario=assignment.scenario)
     context |= {
@@ -124,4 +124,4 @@ def skip(request: HttpRequest, assignment_id: int) -> HttpResponse:
     assignment = _assignment(request, assignment_id)
     with contextlib.suppress(ApplicationError):  # answered or skipped already: move on
         services.skip(user=request.user, assignment=assignment)
-    return redirect("evaluation-next", scenario_id=assignment.scenario_id)
+    return redirect("workspace:next", scenario_id=assignment.scenario_id)
