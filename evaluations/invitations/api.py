@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import SCENARIOS_MANAGE, SCENARIOS_VIEW
 from evalplatform.errors import FieldErrors, NotFound
+from evaluations.invitations import selectors
 from evaluations.invitations import services as invitations
 from evaluations.models import Invitation
 from scenarios.models import Scenario
@@ -81,7 +82,7 @@ class InvitationListView(APIView):
     @extend_schema(responses=InvitationSerializer(many=True))
     def get(self, request, pk: int):
         scenario = _managed_scenario(request.user, pk)
-        rows = scenario.invitations.select_related("invited_by", "accepted_by")
+        rows = selectors.scenario_invitations(scenario)
         return Response(InvitationSerializer(rows, many=True).data)
 
     @extend_schema(
@@ -112,7 +113,7 @@ class InvitationView(APIView):
     @extend_schema(request=None, responses={204: None})
     def delete(self, request, pk: int, invitation_id: int):
         scenario = _managed_scenario(request.user, pk)
-        invitation = Invitation.objects.filter(scenario=scenario, pk=invitation_id).first()
+        invitation = selectors.invitation_of(scenario, invitation_id)
         if invitation is None:
             raise NotFound()
         invitations.withdraw(user=request.user, invitation=invitation)

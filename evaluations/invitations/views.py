@@ -15,10 +15,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from evalplatform.errors import ApplicationError, FieldErrors, NotFound
+from evaluations.invitations import selectors
 from evaluations.invitations import services as invitations
 from evaluations.invitations.api import invitation_link
 from evaluations.manager.views import _scenario
-from evaluations.models import Invitation
 from scenarios.models import ScenarioStatus
 
 
@@ -112,7 +112,7 @@ def invite(request: HttpRequest, scenario_id: int) -> HttpResponse:
 @require_POST
 def withdraw(request: HttpRequest, scenario_id: int, invitation_id: int) -> HttpResponse:
     scenario = _scenario(request, scenario_id)
-    found = Invitation.objects.filter(scenario=scenario, pk=invitation_id).first()
+    found = selectors.invitation_of(scenario, invitation_id)
     if found is None:
         raise Http404
     try:

@@ -18,7 +18,6 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count
 
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.models import Team
@@ -33,7 +32,6 @@ from generation import results, sources
 from generation import services as generation
 from generation.models import (
     GenerationItem,
-    GenerationJob,
     GenerationOutput,
     JobMode,
     JobStatus,
@@ -641,30 +639,3 @@ def judge_retry_failed(*, user: Any, judge: LLMJudge) -> int:
         if not retried:
             raise Conflict("No failed call to retry.")
     return retried
-
-
-def run_summary(run: JudgeRun) -> dict[str, Any]:
-    job: GenerationJob = run.job
-    counts = dict(
-        Judgment.objects.filter(output__job=job)
-        .values("parse_status")
-        .annotate(n=Count("pk"))
-        .values_list("parse_status", "n")
-    )
-    return {
-        "id": run.pk,
-        "judge": run.judge_id,
-        "job": job.pk,
-        "status": job.status,
-        "calls": job.total_cells,
-        "completed": job.completed_cells,
-        "failed": job.failed_cells,
-        "pending": job.outputs.filter(
-            status__in=[OutputStatus.PENDING, OutputStatus.RUNNING]
-        ).count(),
-        "verdicts": counts.get(ParseStatus.OK, 0) + counts.get(ParseStatus.EXTRACTED, 0),
-        "unparseable": counts.get(ParseStatus.FAILED, 0),
-        "cost_usd": str(job.cost_usd),
-        "tasks": run.tasks,
-        "created_at": run.created_at,
-    }

@@ -122,7 +122,7 @@ def _write(
             name: ExternalRater.objects.get_or_create(team=scenario.team, name=name)[0]
             for name in names - set(users)
         }
-        found: dict[tuple[int, int | None], Task] = {}
+        found: dict[tuple[Any, Any], Task] = {}
         for t in Task.objects.filter(scenario=scenario):
             if t.variant_b_id:
                 found[(t.variant_a_id, t.variant_b_id)] = t

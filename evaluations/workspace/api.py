@@ -19,8 +19,8 @@ from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_VIEW_ALL
 from evalplatform.errors import FieldErrors, NotFound
 from evaluations.models import Assignment, Judgment
-from evaluations.workspace import access, services
-from scenarios.models import Scenario, ScenarioStatus
+from evaluations.workspace import access, selectors, services
+from scenarios.models import Scenario
 
 
 def _open_scenario(user: Any, pk: int) -> Scenario:
@@ -28,11 +28,7 @@ def _open_scenario(user: Any, pk: int) -> Scenario:
 
 
 def _assignment(user: Any, pk: int) -> Assignment:
-    found = (
-        Assignment.objects.select_related("scenario", "task__item")
-        .filter(pk=pk, evaluator=user)
-        .first()
-    )
+    found = selectors.own_assignment(user, pk)
     if found is None or not access.may_evaluate(user, found.scenario):
         raise NotFound()
     return found
@@ -54,12 +50,8 @@ class QueueView(APIView):
 
     @extend_schema(responses=QueueEntrySerializer(many=True))
     def get(self, request):
-        scenarios = access.evaluable(
-            request.user,
-            Scenario.objects.filter(status=ScenarioStatus.OPEN).select_related("team"),
-        )
-        listed = list(scenarios.order_by("-opened_at", "-pk")[:200])
-        done = services.progress_many(user=request.user, scenarios=listed)
+        listed = selectors.queue(request.user)
+        done = selectors.progress_many(user=request.user, scenarios=listed)
         return Response(
             [
                 {"id": s.pk, "team": s.team.slug, "name": s.name, "type": s.type, **done[s.pk]}
@@ -176,9 +168,8 @@ class JudgmentListView(ListAPIView):
         if not raw.isdigit():
             raise FieldErrors({"scenario": "The scenario's id."})
         scenarios = Scenario.objects.filter(pk=int(raw))
-        qs = Judgment.objects.select_related("evaluator", "external_rater", "judge").order_by("pk")
         if policy.visible(user, EVALUATIONS_VIEW_ALL, scenarios).exists():
-            return qs.filter(scenario_id=int(raw))
+            return selectors.judgments(int(raw))
         if access.evaluable(user, scenarios).exists():
-            return qs.filter(scenario_id=int(raw), evaluator=user)
+            return selectors.judgments(int(raw)).filter(evaluator=user)
         raise NotFound()
