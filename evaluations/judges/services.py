@@ -6,7 +6,7 @@ items are the tasks in their presentation orders (with ``swap``, each pair and r
 in the reverse order), its prompt the judge's prompt version, its model the judge's model
 configuration, with the judge's repetitions and temperatures. Live or batch, retries,
 budget, crash recovery, live events and the job page all come from there. The job's result
-handler (``JudgeResults``) reads each reply (``evaluations.verdicts``): a valid verdict
+handler (``JudgeResults``) reads each reply (``evaluations.judges.verdicts``): a valid verdict
 becomes a judgment; anything else is recorded as a failed cell with its raw text, a judgment
 with ``parse_status`` failed, and "retry failed" runs just those again.
 """
