@@ -43,6 +43,7 @@ def main() -> None:
     from evalplatform.accounts.models import Membership, Team
     from evalplatform.accounts.roles import Role
     from evaluations.analytics import analyze as analytics
+    from evaluations.analytics import data as analytics_data
     from evaluations.models import ExternalRater, Judgment, RaterKind
     from scenarios import services as scenarios
     from scenarios.models import Task
@@ -87,7 +88,7 @@ def main() -> None:
     Judgment.objects.bulk_create(made, batch_size=5000)
 
     began = time.perf_counter()
-    rows_, _ = analytics.load(scenario)
+    rows_, _ = analytics_data.verdicts(scenario)
     load_s = time.perf_counter() - began
     began = time.perf_counter()
     result = analytics.analyze(scenario, resamples=args.resamples)

@@ -68,8 +68,8 @@ def run(args: argparse.Namespace) -> None:
 
     from evalplatform.accounts.models import Team
     from evalplatform.accounts.roles import Role
-    from evaluations import services as evaluation
     from evaluations.models import Judgment
+    from evaluations.workspace import services as evaluation
 
     call_command("migrate", verbosity=0)
     team = Team.objects.create(name="Bench", slug="bench")

@@ -42,7 +42,7 @@ def main() -> None:
     from setup_data import bench_fixture, drive_timed
 
     from evalplatform.runs.models import ProviderBatch
-    from evaluations import judges
+    from evaluations.judges import services as judges
     from evaluations.models import Judgment
     from generation.models import GenerationJob
     from scenarios import services as scenarios

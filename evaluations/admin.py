@@ -10,7 +10,8 @@ from evalplatform.accounts.roles import (
     SCENARIOS_VIEW,
 )
 from evalplatform.errors import ApplicationError
-from evaluations import invitations, judges
+from evaluations.invitations import services as invitations
+from evaluations.judges import services as judges
 from evaluations.models import Assignment, Invitation, JudgeRun, Judgment, LLMJudge
 
 

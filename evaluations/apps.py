@@ -6,4 +6,4 @@ class EvaluationsConfig(AppConfig):
 
     def ready(self) -> None:
         # Judge runs plug into generation: the "judge" source and its result handler.
-        from evaluations import judges  # noqa: F401
+        from evaluations.judges import services  # noqa: F401

@@ -1,5 +1,6 @@
-"""Evaluations: assignments of tasks to evaluators, and judgments (human now; LLM judges
-write to the same table later, each judge a rater of its own)."""
+"""Evaluations: assignments of tasks to evaluators, invitations, LLM judges and their runs,
+and judgments in one table: evaluators', LLM judges' (each judge a rater of its own) and
+imported ones (external raters)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
-"""Scheduled work of the evaluations app (django-q2)."""
+"""The dotted path the django-q2 schedule stored in migration 0003
+(``evaluations.tasks.expire_reservations``); the task is ``evaluations.workspace.tasks``."""
 
 from __future__ import annotations
 
-from evaluations import services
+from evaluations.workspace.tasks import expire_reservations
 
-
-def expire_reservations() -> int:
-    """Every few minutes: abandoned reservations of every scenario give their places back."""
-    return services.expire_reservations()
+__all__ = ["expire_reservations"]

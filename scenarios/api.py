@@ -1,5 +1,5 @@
 """The scenarios API under ``/api/scenarios/``, and the generation spec's
-``POST /api/generation/jobs/:id/to-scenario`` (routed by the project URLconf)."""
+``POST /api/generation/jobs/:id/to-scenario`` (routed by ``scenarios.urls``)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from evalplatform.accounts.roles import (
 from evalplatform.api.uploads import config_and_upload
 from evalplatform.errors import FieldErrors
 from generation.models import GenerationJob
-from scenarios import services
+from scenarios import selectors, services
 from scenarios.models import Scenario, Task, Variant
 
 
@@ -184,8 +184,7 @@ class ScenarioViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveM
     def variants(self, request, pk=None):
         """The variants with what made them (model, prompt): for the scenario's managers and
         viewers; evaluators see tasks only, through the evaluation API, blind."""
-        qs = Variant.objects.filter(scenario=self._scenario()).select_related("item")
-        page = self.paginate_queryset(qs.order_by("item__position", "position"))
+        page = self.paginate_queryset(selectors.variants(self._scenario()))
         return self.get_paginated_response(VariantSerializer(page, many=True).data)
 
     @extend_schema(responses=TaskSerializer(many=True))
@@ -193,8 +192,7 @@ class ScenarioViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveM
     def tasks(self, request, pk=None):
         """The task design in presentation order: variant ids shown first and second (pairs),
         the presented order (rankings), and which pair a reverse pair mirrors."""
-        qs = Task.objects.filter(scenario=self._scenario()).select_related("item")
-        page = self.paginate_queryset(qs.order_by("position"))
+        page = self.paginate_queryset(selectors.tasks(self._scenario()))
         return self.get_paginated_response(TaskSerializer(page, many=True).data)
 
 
@@ -219,5 +217,5 @@ class JobToScenarioView(APIView):
         if not isinstance(request.data, dict):
             raise FieldErrors({"non_field_errors": "Send a JSON object."})
         scenario = services.scenario_from_job(user=request.user, job=job, data=dict(request.data))
-        fresh = Scenario.objects.select_related("team", "created_by").get(pk=scenario.pk)
+        fresh = selectors.scenario_with_team(scenario.pk)
         return Response(ScenarioSerializer(fresh).data, status=status.HTTP_201_CREATED)

@@ -5,7 +5,7 @@ scenario is written (items, variants, tasks) in one transaction."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ from evalplatform.accounts.roles import GENERATION_TO_SCENARIO, SCENARIOS_CREATE
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
 from generation import sources
 from generation.models import GenerationJob, OutputStatus
+from scenarios import selectors
 from scenarios.design import check_config, design
 from scenarios.models import (
     Scenario,
@@ -172,27 +173,65 @@ def _create(user: Any, plan: ScenarioPlan) -> Scenario:
             for item, spec in zip(items, plan.items, strict=True)
         ]
         specs = design(plan.type, keys, plan.config, plan.seed)
-        tasks = Task.objects.bulk_create(
-            [
-                Task(
-                    scenario=scenario,
+        tasks_add(
+            scenario=scenario,
+            tasks=[
+                NewTask(
                     item_id=spec.item,
-                    position=position,
-                    variant_a=by_key[spec.a] if spec.a is not None else None,
-                    variant_b=by_key[spec.b] if spec.b is not None else None,
+                    variant_a_id=by_key[spec.a].pk if spec.a is not None else None,
+                    variant_b_id=by_key[spec.b].pk if spec.b is not None else None,
                     order=[by_key[k].pk for k in spec.order],
+                    reverse_of=spec.reverse_of,
                 )
-                for position, spec in enumerate(specs)
+                for spec in specs
             ],
-            batch_size=BULK,
+            start=0,  # a new scenario: no task yet
         )
-        reverses = []
-        for task, spec in zip(tasks, specs, strict=True):
-            if spec.reverse_of is not None:
-                task.reverse_of = tasks[spec.reverse_of]
-                reverses.append(task)
-        Task.objects.bulk_update(reverses, ["reverse_of"], batch_size=50)
     return scenario
+
+
+@dataclass
+class NewTask:
+    """A task to add: its item and variants (``order`` for rankings); ``reverse_of``: the
+    index of the task it mirrors among those added with it."""
+
+    item_id: int | None
+    variant_a_id: int | None = None
+    variant_b_id: int | None = None
+    order: list[int] = field(default_factory=list)
+    reverse_of: int | None = None
+
+
+def tasks_add(
+    *, scenario: Scenario, tasks: Sequence[NewTask], start: int | None = None
+) -> list[Task]:
+    """Write tasks of the scenario after its last one: every place that makes tasks (a new
+    scenario's design, imported judgments, adaptive pairs) comes here. ``start``: the first
+    position when the caller has it already (``selectors.next_task_position``); run it in the
+    caller's transaction."""
+    if start is None:
+        start = selectors.next_task_position(scenario)
+    made = Task.objects.bulk_create(
+        [
+            Task(
+                scenario=scenario,
+                item_id=spec.item_id,
+                position=start + offset,
+                variant_a_id=spec.variant_a_id,
+                variant_b_id=spec.variant_b_id,
+                order=spec.order,
+            )
+            for offset, spec in enumerate(tasks)
+        ],
+        batch_size=BULK,
+    )
+    reverses = []
+    for task, spec in zip(made, tasks, strict=True):
+        if spec.reverse_of is not None:
+            task.reverse_of = made[spec.reverse_of]
+            reverses.append(task)
+    Task.objects.bulk_update(reverses, ["reverse_of"], batch_size=50)
+    return made
 
 
 # --- from a generation job ----------------------------------------------------------------------

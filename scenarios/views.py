@@ -92,4 +92,4 @@ def from_job(request: HttpRequest, job_id: int) -> HttpResponse:
     messages.success(
         request, f"Scenario “{scenario.name}” created ({scenario.tasks.count()} tasks)."
     )
-    return redirect("scenario-page", scenario_id=scenario.pk)
+    return redirect("manager:scenario-page", scenario_id=scenario.pk)

@@ -16,21 +16,23 @@ from typing import Any
 
 import numpy as np
 from django.db import transaction
-from django.db.models import Max
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import SCENARIOS_MANAGE
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
-from evaluations.analytics import stats
-from evaluations.analytics.analyze import load
-from scenarios.models import Scenario, ScenarioStatus, ScenarioType, Task, Variant
+from evaluations.analytics import data, stats
+from scenarios import selectors as scenario_selectors
+from scenarios import services as scenario_services
+from scenarios.models import Scenario, ScenarioStatus, ScenarioType, Task
 
 MAX_PAIRS = 1000
 
 
-def _candidates(scenario: Scenario, index: dict[int, int]) -> np.ndarray:
-    """The pairs the design allows: within each item, or across every variant."""
-    rows = list(Variant.objects.filter(scenario=scenario).values_list("pk", "item_id"))
+def _candidates(
+    scenario: Scenario, rows: list[tuple[int, int]], index: dict[int, int]
+) -> np.ndarray:
+    """The pairs the design allows (``rows``: the variants' ids and items): within each item,
+    or across every variant."""
     if scenario.config.get("pairing") == "across":
         groups = {0: [pk for pk, _ in rows]}
     else:
@@ -57,33 +59,29 @@ def add_adaptive_tasks(*, user: Any, scenario: Scenario, count: Any) -> list[Tas
         raise FieldErrors({"count": f"A number of pairs from 1 to {MAX_PAIRS}."})
     if scenario.status == ScenarioStatus.CLOSED:
         raise Conflict("The scenario is closed.")
-    variants = list(Variant.objects.filter(scenario=scenario).values_list("pk", "item_id"))
+    variants = data.variant_items(scenario)
     index = {pk: n for n, (pk, _) in enumerate(variants)}
-    rows, _ = load(scenario)
+    rows, _ = data.verdicts(scenario)
     a = np.array([index[r.presented[0]] for r in rows], int)
     b = np.array([index[r.presented[1]] for r in rows], int)
     outcome = {"A": 1.0, "B": 0.0}
     s = np.array([outcome.get(str(r.payload.get("winner")), 0.5) for r in rows], dtype=np.float64)
-    pairs = stats.next_pairs(len(variants), a, b, s, count, _candidates(scenario, index))
+    pairs = stats.next_pairs(len(variants), a, b, s, count, _candidates(scenario, variants, index))
     if not pairs:
         raise Conflict("No pair can be added: the design allows none.")
     item_of = dict(variants)
     with transaction.atomic():
         scenario = Scenario.objects.select_for_update().get(pk=scenario.pk)
-        start = (scenario.tasks.aggregate(m=Max("position"))["m"] or 0) + 1
+        start = scenario_selectors.next_task_position(scenario)
         shuffle = random.Random(f"{scenario.seed}:{start}")  # noqa: S311 - presentation order
         tasks = []
-        for offset, (i, j) in enumerate(pairs):
+        for i, j in pairs:
             first, second = variants[i][0], variants[j][0]
             if shuffle.random() < 0.5:
                 first, second = second, first
             tasks.append(
-                Task(
-                    scenario=scenario,
-                    item_id=item_of[first],
-                    position=start + offset,
-                    variant_a_id=first,
-                    variant_b_id=second,
+                scenario_services.NewTask(
+                    item_id=item_of[first], variant_a_id=first, variant_b_id=second
                 )
             )
-        return Task.objects.bulk_create(tasks)
+        return scenario_services.tasks_add(scenario=scenario, tasks=tasks, start=start)

@@ -1,20 +1,19 @@
 """A scenario's analytics: every figure of docs/analytics.md in one JSON-ready dict.
 
-``analyze(scenario, raters=...)`` reads the scenario's judgments once (valid verdicts only;
-judges' unparseable replies are counted in the judge table) and computes, by the scenario's
-type: the win / tie / loss matrix, Bradley-Terry strengths with bootstrap intervals and
-ranks, Elo, position bias, reverse-order consistency (by variant, and aggregated by model
-and by prompt); ratings by dimension, model and prompt with repeat-call stability; rankings;
-labels; agreement between people and between people and each judge; the judge comparison
-table. ``raters``: "all", "humans" (evaluators and imported raters), "judges", or
-"judge:<id>".
+``analyze(scenario, raters=...)`` loads the scenario's data once (``data.load``: valid
+verdicts only; judges' unparseable replies are counted in the judge table) and ``compute``
+works out from it, reading nothing else, by the scenario's type: the win / tie / loss
+matrix, Bradley-Terry strengths with bootstrap intervals and ranks, Elo, position bias,
+reverse-order consistency (by variant, and aggregated by model and by prompt); ratings by
+dimension, model and prompt with repeat-call stability; rankings; labels; agreement between
+people and between people and each judge; the judge comparison table. ``raters``: "all",
+"humans" (evaluators and imported raters), "judges", or "judge:<id>".
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from decimal import Decimal
 from itertools import combinations
 from typing import Any
@@ -22,27 +21,13 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
-from evaluations.analytics import stats
-from evaluations.models import Judgment, ParseStatus, RaterKind
+from evaluations.analytics import data, stats
+from evaluations.analytics.data import AnalysisData, Row
+from evaluations.models import LLMJudge, RaterKind
 from scenarios.models import Scenario, ScenarioType, Variant
 
 DEFAULTS = {"resamples": 1000, "seed": 0, "elo_k": 4.0, "elo_order": "chronological"}
 ELO_ROUNDS = 100
-
-
-@dataclass
-class Row:
-    pk: int
-    task: int
-    rater: str
-    kind: str
-    judge: int | None
-    presented: list[int]
-    payload: dict[str, Any]
-    repetition: int
-    temperature: float | None
-    swapped: bool
-    cost: Decimal | None
 
 
 def rater_filter(raters: str) -> Callable[[Row], bool]:
@@ -56,56 +41,6 @@ def rater_filter(raters: str) -> Callable[[Row], bool]:
         wanted = int(raters[6:])
         return lambda r: r.judge == wanted
     raise ValueError(raters)
-
-
-def load(scenario: Scenario) -> tuple[list[Row], dict[int, int]]:
-    """Every valid verdict of the scenario, and each judge's unparseable replies."""
-    fields = (
-        "pk",
-        "task_id",
-        "rater_kind",
-        "evaluator__username",
-        "external_rater__name",
-        "judge_id",
-        "judge__name",
-        "presented",
-        "payload",
-        "repetition",
-        "temperature",
-        "swapped",
-        "output__cost_usd",
-        "parse_status",
-    )
-    rows: list[Row] = []
-    unparseable: Counter[int] = Counter()
-    query = Judgment.objects.filter(scenario=scenario).order_by("created_at", "pk")
-    for values in query.values_list(*fields).iterator(chunk_size=5000):
-        (pk, task, kind, user, external, judge, judge_name, presented, payload) = values[:9]
-        repetition, temperature, swapped, cost, parse_status = values[9:]
-        if parse_status == ParseStatus.FAILED:
-            unparseable[judge] += 1
-            continue
-        rater = (
-            f"judge:{judge_name}"
-            if kind == RaterKind.JUDGE
-            else (user if user is not None else f"external:{external}")
-        )
-        rows.append(
-            Row(
-                pk,
-                task,
-                rater,
-                kind,
-                judge,
-                presented,
-                payload,
-                repetition,
-                temperature,
-                bool(swapped),
-                cost,
-            )
-        )
-    return rows, dict(unparseable)
 
 
 def _round(value: Any, digits: int = 7) -> Any:
@@ -757,14 +692,18 @@ def _judge_figures(
 
 
 def judges_table(
-    scenario: Scenario, rows: list[Row], unparseable: dict[int, int], options
+    scenario: Scenario,
+    judges: list[LLMJudge],
+    rows: list[Row],
+    unparseable: dict[int, int],
+    options,
 ) -> list[dict[str, Any]]:
     """Every judge configuration on the scenario (prompt version, model, thinking and other
     parameters), with its figures overall and at each temperature (``by_temperature``)."""
     people = [r for r in rows if r.kind != RaterKind.JUDGE]
     kind, config = scenario.type, scenario.config
     table = []
-    for judge in scenario.judges.select_related("llm_model", "prompt_version__template"):
+    for judge in judges:
         mine = [r for r in rows if r.judge == judge.pk]
         failed = unparseable.get(judge.pk, 0)
         calls = len(mine) + failed
@@ -798,11 +737,14 @@ def judges_table(
 
 # --- everything ---------------------------------------------------------------------------------
 def analyze(scenario: Scenario, *, raters: str = "all", **options: Any) -> dict[str, Any]:
+    return compute(data.load(scenario), raters=raters, **options)
+
+
+def compute(loaded: AnalysisData, *, raters: str = "all", **options: Any) -> dict[str, Any]:
     options = DEFAULTS | {k: v for k, v in options.items() if v is not None}
-    everything, unparseable = load(scenario)
+    scenario, everything, variants = loaded.scenario, loaded.rows, loaded.variants
     keep = rater_filter(raters)
     rows = [r for r in everything if keep(r)]
-    variants = {v.pk: v for v in Variant.objects.filter(scenario=scenario).select_related("item")}
     kind = scenario.type
     result: dict[str, Any] = {
         "scenario": {"id": scenario.pk, "name": scenario.name, "type": kind},
@@ -834,5 +776,7 @@ def analyze(scenario: Scenario, *, raters: str = "all", **options: Any) -> dict[
     else:
         result["labels"] = labels(rows, variants)
     result["agreement"] = agreement(rows, kind, scenario.config)
-    result["judges"] = judges_table(scenario, everything, unparseable, options)
+    result["judges"] = judges_table(
+        scenario, loaded.judges, everything, loaded.unparseable, options
+    )
     return result

@@ -100,4 +100,4 @@ def adaptive_tasks(request: HttpRequest, scenario_id: int) -> HttpResponse:
             f"{len(added)} comparison task{'s' if len(added) != 1 else ''} added: the pairs "
             "the judgments so far say are worth the most.",
         )
-    return redirect("scenario-page", scenario_id=scenario_id)
+    return redirect("manager:scenario-page", scenario_id=scenario_id)

@@ -159,8 +159,9 @@ def loopback_only(monkeypatch):
 
 
 def _seed(fake_url: str) -> World:
-    from evaluations import invitations, judges
-    from evaluations import services as evaluation_services
+    from evaluations.invitations import services as invitations
+    from evaluations.judges import services as judges
+    from evaluations.workspace import services as evaluation_services
     from generation import services as generation_services
     from generation.models import GenerationOutput
     from scenarios import services as scenario_services

@@ -52,8 +52,9 @@ from evalplatform.accounts.services import token_create
 from evalplatform.errors import Forbidden
 from evalplatform.routing import websocket_urlpatterns
 from evalplatform.runs.models import ProviderBatch
-from evaluations import invitations, judges
-from evaluations import services as evaluation_services
+from evaluations.invitations import services as invitations
+from evaluations.judges import services as judges
+from evaluations.workspace import services as evaluation_services
 from generation import services as generation_services
 from generation.models import GenerationOutput
 from scenarios import services as scenario_services

@@ -22,7 +22,7 @@ from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 from evalplatform.accounts.roles import Role
 from evaluations.analytics import stats
 from evaluations.analytics.analyze import analyze
-from evaluations.imports import import_judgments
+from evaluations.manager.imports import import_judgments
 from scenarios import services as scenario_services
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluations.verdicts import Rejected, read
+from evaluations.judges.verdicts import Rejected, read
 
 RUBRIC = {
     "dimensions": [{"name": "clarity", "min": 1, "max": 5}, {"name": "tone", "min": 0, "max": 1}]

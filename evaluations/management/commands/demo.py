@@ -26,7 +26,7 @@ from evalplatform.providers.llm.retry import RetryPolicy
 from evalplatform.providers.models import LLMModel, ProviderConnection
 from evalplatform.providers.services import catalog_load
 from evalplatform.runs.engine import run_live
-from evaluations import judges
+from evaluations.judges import services as judges
 from evaluations.models import LLMJudge
 from generation import services
 from generation.models import GenerationJob, JobStatus

@@ -1,5 +1,5 @@
 """``python manage.py import_judgments FILE --scenario NAME``: judgments collected elsewhere
-(see ``evaluations.imports`` for the columns), all rows or none."""
+(see ``evaluations.manager.imports`` for the columns), all rows or none."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evalplatform.accounts.models import Team
 from evalplatform.errors import FieldErrors
-from evaluations.imports import import_judgments
+from evaluations.manager.imports import import_judgments
 from generation import sources
 from scenarios import services as scenario_services
 from scenarios.models import Scenario

@@ -16,7 +16,8 @@ from django.http import StreamingHttpResponse
 
 from evalplatform.api.uploads import download
 from evaluations.models import Judgment, ParseStatus
-from scenarios.models import Scenario, ScenarioType, Variant
+from scenarios import selectors as scenario_selectors
+from scenarios.models import Scenario, ScenarioType
 
 FLUSH_BYTES = 64 * 1024
 _COMMON = ["judgment_id", "item_id", "task_id", "rater", "rater_kind"]
@@ -62,10 +63,6 @@ COLUMNS = {
 }
 
 
-def _variants(scenario: Scenario) -> dict[int, Variant]:
-    return {v.pk: v for v in Variant.objects.filter(scenario=scenario).select_related("item")}
-
-
 def _judgments(scenario: Scenario):
     return (
         Judgment.objects.filter(scenario=scenario)
@@ -109,7 +106,7 @@ def _judge_fields(j: Judgment) -> dict[str, Any]:
 
 
 def rows(scenario: Scenario) -> Iterator[list[Any]]:
-    variants = _variants(scenario)
+    variants = scenario_selectors.variants_by_pk(scenario)
     for j in _judgments(scenario):
         task = j.task
         head = [
@@ -187,7 +184,7 @@ def csv_chunks(scenario: Scenario) -> Iterator[str]:
 
 
 def json_chunks(scenario: Scenario, head: dict[str, Any]) -> Iterator[str]:
-    variants = _variants(scenario)
+    variants = scenario_selectors.variants_by_pk(scenario)
     yield '{"scenario": ' + json.dumps(head, default=str) + ', "variants": '
     yield json.dumps(
         [

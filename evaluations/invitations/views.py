@@ -15,10 +15,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from evalplatform.errors import ApplicationError, FieldErrors, NotFound
-from evaluations import invitations
-from evaluations.api import invitation_link
-from evaluations.manager_views import _scenario
-from evaluations.models import Invitation
+from evaluations.invitations import selectors
+from evaluations.invitations import services as invitations
+from evaluations.invitations.api import invitation_link
+from evaluations.manager.views import _scenario
 from scenarios.models import ScenarioStatus
 
 
@@ -63,11 +63,11 @@ def invitation(request: HttpRequest, token: str) -> HttpResponse:
                 return render(request, "evaluations/invitation.html", context, status=409)
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
             messages.success(request, f"Welcome: you are an evaluator of {scenario.name}.")
-            return redirect("evaluation-next", scenario_id=accepted.scenario_id)
+            return redirect("workspace:next", scenario_id=accepted.scenario_id)
         context["form"] = form
         return render(request, "evaluations/invitation.html", context, status=400)
     if request.user.is_authenticated and found.accepted_by_id == request.user.pk:
-        return redirect("evaluation-next", scenario_id=scenario.pk)
+        return redirect("workspace:next", scenario_id=scenario.pk)
     context["form"] = SignUpForm(initial={"email": found.email})
     context["login_url"] = f"{reverse('login')}?next={request.path}"
     return render(request, "evaluations/invitation.html", context)
@@ -80,7 +80,7 @@ def _accept(request: HttpRequest, token: str, context: dict) -> HttpResponse:
         context["error"] = exc.message
         return render(request, "evaluations/invitation.html", context, status=409)
     messages.success(request, f"Welcome: you are an evaluator of {accepted.scenario.name}.")
-    return redirect("evaluation-next", scenario_id=accepted.scenario_id)
+    return redirect("workspace:next", scenario_id=accepted.scenario_id)
 
 
 @login_required
@@ -105,14 +105,14 @@ def invite(request: HttpRequest, scenario_id: int) -> HttpResponse:
         for made_invitation, link in made:
             mailed = "mailed" if made_invitation.emailed_at else "not mailed (copy the link)"
             messages.success(request, f"Invited {made_invitation.email}, {mailed}: {link}")
-    return redirect("scenario-page", scenario_id=scenario.pk)
+    return redirect("manager:scenario-page", scenario_id=scenario.pk)
 
 
 @login_required
 @require_POST
 def withdraw(request: HttpRequest, scenario_id: int, invitation_id: int) -> HttpResponse:
     scenario = _scenario(request, scenario_id)
-    found = Invitation.objects.filter(scenario=scenario, pk=invitation_id).first()
+    found = selectors.invitation_of(scenario, invitation_id)
     if found is None:
         raise Http404
     try:
@@ -120,4 +120,4 @@ def withdraw(request: HttpRequest, scenario_id: int, invitation_id: int) -> Http
         messages.success(request, f"Invitation of {found.email} withdrawn.")
     except ApplicationError as exc:
         messages.error(request, exc.message)
-    return redirect("scenario-page", scenario_id=scenario.pk)
+    return redirect("manager:scenario-page", scenario_id=scenario.pk)

@@ -12,17 +12,17 @@ gives their places back, and so does ``next_task`` when it finds nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, F, QuerySet
+from django.db.models import F
 from django.utils import timezone
 
 from evalplatform.errors import Conflict, FieldErrors, NotFound
-from evaluations import access
 from evaluations.models import Assignment, AssignmentStatus, Judgment, RaterKind
+from evaluations.workspace import access
 from scenarios.models import Scenario, ScenarioStatus, ScenarioType, Task, Variant
 
 RESERVATION = timedelta(minutes=30)
@@ -279,34 +279,3 @@ def task_view(assignment: Assignment) -> dict[str, Any]:
             }
         view["variants"].append(shown_variant)
     return view
-
-
-def progress(*, user: Any, scenario: Scenario) -> dict[str, int]:
-    """The evaluator's queue: answered, and how many more they could be handed."""
-    return progress_many(user=user, scenarios=[scenario])[scenario.pk]
-
-
-def progress_many(*, user: Any, scenarios: Sequence[Scenario]) -> dict[int, dict[str, int]]:
-    """``progress`` of several scenarios in three queries, whatever their number."""
-    ids = [s.pk for s in scenarios]
-
-    def per_scenario(rows: QuerySet[Any]) -> dict[int, int]:
-        return dict(rows.values("scenario").annotate(n=Count("pk")).values_list("scenario", "n"))
-
-    done = per_scenario(Judgment.objects.filter(scenario__in=ids, evaluator=user))
-    reserved = per_scenario(
-        Assignment.objects.filter(
-            scenario__in=ids, evaluator=user, status=AssignmentStatus.RESERVED
-        )
-    )
-    seen = Assignment.objects.filter(scenario__in=ids, evaluator=user).values("task_id")
-    open_places = per_scenario(
-        Task.objects.filter(scenario__in=ids, taken__lt=F("scenario__overlap")).exclude(pk__in=seen)
-    )
-    return {
-        pk: {
-            "done": done.get(pk, 0),
-            "total": done.get(pk, 0) + reserved.get(pk, 0) + open_places.get(pk, 0),
-        }
-        for pk in ids
-    }

@@ -16,7 +16,6 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Max
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.models import Membership
@@ -24,6 +23,7 @@ from evalplatform.accounts.roles import SCENARIOS_MANAGE
 from evalplatform.errors import FieldErrors, Forbidden
 from evaluations.models import ExternalRater, Judgment, RaterKind
 from generation import sources
+from scenarios import services as scenario_services
 from scenarios.models import Scenario, ScenarioType, Task, Variant
 
 
@@ -122,28 +122,27 @@ def _write(
             name: ExternalRater.objects.get_or_create(team=scenario.team, name=name)[0]
             for name in names - set(users)
         }
-        tasks = list(Task.objects.filter(scenario=scenario))
-        by_pair: dict[tuple[Any, Any], Task] = {
-            (t.variant_a_id, t.variant_b_id): t for t in tasks if t.variant_b_id
-        }
-        by_variant = {t.variant_a_id: t for t in tasks if t.variant_b_id is None and t.variant_a_id}
-        last = Task.objects.filter(scenario=scenario).aggregate(last=Max("position"))["last"]
-        position = 0 if last is None else last + 1
+        found: dict[tuple[Any, Any], Task] = {}
+        for t in Task.objects.filter(scenario=scenario):
+            if t.variant_b_id:
+                found[(t.variant_a_id, t.variant_b_id)] = t
+            elif t.variant_a_id:
+                found[(t.variant_a_id, None)] = t
+        scored = Variant.objects.select_related("item").in_bulk([pk for _, pk in scores])
+        shown = [(a, b) for _, a, b, _ in comparisons] + [(scored[pk], None) for _, pk in scores]
+        # A pair or variant without a task gets one, in the order they first appear.
+        missing: dict[tuple[int, int | None], scenario_services.NewTask] = {}
+        for a, b in shown:
+            key = (a.pk, b.pk if b else None)
+            if key not in found and key not in missing:
+                missing[key] = scenario_services.NewTask(
+                    item_id=a.item_id, variant_a_id=a.pk, variant_b_id=key[1]
+                )
+        made_tasks = scenario_services.tasks_add(scenario=scenario, tasks=list(missing.values()))
+        found.update(zip(missing, made_tasks, strict=True))
 
         def task_for(a: Variant, b: Variant | None) -> Task:
-            nonlocal position
-            key = (a.pk, b.pk if b else None)
-            found = by_pair.get(key) if b else by_variant.get(a.pk)
-            if found is None:
-                found = Task.objects.create(
-                    scenario=scenario, item=a.item, position=position, variant_a=a, variant_b=b
-                )
-                position += 1
-                if b:
-                    by_pair[key] = found
-                else:
-                    by_variant[a.pk] = found
-            return found
+            return found[(a.pk, b.pk if b else None)]
 
         def rater_fields(name: str) -> dict[str, Any]:
             if name in users:
@@ -162,7 +161,7 @@ def _write(
                 )
             )
         for (name, variant_pk), given in scores.items():
-            variant = Variant.objects.select_related("item").get(pk=variant_pk)
+            variant = scored[variant_pk]
             made.append(
                 Judgment(
                     scenario=scenario,

@@ -18,8 +18,8 @@ from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE, SCENARIOS_VIEW
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
 from evalplatform.web.fields import number_or_text
-from evaluations import judges
-from evaluations.manager_views import _scenario
+from evaluations.judges import services as judges
+from evaluations.manager.views import _scenario
 from evaluations.models import LLMJudge
 
 

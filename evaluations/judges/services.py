@@ -6,7 +6,7 @@ items are the tasks in their presentation orders (with ``swap``, each pair and r
 in the reverse order), its prompt the judge's prompt version, its model the judge's model
 configuration, with the judge's repetitions and temperatures. Live or batch, retries,
 budget, crash recovery, live events and the job page all come from there. The job's result
-handler (``JudgeResults``) reads each reply (``evaluations.verdicts``): a valid verdict
+handler (``JudgeResults``) reads each reply (``evaluations.judges.verdicts``): a valid verdict
 becomes a judgment; anything else is recorded as a failed cell with its raw text, a judgment
 with ``parse_status`` failed, and "retry failed" runs just those again.
 """
@@ -18,7 +18,6 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count
 
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.models import Team
@@ -27,13 +26,12 @@ from evalplatform.errors import Conflict, FieldErrors, Forbidden
 from evalplatform.prompts import services as prompt_services
 from evalplatform.prompts.models import PromptTemplate, PromptVersion
 from evalplatform.providers.models import LLMModel
+from evaluations.judges.verdicts import KEYS, Rejected, read
 from evaluations.models import JudgeRun, Judgment, LLMJudge, ParseStatus, RaterKind
-from evaluations.verdicts import KEYS, Rejected, read
 from generation import results, sources
 from generation import services as generation
 from generation.models import (
     GenerationItem,
-    GenerationJob,
     GenerationOutput,
     JobMode,
     JobStatus,
@@ -641,30 +639,3 @@ def judge_retry_failed(*, user: Any, judge: LLMJudge) -> int:
         if not retried:
             raise Conflict("No failed call to retry.")
     return retried
-
-
-def run_summary(run: JudgeRun) -> dict[str, Any]:
-    job: GenerationJob = run.job
-    counts = dict(
-        Judgment.objects.filter(output__job=job)
-        .values("parse_status")
-        .annotate(n=Count("pk"))
-        .values_list("parse_status", "n")
-    )
-    return {
-        "id": run.pk,
-        "judge": run.judge_id,
-        "job": job.pk,
-        "status": job.status,
-        "calls": job.total_cells,
-        "completed": job.completed_cells,
-        "failed": job.failed_cells,
-        "pending": job.outputs.filter(
-            status__in=[OutputStatus.PENDING, OutputStatus.RUNNING]
-        ).count(),
-        "verdicts": counts.get(ParseStatus.OK, 0) + counts.get(ParseStatus.EXTRACTED, 0),
-        "unparseable": counts.get(ParseStatus.FAILED, 0),
-        "cost_usd": str(job.cost_usd),
-        "tasks": run.tasks,
-        "created_at": run.created_at,
-    }

@@ -12,20 +12,15 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from evalplatform.errors import ApplicationError, FieldErrors, NotFound
-from evaluations import access, services
 from evaluations.models import Assignment, AssignmentStatus
-from scenarios.models import Scenario, ScenarioStatus, ScenarioType
+from evaluations.workspace import access, selectors, services
+from scenarios.models import ScenarioType
 
 
 @login_required
 def queue(request: HttpRequest) -> HttpResponse:
-    scenarios = list(
-        access.evaluable(
-            request.user,
-            Scenario.objects.filter(status=ScenarioStatus.OPEN).select_related("team"),
-        ).order_by("-opened_at", "-pk")[:200]
-    )
-    done = services.progress_many(user=request.user, scenarios=scenarios)
+    scenarios = selectors.queue(request.user)
+    done = selectors.progress_many(user=request.user, scenarios=scenarios)
     rows = [(s, done[s.pk]) for s in scenarios]
     return render(request, "evaluations/queue.html", {"rows": rows})
 
@@ -40,17 +35,13 @@ def scenario_next(request: HttpRequest, scenario_id: int) -> HttpResponse:
     except ApplicationError as exc:
         return render(request, "evaluations/done.html", {"message": exc.message}, status=409)
     if assignment is None:
-        done = services.progress(user=request.user, scenario=scenario)
+        done = selectors.progress(user=request.user, scenario=scenario)
         return render(request, "evaluations/done.html", {"scenario": scenario, "progress": done})
-    return redirect("evaluation-task", assignment_id=assignment.pk)
+    return redirect("workspace:task", assignment_id=assignment.pk)
 
 
 def _assignment(request: HttpRequest, assignment_id: int) -> Assignment:
-    found = (
-        Assignment.objects.select_related("scenario", "task__item")
-        .filter(pk=assignment_id, evaluator_id=request.user.pk)
-        .first()
-    )
+    found = selectors.own_assignment(request.user, assignment_id)
     if found is None or not access.may_evaluate(request.user, found.scenario):
         raise Http404
     return found
@@ -78,7 +69,7 @@ def _answer(kind: str, post: Any, config: dict[str, Any]) -> dict[str, Any]:
 def task(request: HttpRequest, assignment_id: int) -> HttpResponse:
     assignment = _assignment(request, assignment_id)
     if assignment.status != AssignmentStatus.RESERVED:
-        return redirect("evaluation-next", scenario_id=assignment.scenario_id)
+        return redirect("workspace:next", scenario_id=assignment.scenario_id)
     context: dict[str, Any] = {"errors": [], "form": request.POST}
     if request.method == "POST":
         scenario = assignment.scenario
@@ -95,9 +86,9 @@ def task(request: HttpRequest, assignment_id: int) -> HttpResponse:
         except ApplicationError as exc:
             context["errors"] = [exc.message]
         else:
-            return redirect("evaluation-next", scenario_id=scenario.pk)
+            return redirect("workspace:next", scenario_id=scenario.pk)
     view = services.task_view(assignment)
-    progress = services.progress(user=request.user, scenario=assignment.scenario)
+    progress = selectors.progress(user=request.user, scenario=assignment.scenario)
     context |= {
         "assignment": assignment,
         "scenario": assignment.scenario,
@@ -124,4 +115,4 @@ def skip(request: HttpRequest, assignment_id: int) -> HttpResponse:
     assignment = _assignment(request, assignment_id)
     with contextlib.suppress(ApplicationError):  # answered or skipped already: move on
         services.skip(user=request.user, assignment=assignment)
-    return redirect("evaluation-next", scenario_id=assignment.scenario_id)
+    return redirect("workspace:next", scenario_id=assignment.scenario_id)

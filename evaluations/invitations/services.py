@@ -3,7 +3,7 @@
 A manager (``feature:scenarios:manage``) invites addresses; each gets a link with a secret
 token (only its SHA-256 is stored, so the link is shown once, to the manager, and mailed).
 Whoever opens the link signs in or creates an account and accepts: from then on they are in
-the scenario's pool (``evaluations.access``) until the invitation is withdrawn. A link is
+the scenario's pool (``evaluations.workspace.access``) until the invitation is withdrawn. A link is
 good for one account and expires after ``INVITATION_TTL`` unless accepted.
 """
 

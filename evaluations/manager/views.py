@@ -8,8 +8,6 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, OuterRef, Prefetch, Q, Subquery
-from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -25,19 +23,10 @@ from evalplatform.accounts.roles import (
 )
 from evalplatform.api.uploads import read_upload
 from evalplatform.errors import ApplicationError, FieldErrors, NotFound
-from evalplatform.prompts.models import PromptVersion
-from evalplatform.providers.models import LLMModel
-from evaluations import access
-from evaluations.models import (
-    Assignment,
-    AssignmentStatus,
-    JudgeRun,
-    Judgment,
-    ParseStatus,
-    RaterKind,
-)
+from evaluations.manager import selectors
+from evaluations.workspace import access
 from scenarios import forms, services
-from scenarios.models import Scenario, ScenarioStatus, ScenarioType, Task
+from scenarios.models import Scenario, ScenarioStatus, ScenarioType
 
 
 def _scenario(request: HttpRequest, scenario_id: int) -> Scenario:
@@ -51,19 +40,7 @@ def _scenario(request: HttpRequest, scenario_id: int) -> Scenario:
 
 @login_required
 def scenario_list(request: HttpRequest) -> HttpResponse:
-    # Counted in subqueries: two joined Counts would multiply tasks by judgments.
-    def count_of(model, **only) -> Coalesce:
-        rows = model.objects.filter(scenario=OuterRef("pk"), **only).order_by().values("scenario")
-        return Coalesce(Subquery(rows.annotate(n=Count("pk")).values("n")), 0)
-
-    # Progress is the people's judgments; LLM judges' are counted apart.
-    scenarios = policy.visible(
-        request.user, SCENARIOS_VIEW, Scenario.objects.select_related("team")
-    ).annotate(
-        task_count=count_of(Task),
-        judgment_count=count_of(Judgment, rater_kind=RaterKind.HUMAN),
-        judge_count=count_of(Judgment, rater_kind=RaterKind.JUDGE),
-    )[:200]
+    scenarios = selectors.scenario_list(request.user)
     can_create = policy.has_feature_anywhere(request.user, SCENARIOS_CREATE)
     return render(
         request,
@@ -72,62 +49,14 @@ def scenario_list(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _judges(scenario: Scenario) -> list[dict[str, Any]]:
-    """The scenario's judges with their verdicts, unparseable replies and runs."""
-    counts: dict[tuple[int, str], int] = {
-        (judge_id, status): n
-        for judge_id, status, n in Judgment.objects.filter(scenario=scenario, judge__isnull=False)
-        .values("judge_id", "parse_status")
-        .annotate(n=Count("pk"))
-        .values_list("judge_id", "parse_status", "n")
-    }
-    rows = []
-    judges = scenario.judges.select_related("llm_model", "prompt_version__template")
-    runs_of = Prefetch("runs", queryset=JudgeRun.objects.select_related("job"))
-    for judge in judges.prefetch_related(runs_of):
-        runs = list(judge.runs.all())
-        rows.append(
-            {
-                "judge": judge,
-                "verdicts": counts.get((judge.pk, ParseStatus.OK), 0)
-                + counts.get((judge.pk, ParseStatus.EXTRACTED), 0),
-                "unparseable": counts.get((judge.pk, ParseStatus.FAILED), 0),
-                "failed_calls": sum(run.job.failed_cells for run in runs),
-                "runs": runs,
-            }
-        )
-    return rows
-
-
-def _judge_form_choices(scenario: Scenario) -> dict[str, Any]:
-    return {
-        "judge_models": LLMModel.objects.filter(
-            connection__team=scenario.team, active=True
-        ).select_related("connection"),
-        "judge_prompts": PromptVersion.objects.filter(template__team=scenario.team)
-        .select_related("template")
-        .order_by("template__name", "-number")[:200],
-    }
-
-
 @login_required
 def scenario_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
     scenario = _scenario(request, scenario_id)
-    per_evaluator = (
-        Assignment.objects.filter(scenario=scenario)
-        .values("evaluator__username")
-        .annotate(
-            done=Count("pk", filter=Q(status=AssignmentStatus.DONE)),
-            reserved=Count("pk", filter=Q(status=AssignmentStatus.RESERVED)),
-            skipped=Count("pk", filter=Q(status=AssignmentStatus.SKIPPED)),
-        )
-        .order_by("-done", "evaluator__username")
-    )
+    per_evaluator = selectors.per_evaluator(scenario)
     can_manage = policy.may(request.user, SCENARIOS_MANAGE, scenario)
     can_judge = policy.may(request.user, EVALUATIONS_JUDGE, scenario)
     tasks = scenario.tasks.count()
-    # Progress counts evaluators' judgments (imported and LLM judges' ones are apart).
-    judgments = Judgment.objects.filter(scenario=scenario, rater_kind=RaterKind.HUMAN).count()
+    judgments = selectors.human_judgment_count(scenario)
     return render(
         request,
         "evaluations/scenario_page.html",
@@ -147,8 +76,8 @@ def scenario_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
             "can_evaluate": access.may_evaluate(request.user, scenario),
             "can_judge": can_judge,
             "can_analyse": policy.may(request.user, EVALUATIONS_VIEW_ALL, scenario),
-            "judges": _judges(scenario),
-            **(_judge_form_choices(scenario) if can_judge else {}),
+            "judges": selectors.judges(scenario),
+            **(selectors.judge_form_choices(scenario) if can_judge else {}),
         },
     )
 
@@ -165,7 +94,7 @@ def scenario_action(request: HttpRequest, scenario_id: int, action: str) -> Http
         messages.success(request, f"Scenario {scenario.status}.")
     except ApplicationError as exc:
         messages.error(request, exc.message)
-    return redirect("scenario-page", scenario_id=scenario.pk)
+    return redirect("manager:scenario-page", scenario_id=scenario.pk)
 
 
 def _form_values(kind: str, fields: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
@@ -197,7 +126,7 @@ def scenario_edit(request: HttpRequest, scenario_id: int) -> HttpResponse:
         raise PermissionDenied
     if scenario.status != ScenarioStatus.DRAFT:
         messages.error(request, "Only a draft scenario can be edited.")
-        return redirect("scenario-page", scenario_id=scenario.pk)
+        return redirect("manager:scenario-page", scenario_id=scenario.pk)
     errors: dict[str, str] = {}
     if request.method == "POST":
         fields = forms.scenario_fields(request.POST)
@@ -213,7 +142,7 @@ def scenario_edit(request: HttpRequest, scenario_id: int) -> HttpResponse:
             errors = {"non_field_errors": exc.message}
         else:
             messages.success(request, "Scenario saved.")
-            return redirect("scenario-page", scenario_id=scenario.pk)
+            return redirect("manager:scenario-page", scenario_id=scenario.pk)
         values = _form_values(scenario.type, fields, config)
     else:
         fields = {f: getattr(scenario, f) for f in ("name", "instructions", "blind", "overlap")}
@@ -271,7 +200,7 @@ def scenario_new(request: HttpRequest) -> HttpResponse:
             messages.success(
                 request, f"Scenario “{scenario.name}” created ({scenario.tasks.count()} tasks)."
             )
-            return redirect("scenario-page", scenario_id=scenario.pk)
+            return redirect("manager:scenario-page", scenario_id=scenario.pk)
     return render(
         request,
         "evaluations/scenario_form.html",

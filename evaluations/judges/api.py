@@ -18,8 +18,9 @@ from evalplatform.accounts import policy
 from evalplatform.accounts.permissions import TeamScopedViewSet
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE, SCENARIOS_VIEW
 from evalplatform.errors import FieldErrors
-from evaluations import judges
-from evaluations.models import JudgeRun, LLMJudge
+from evaluations.judges import selectors
+from evaluations.judges import services as judges
+from evaluations.models import LLMJudge
 from scenarios.models import Scenario
 
 
@@ -59,7 +60,7 @@ class JudgeSerializer(serializers.ModelSerializer):
 
 
 class JudgeRunSerializer(serializers.Serializer):
-    """``judges.run_summary``."""
+    """``selectors.run_summary``."""
 
     id = serializers.IntegerField()
     judge = serializers.IntegerField()
@@ -102,7 +103,7 @@ class ScenarioJudgesView(APIView):
     @extend_schema(responses=JudgeSerializer(many=True))
     def get(self, request, pk: int):
         scenario = self._scenario(request, pk, SCENARIOS_VIEW)
-        rows = scenario.judges.select_related("prompt_version__template", "llm_model", "created_by")
+        rows = selectors.scenario_judges(scenario)
         return Response(JudgeSerializer(rows, many=True).data)
 
     @extend_schema(
@@ -175,16 +176,16 @@ class JudgeViewSet(TeamScopedViewSet, mixins.RetrieveModelMixin):
         an optional ``budget_usd`` for this run: a generation job, started at once (watch it
         at ``/generation/jobs/{job}`` or its WebSocket)."""
         run = judges.judge_run(user=request.user, judge=self._judge(), data=_body(request))
-        summary = JudgeRunSerializer(judges.run_summary(run)).data
+        summary = JudgeRunSerializer(selectors.run_summary(run)).data
         return Response(summary, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses=JudgeRunSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None)
     def runs(self, request, pk=None):
         """The judge's runs: status, calls, verdicts, unparseable replies, cost."""
-        rows = JudgeRun.objects.filter(judge=self._judge()).select_related("job")
+        rows = selectors.runs(self._judge())
         return Response(
-            JudgeRunSerializer([judges.run_summary(run) for run in rows], many=True).data
+            JudgeRunSerializer([selectors.run_summary(run) for run in rows], many=True).data
         )
 
     @extend_schema(request=None, responses=OpenApiTypes.OBJECT)

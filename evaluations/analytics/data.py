@@ -1,0 +1,109 @@
+"""Every read of a scenario's analytics, into plain data: its judgments as ``Row``s (valid
+verdicts only; each judge's unparseable replies counted), its variants with their items, its
+judges with their models and prompts. ``analyze`` computes from this and reads nothing else.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from evaluations.models import Judgment, LLMJudge, ParseStatus, RaterKind
+from scenarios import selectors as scenario_selectors
+from scenarios.models import Scenario, Variant
+
+
+@dataclass
+class Row:
+    pk: int
+    task: int
+    rater: str
+    kind: str
+    judge: int | None
+    presented: list[int]
+    payload: dict[str, Any]
+    repetition: int
+    temperature: float | None
+    swapped: bool
+    cost: Decimal | None
+
+
+def verdicts(scenario: Scenario) -> tuple[list[Row], dict[int, int]]:
+    """Every valid verdict of the scenario, and each judge's unparseable replies."""
+    fields = (
+        "pk",
+        "task_id",
+        "rater_kind",
+        "evaluator__username",
+        "external_rater__name",
+        "judge_id",
+        "judge__name",
+        "presented",
+        "payload",
+        "repetition",
+        "temperature",
+        "swapped",
+        "output__cost_usd",
+        "parse_status",
+    )
+    rows: list[Row] = []
+    unparseable: Counter[int] = Counter()
+    query = Judgment.objects.filter(scenario=scenario).order_by("created_at", "pk")
+    for values in query.values_list(*fields).iterator(chunk_size=5000):
+        (pk, task, kind, user, external, judge, judge_name, presented, payload) = values[:9]
+        repetition, temperature, swapped, cost, parse_status = values[9:]
+        if parse_status == ParseStatus.FAILED:
+            unparseable[judge] += 1
+            continue
+        rater = (
+            f"judge:{judge_name}"
+            if kind == RaterKind.JUDGE
+            else (user if user is not None else f"external:{external}")
+        )
+        rows.append(
+            Row(
+                pk,
+                task,
+                rater,
+                kind,
+                judge,
+                presented,
+                payload,
+                repetition,
+                temperature,
+                bool(swapped),
+                cost,
+            )
+        )
+    return rows, dict(unparseable)
+
+
+@dataclass
+class AnalysisData:
+    """What ``analyze`` computes from: the scenario (id, name, type, configuration), its valid
+    verdicts oldest first, each judge's unparseable replies, its variants by id (with their
+    items), its judges (with their models and prompt versions)."""
+
+    scenario: Scenario
+    rows: list[Row]
+    unparseable: dict[int, int]
+    variants: dict[int, Variant]
+    judges: list[LLMJudge]
+
+
+def load(scenario: Scenario) -> AnalysisData:
+    rows, unparseable = verdicts(scenario)
+    return AnalysisData(
+        scenario=scenario,
+        rows=rows,
+        unparseable=unparseable,
+        variants=scenario_selectors.variants_by_pk(scenario),
+        judges=list(scenario.judges.select_related("llm_model", "prompt_version__template")),
+    )
+
+
+def variant_items(scenario: Scenario) -> list[tuple[int, int]]:
+    """The scenario's variants as (id, item id), for the adaptive design."""
+    return list(Variant.objects.filter(scenario=scenario).values_list("pk", "item_id"))

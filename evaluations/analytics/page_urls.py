@@ -1,0 +1,12 @@
+"""The analytics pages of a scenario, included at the site's root."""
+
+from django.urls import path
+
+from evaluations.analytics import views
+
+app_name = "analytics"
+
+urlpatterns = [
+    path("scenarios/<int:scenario_id>/analytics", views.analytics_page, name="page"),
+    path("scenarios/<int:scenario_id>/adaptive-tasks", views.adaptive_tasks, name="adaptive-tasks"),
+]

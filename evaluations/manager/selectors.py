@@ -1,0 +1,99 @@
+"""Reads of the scenario manager's pages: the scenario list with its counts, and a scenario
+page's progress per evaluator, its judges with their runs and the judge form's choices."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+
+from evalplatform.accounts import policy
+from evalplatform.accounts.roles import SCENARIOS_VIEW
+from evalplatform.prompts.models import PromptVersion
+from evalplatform.providers.models import LLMModel
+from evaluations.models import (
+    Assignment,
+    AssignmentStatus,
+    JudgeRun,
+    Judgment,
+    ParseStatus,
+    RaterKind,
+)
+from scenarios.models import Scenario, Task
+
+LIST_LENGTH = 200
+
+
+def scenario_list(user: Any) -> QuerySet[Scenario]:
+    """The scenarios the user may see, with their tasks, people's judgments and LLM judges'
+    judgments counted."""
+
+    # Counted in subqueries: two joined Counts would multiply tasks by judgments.
+    def count_of(model, **only) -> Coalesce:
+        rows = model.objects.filter(scenario=OuterRef("pk"), **only).order_by().values("scenario")
+        return Coalesce(Subquery(rows.annotate(n=Count("pk")).values("n")), 0)
+
+    # Progress is the people's judgments; LLM judges' are counted apart.
+    return policy.visible(user, SCENARIOS_VIEW, Scenario.objects.select_related("team")).annotate(
+        task_count=count_of(Task),
+        judgment_count=count_of(Judgment, rater_kind=RaterKind.HUMAN),
+        judge_count=count_of(Judgment, rater_kind=RaterKind.JUDGE),
+    )[:LIST_LENGTH]
+
+
+def per_evaluator(scenario: Scenario) -> QuerySet[Any, Any]:
+    """Each evaluator's answered, reserved and skipped tasks, the most answered first."""
+    return (
+        Assignment.objects.filter(scenario=scenario)
+        .values("evaluator__username")
+        .annotate(
+            done=Count("pk", filter=Q(status=AssignmentStatus.DONE)),
+            reserved=Count("pk", filter=Q(status=AssignmentStatus.RESERVED)),
+            skipped=Count("pk", filter=Q(status=AssignmentStatus.SKIPPED)),
+        )
+        .order_by("-done", "evaluator__username")
+    )
+
+
+def human_judgment_count(scenario: Scenario) -> int:
+    """Progress counts evaluators' judgments (imported and LLM judges' ones are apart)."""
+    return Judgment.objects.filter(scenario=scenario, rater_kind=RaterKind.HUMAN).count()
+
+
+def judges(scenario: Scenario) -> list[dict[str, Any]]:
+    """The scenario's judges with their verdicts, unparseable replies and runs."""
+    counts: dict[tuple[int, str], int] = {
+        (judge_id, status): n
+        for judge_id, status, n in Judgment.objects.filter(scenario=scenario, judge__isnull=False)
+        .values("judge_id", "parse_status")
+        .annotate(n=Count("pk"))
+        .values_list("judge_id", "parse_status", "n")
+    }
+    rows = []
+    judges = scenario.judges.select_related("llm_model", "prompt_version__template")
+    runs_of = Prefetch("runs", queryset=JudgeRun.objects.select_related("job"))
+    for judge in judges.prefetch_related(runs_of):
+        runs = list(judge.runs.all())
+        rows.append(
+            {
+                "judge": judge,
+                "verdicts": counts.get((judge.pk, ParseStatus.OK), 0)
+                + counts.get((judge.pk, ParseStatus.EXTRACTED), 0),
+                "unparseable": counts.get((judge.pk, ParseStatus.FAILED), 0),
+                "failed_calls": sum(run.job.failed_cells for run in runs),
+                "runs": runs,
+            }
+        )
+    return rows
+
+
+def judge_form_choices(scenario: Scenario) -> dict[str, Any]:
+    return {
+        "judge_models": LLMModel.objects.filter(
+            connection__team=scenario.team, active=True
+        ).select_related("connection"),
+        "judge_prompts": PromptVersion.objects.filter(template__team=scenario.team)
+        .select_related("template")
+        .order_by("template__name", "-number")[:200],
+    }

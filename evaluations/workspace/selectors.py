@@ -1,0 +1,73 @@
+"""Reads of the evaluator workspace: the queue, an evaluator's own assignment, their progress,
+the judgments they may list."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db.models import Count, F, QuerySet
+
+from evaluations.models import Assignment, AssignmentStatus, Judgment
+from evaluations.workspace import access
+from scenarios.models import Scenario, ScenarioStatus, Task
+
+QUEUE_LENGTH = 200
+
+
+def queue(user: Any) -> list[Scenario]:
+    """The open scenarios the user may evaluate, the latest opened first."""
+    return list(
+        access.evaluable(
+            user, Scenario.objects.filter(status=ScenarioStatus.OPEN).select_related("team")
+        ).order_by("-opened_at", "-pk")[:QUEUE_LENGTH]
+    )
+
+
+def own_assignment(user: Any, pk: Any) -> Assignment | None:
+    """The user's assignment ``pk`` with its scenario, task and item; None if it is not theirs."""
+    return (
+        Assignment.objects.select_related("scenario", "task__item")
+        .filter(pk=pk, evaluator_id=user.pk)
+        .first()
+    )
+
+
+def judgments(scenario_id: int) -> QuerySet[Judgment]:
+    """The scenario's judgments with their raters, oldest first."""
+    return (
+        Judgment.objects.select_related("evaluator", "external_rater", "judge")
+        .filter(scenario_id=scenario_id)
+        .order_by("pk")
+    )
+
+
+def progress(*, user: Any, scenario: Scenario) -> dict[str, int]:
+    """The evaluator's queue: answered, and how many more they could be handed."""
+    return progress_many(user=user, scenarios=[scenario])[scenario.pk]
+
+
+def progress_many(*, user: Any, scenarios: Sequence[Scenario]) -> dict[int, dict[str, int]]:
+    """``progress`` of several scenarios in three queries, whatever their number."""
+    ids = [s.pk for s in scenarios]
+
+    def per_scenario(rows: QuerySet[Any]) -> dict[int, int]:
+        return dict(rows.values("scenario").annotate(n=Count("pk")).values_list("scenario", "n"))
+
+    done = per_scenario(Judgment.objects.filter(scenario__in=ids, evaluator=user))
+    reserved = per_scenario(
+        Assignment.objects.filter(
+            scenario__in=ids, evaluator=user, status=AssignmentStatus.RESERVED
+        )
+    )
+    seen = Assignment.objects.filter(scenario__in=ids, evaluator=user).values("task_id")
+    open_places = per_scenario(
+        Task.objects.filter(scenario__in=ids, taken__lt=F("scenario__overlap")).exclude(pk__in=seen)
+    )
+    return {
+        pk: {
+            "done": done.get(pk, 0),
+            "total": done.get(pk, 0) + reserved.get(pk, 0) + open_places.get(pk, 0),
+        }
+        for pk in ids
+    }
