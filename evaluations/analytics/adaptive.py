@@ -23,7 +23,8 @@ from evalplatform.accounts.roles import SCENARIOS_MANAGE
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
 from evaluations.analytics import stats
 from evaluations.analytics.analyze import load
-from scenarios.models import Scenario, ScenarioStatus, ScenarioType, Task, Variant
+from scenarios.models import Scenario, ScenarioStatus, Task, Variant
+from scenarios.types import registry
 
 MAX_PAIRS = 1000
 
@@ -51,7 +52,7 @@ def add_adaptive_tasks(*, user: Any, scenario: Scenario, count: Any) -> list[Tas
     verdicts), each pair in a random presentation order."""
     if not policy.may(user, SCENARIOS_MANAGE, scenario):
         raise Forbidden()
-    if scenario.type != ScenarioType.COMPARISON:
+    if not registry.of(scenario).is_pairwise:
         raise FieldErrors({"scenario": "Adaptive pairs are for comparison scenarios."})
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PAIRS:
         raise FieldErrors({"count": f"A number of pairs from 1 to {MAX_PAIRS}."})
