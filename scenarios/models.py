@@ -15,13 +15,15 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from evalplatform.accounts.models import Team
+from scenarios.types import registry
 
-
-class ScenarioType(models.TextChoices):
-    RATING = "rating", "Rating (rubric)"
-    RANKING = "ranking", "Ranking"
-    COMPARISON = "comparison", "Comparison (A vs B)"
-    LABELING = "labeling", "Labeling"
+# The choices of ``Scenario.type``: one member per type of ``scenarios.types`` (RATING =
+# "rating", ...), so that a new type is one new module there.
+ScenarioType = models.TextChoices(  # type: ignore[call-overload]
+    "ScenarioType",
+    [(value.upper(), (value, label)) for value, label in registry.choices()],
+    module=__name__,
+)
 
 
 class ScenarioStatus(models.TextChoices):

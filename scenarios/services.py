@@ -24,10 +24,10 @@ from scenarios.models import (
     Scenario,
     ScenarioItem,
     ScenarioStatus,
-    ScenarioType,
     Task,
     Variant,
 )
+from scenarios.types import registry
 
 BULK = 2000
 
@@ -78,8 +78,9 @@ def _settings(
     elif clash.exists():
         errors["name"] = "This team already has a scenario of that name."
     kind = data.get("type")
-    if kind not in ScenarioType.values:
-        errors["type"] = "rating, ranking, comparison or labeling."
+    found = registry.find(kind)
+    if found is None:
+        errors["type"] = registry.listed(registry.values(), "or") + "."
     blind = data.get("blind", True)
     if not isinstance(blind, bool):
         errors["blind"] = "true or false."
@@ -93,9 +94,9 @@ def _settings(
     if not isinstance(instructions, str) or len(instructions) > 20_000:
         errors["instructions"] = "Text of at most 20,000 characters."
     config: dict[str, Any] = {}
-    if kind in ScenarioType.values:
+    if found is not None:
         try:
-            config = check_config(kind, data.get("config") or {})
+            config = check_config(found.value, data.get("config") or {})
         except FieldErrors as exc:
             errors.update({k: v[0] for k, v in exc.errors.items()})
     return {
@@ -112,18 +113,7 @@ def _settings(
 def _check_items(kind: str, config: Mapping[str, Any], items: list[ItemSpec]) -> None:
     if not items:
         raise FieldErrors({"items": "Nothing to evaluate: no item has a variant."})
-    pairs_needed = kind == ScenarioType.RANKING or (
-        kind == ScenarioType.COMPARISON and config.get("pairing") != "across"
-    )
-    if pairs_needed:
-        short = [i.item_id for i in items if len(i.variants) < 2]
-        if short:
-            listed = ", ".join(short[:20]) + (" …" if len(short) > 20 else "")
-            raise FieldErrors(
-                {"items": f"Each item needs at least two variants to compare or rank: {listed}."}
-            )
-    elif kind == ScenarioType.COMPARISON and sum(len(i.variants) for i in items) < 2:
-        raise FieldErrors({"items": "At least two variants are needed to compare."})
+    registry.get(kind).check_items(config, [(i.item_id, len(i.variants)) for i in items])
 
 
 def _create(user: Any, plan: ScenarioPlan) -> Scenario:

@@ -15,45 +15,13 @@ from evalplatform.accounts.roles import GENERATION_VIEW
 from evalplatform.errors import ApplicationError, FieldErrors, NotFound
 from generation.models import GenerationJob
 from scenarios import services
-from scenarios.models import ScenarioType
-
-
-def _number(value: str, default: float) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return default
-
-
-def _dimensions(text: str) -> list[dict[str, Any]]:
-    """One dimension a line: ``Name`` or ``Name 1-5``."""
-    dimensions = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        name, _, scale = line.rpartition(" ")
-        low, sep, high = scale.partition("-")
-        if sep and low.isdigit() and high.isdigit():
-            dimensions.append({"name": name.strip(), "min": int(low), "max": int(high)})
-        else:
-            dimensions.append({"name": line, "min": 1, "max": 5})
-    return dimensions
+from scenarios.types import registry
 
 
 def form_to_data(post: Any) -> dict[str, Any]:
     kind = post.get("type", "")
-    config: dict[str, Any] = {}
-    if kind == ScenarioType.RATING:
-        config = {"dimensions": _dimensions(post.get("dimensions", ""))}
-    elif kind == ScenarioType.LABELING:
-        labels = [x.strip() for x in post.get("labels", "").split(",") if x.strip()]
-        config = {"labels": labels, "multiple": post.get("multiple") == "1"}
-    elif kind == ScenarioType.COMPARISON:
-        config = {
-            "reverse_share": _number(post.get("reverse_share", "0"), 0),
-            "ties": post.get("ties") == "1",
-        }
+    found = registry.find(kind)
+    config = found.config_from_dialog(post) if found is not None else {}
     outputs: dict[str, Any] = {}
     for key in ("models", "prompts"):
         ids = [int(v) for v in post.getlist(key) if v.isdigit()]

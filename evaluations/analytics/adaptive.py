@@ -23,7 +23,8 @@ from evalplatform.errors import Conflict, FieldErrors, Forbidden
 from evaluations.analytics import data, stats
 from scenarios import selectors as scenario_selectors
 from scenarios import services as scenario_services
-from scenarios.models import Scenario, ScenarioStatus, ScenarioType, Task
+from scenarios.models import Scenario, ScenarioStatus, Task
+from scenarios.types import registry
 
 MAX_PAIRS = 1000
 
@@ -53,7 +54,7 @@ def add_adaptive_tasks(*, user: Any, scenario: Scenario, count: Any) -> list[Tas
     verdicts), each pair in a random presentation order."""
     if not policy.may(user, SCENARIOS_MANAGE, scenario):
         raise Forbidden()
-    if scenario.type != ScenarioType.COMPARISON:
+    if not registry.of(scenario).is_pairwise:
         raise FieldErrors({"scenario": "Adaptive pairs are for comparison scenarios."})
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PAIRS:
         raise FieldErrors({"count": f"A number of pairs from 1 to {MAX_PAIRS}."})

@@ -2,12 +2,13 @@
 
 ``analyze(scenario, raters=...)`` loads the scenario's data once (``data.load``: valid
 verdicts only; judges' unparseable replies are counted in the judge table) and ``compute``
-works out from it, reading nothing else, by the scenario's type: the win / tie / loss
-matrix, Bradley-Terry strengths with bootstrap intervals and ranks, Elo, position bias,
-reverse-order consistency (by variant, and aggregated by model and by prompt); ratings by
-dimension, model and prompt with repeat-call stability; rankings; labels; agreement between
-people and between people and each judge; the judge comparison table. ``raters``: "all",
-"humans" (evaluators and imported raters), "judges", or "judge:<id>".
+works out from it, reading nothing else, by the analysis its scenario type names
+(``ANALYSES``): the win / tie / loss matrix, Bradley-Terry strengths with bootstrap intervals
+and ranks, Elo, position bias, reverse-order consistency (by variant, and aggregated by model
+and by prompt); ratings by dimension, model and prompt with repeat-call stability; rankings;
+labels; agreement between people and between people and each judge; the judge comparison
+table. ``raters``: "all", "humans" (evaluators and imported raters), "judges", or
+"judge:<id>".
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from scipy import stats as sps
 from evaluations.analytics import data, stats
 from evaluations.analytics.data import AnalysisData, Row
 from evaluations.models import LLMJudge, RaterKind
-from scenarios.models import Scenario, ScenarioType, Variant
+from scenarios.models import Scenario, Variant
+from scenarios.types import registry
 
 DEFAULTS = {"resamples": 1000, "seed": 0, "elo_k": 4.0, "elo_order": "chronological"}
 ELO_ROUNDS = 100
@@ -315,7 +317,7 @@ def _summary(values: list[float]) -> dict[str, Any]:
     return {k: _round(v) for k, v in stats.summarize(np.array(values, float)).as_dict().items()}
 
 
-def stability(rows: list[Row], config: dict, kind: str) -> list[dict[str, Any]]:
+def stability(rows: list[Row], config: dict, analysis: Analysis) -> list[dict[str, Any]]:
     """Repeat-call stability of each judge: per item (a task in one presentation order),
     its repeated calls at one temperature."""
     per_judge: dict[str, list[Row]] = defaultdict(list)
@@ -324,11 +326,7 @@ def stability(rows: list[Row], config: dict, kind: str) -> list[dict[str, Any]]:
             per_judge[row.rater].append(row)
     report = []
     for rater, judge_rows in sorted(per_judge.items()):
-        if kind == ScenarioType.RATING:
-            for dim in config.get("dimensions", []):
-                report.append(_rating_stability(rater, dim["name"], judge_rows))
-        elif kind == ScenarioType.COMPARISON:
-            report.append(_verdict_stability(rater, judge_rows))
+        report += analysis.stability(rater, judge_rows, config)
     return [r for r in report if r is not None]
 
 
@@ -487,27 +485,16 @@ def labels(rows: list[Row], variants: dict[int, Variant]) -> dict[str, Any]:
 
 # --- agreement ----------------------------------------------------------------------------------
 def _unit_values(
-    rows: list[Row], kind: str, dimension: str | None = None
+    rows: list[Row], analysis: Analysis, dimension: str | None = None
 ) -> dict[Any, dict[str, list]]:
-    """unit → rater → values. A comparison's unit is the unordered pair of variants, its
-    value "first", "second" (the pair's variant of the lower or higher id won) or "tie",
-    so that categories mean the same in every unit; other types' unit is the task."""
+    """unit → rater → values, each judgment's unit and value as its analysis reads them
+    (``Analysis.unit_value``)."""
     units: dict[Any, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
-        if kind == ScenarioType.COMPARISON:
-            unit: Any = tuple(sorted(row.presented))
-            value: Any = _category(_winner_variant(row), unit)
-        elif kind == ScenarioType.RATING:
-            unit = row.task
-            value = (row.payload.get("scores") or {}).get(dimension)
-            if value is None:
-                continue
-        elif kind == ScenarioType.LABELING:
-            unit = row.task
-            value = "|".join(sorted(row.payload.get("labels") or []))
-        else:
-            continue
-        units[unit][row.rater].append(value)
+        found = analysis.unit_value(row, dimension)
+        if found is not None:
+            unit, value = found
+            units[unit][row.rater].append(value)
     return units
 
 
@@ -573,14 +560,14 @@ def _majority(values: list[Any]) -> Any:
     return counts[0][0]
 
 
-def agreement(rows: list[Row], kind: str, config: dict) -> dict[str, Any]:
+def agreement(rows: list[Row], analysis: Analysis, config: dict) -> dict[str, Any]:
     """Between people (evaluators and imported raters), and between people and each judge.
     The top-level figures are the people's agreement on the verdicts (comparisons), labels
     (labeling) or scores (ratings: every dimension's scores together, a unit being a task
     and a dimension; ``by_dimension`` has each one)."""
     people = [r for r in rows if r.kind != RaterKind.JUDGE]
     judges = sorted({r.rater for r in rows if r.kind == RaterKind.JUDGE})
-    rating = kind == ScenarioType.RATING
+    rating = analysis.scored
     metric = "interval" if rating else "nominal"
     weights = "quadratic" if rating else None
     if rating:
@@ -589,39 +576,41 @@ def agreement(rows: list[Row], kind: str, config: dict) -> dict[str, Any]:
         by_dimension: dict[str, Any] = {}
         versus: dict[str, dict[str, Any]] = defaultdict(dict)
         for dimension in dimensions:
-            units = _unit_values(people, kind, dimension)
+            units = _unit_values(people, analysis, dimension)
             pooled |= {(unit, dimension): raters for unit, raters in units.items()}
             by_dimension[dimension] = _agreement_of_people(units, metric, weights)
             for judge in judges:
-                judged = _unit_values([r for r in rows if r.rater == judge], kind, dimension)
-                versus[judge][dimension] = _versus(units, judged, kind)
+                judged = _unit_values([r for r in rows if r.rater == judge], analysis, dimension)
+                versus[judge][dimension] = _versus(units, judged, scored=True)
         everyone: dict[Any, dict[str, list]] = {}
         for dimension in dimensions:
             everyone |= {
                 (unit, dimension): raters
-                for unit, raters in _unit_values(rows, kind, dimension).items()
+                for unit, raters in _unit_values(rows, analysis, dimension).items()
             }
         return _agreement_of_people(pooled, metric, weights) | {
             "pairwise": pairwise(everyone),
             "by_dimension": by_dimension,
             "human_vs_judge": dict(versus),
         }
-    units = _unit_values(people, kind)
+    units = _unit_values(people, analysis)
     return _agreement_of_people(units, metric, weights) | {
-        "pairwise": pairwise(_unit_values(rows, kind)),
+        "pairwise": pairwise(_unit_values(rows, analysis)),
         "human_vs_judge": {
-            judge: _versus(units, _unit_values([r for r in rows if r.rater == judge], kind), kind)
+            judge: _versus(
+                units, _unit_values([r for r in rows if r.rater == judge], analysis), scored=False
+            )
             for judge in judges
         },
     }
 
 
-def _versus(humans: dict, judged: dict, kind: str) -> dict[str, Any]:
-    """A judge against the people on the units both judged: for comparisons and labels the
-    people's majority against the judge's most frequent verdict; for ratings the people's
-    mean against the judge's mean."""
+def _versus(humans: dict, judged: dict, *, scored: bool) -> dict[str, Any]:
+    """A judge against the people on the units both judged: for verdicts and labels the
+    people's majority against the judge's most frequent verdict; for scores (``scored``)
+    the people's mean against the judge's mean."""
     common = [u for u in judged if u in humans]
-    if kind == ScenarioType.RATING:
+    if scored:
         x = np.array([np.mean([v for vs in humans[u].values() for v in vs]) for u in common])
         y = np.array([np.mean([v for vs in judged[u].values() for v in vs]) for u in common])
         entry: dict[str, Any] = {"units": len(common)}
@@ -659,38 +648,6 @@ def _versus(humans: dict, judged: dict, kind: str) -> dict[str, Any]:
 
 
 # --- judges -------------------------------------------------------------------------------------
-def _judge_figures(
-    kind: str, subset: list[Row], people: list[Row], config: dict, options
-) -> dict[str, Any]:
-    """The judge-comparison figures of some of a judge's judgments."""
-    if kind == ScenarioType.COMPARISON:
-        position = _position(subset)["overall"]
-        consistency = _consistency(_reverse_pairs(subset), options | {"resamples": 0})
-        versus = _versus(_unit_values(people, kind), _unit_values(subset, kind), kind)
-        return {
-            "reverse_consistency": consistency["share"],
-            "reverse_pairs": consistency["pairs"],
-            "first_position_share": _round(position["share"]),
-            "first_position_p_value": _round(position["p_value"]),
-            "agreement_with_human_majority": versus["agreement_with_human_majority"],
-        }
-    if kind == ScenarioType.RATING:
-        rhos = []
-        for dim in config.get("dimensions", []):
-            versus = _versus(
-                _unit_values(people, kind, dim["name"]),
-                _unit_values(subset, kind, dim["name"]),
-                kind,
-            )
-            if versus.get("spearman") is not None:
-                rhos.append(versus["spearman"])
-        return {"mean_spearman_with_humans": _round(float(np.mean(rhos))) if rhos else None}
-    if kind == ScenarioType.LABELING:
-        versus = _versus(_unit_values(people, kind), _unit_values(subset, kind), kind)
-        return {"agreement_with_human_majority": versus["agreement_with_human_majority"]}
-    return {}
-
-
 def judges_table(
     scenario: Scenario,
     judges: list[LLMJudge],
@@ -701,7 +658,7 @@ def judges_table(
     """Every judge configuration on the scenario (prompt version, model, thinking and other
     parameters), with its figures overall and at each temperature (``by_temperature``)."""
     people = [r for r in rows if r.kind != RaterKind.JUDGE]
-    kind, config = scenario.type, scenario.config
+    analysis, config = analysis_of(scenario), scenario.config
     table = []
     for judge in judges:
         mine = [r for r in rows if r.judge == judge.pk]
@@ -723,16 +680,155 @@ def judges_table(
             "parse_failure_share": _round(failed / calls) if calls else None,
             "cost_per_judgment_usd": _round(float(spent) / len(mine)) if mine else None,
         }
-        entry |= _judge_figures(kind, mine, people, config, options)
+        entry |= analysis.judge_figures(mine, people, config, options)
         temperatures = sorted({r.temperature for r in mine}, key=lambda t: t or 0)
         entry["by_temperature"] = [
             {"temperature": t, "judgments": len(at)}
-            | _judge_figures(kind, at, people, config, options)
+            | analysis.judge_figures(at, people, config, options)
             for t in temperatures
             if (at := [r for r in mine if r.temperature == t])
         ]
         table.append(entry)
     return table
+
+
+# --- by scenario type ---------------------------------------------------------------------------
+class Analysis:
+    """What a scenario type's judgments are analysed with. A type names its analysis
+    (``ScenarioKind.analysis``, a key of ``ANALYSES``); this base, for a type that names
+    none, adds nothing of its own to the figures every scenario gets."""
+
+    # The values are scores on the dimensions of a rubric: agreement is interval-scaled and
+    # per dimension, and a judge is compared with the people by correlation.
+    scored = False
+
+    def results(
+        self, rows: list[Row], variants: dict[int, Variant], config: dict, options: dict
+    ) -> dict[str, Any]:
+        """The type's sections of the analysis (``win_matrix``, ``ratings``, ...)."""
+        return {}
+
+    def unit_value(self, row: Row, dimension: str | None) -> tuple[Any, Any] | None:
+        """A judgment's unit of agreement and its value there; None: it has none."""
+        return None
+
+    def stability(self, rater: str, rows: list[Row], config: dict) -> list[dict[str, Any] | None]:
+        """Repeat-call stability of one judge's rows (None entries are dropped)."""
+        return []
+
+    def judge_figures(
+        self, subset: list[Row], people: list[Row], config: dict, options: dict
+    ) -> dict[str, Any]:
+        """The judge-comparison figures of some of a judge's judgments."""
+        return {}
+
+
+class PairwiseAnalysis(Analysis):
+    """Comparisons: win matrix, Bradley-Terry, Elo, position bias, reverse-order
+    consistency; verdict stability; agreement on the winner."""
+
+    def results(
+        self, rows: list[Row], variants: dict[int, Variant], config: dict, options: dict
+    ) -> dict[str, Any]:
+        return comparisons(rows, variants, options)
+
+    def unit_value(self, row: Row, dimension: str | None) -> tuple[Any, Any] | None:
+        # The unit is the unordered pair of variants, its value "first", "second" (the pair's
+        # variant of the lower or higher id won) or "tie", so that categories mean the same
+        # in every unit.
+        unit = tuple(sorted(row.presented))
+        return unit, _category(_winner_variant(row), unit)  # type: ignore[arg-type]
+
+    def stability(self, rater: str, rows: list[Row], config: dict) -> list[dict[str, Any] | None]:
+        return [_verdict_stability(rater, rows)]
+
+    def judge_figures(
+        self, subset: list[Row], people: list[Row], config: dict, options: dict
+    ) -> dict[str, Any]:
+        position = _position(subset)["overall"]
+        consistency = _consistency(_reverse_pairs(subset), options | {"resamples": 0})
+        versus = _versus(_unit_values(people, self), _unit_values(subset, self), scored=self.scored)
+        return {
+            "reverse_consistency": consistency["share"],
+            "reverse_pairs": consistency["pairs"],
+            "first_position_share": _round(position["share"]),
+            "first_position_p_value": _round(position["p_value"]),
+            "agreement_with_human_majority": versus["agreement_with_human_majority"],
+        }
+
+
+class RatingsAnalysis(Analysis):
+    """Ratings: scores by dimension, model and prompt; their stability; agreement on the
+    scores of each dimension (the unit is the task)."""
+
+    scored = True
+
+    def results(
+        self, rows: list[Row], variants: dict[int, Variant], config: dict, options: dict
+    ) -> dict[str, Any]:
+        return {"ratings": ratings(rows, variants, config)}
+
+    def unit_value(self, row: Row, dimension: str | None) -> tuple[Any, Any] | None:
+        value = (row.payload.get("scores") or {}).get(dimension)
+        return None if value is None else (row.task, value)
+
+    def stability(self, rater: str, rows: list[Row], config: dict) -> list[dict[str, Any] | None]:
+        return [_rating_stability(rater, dim["name"], rows) for dim in config.get("dimensions", [])]
+
+    def judge_figures(
+        self, subset: list[Row], people: list[Row], config: dict, options: dict
+    ) -> dict[str, Any]:
+        rhos = []
+        for dim in config.get("dimensions", []):
+            versus = _versus(
+                _unit_values(people, self, dim["name"]),
+                _unit_values(subset, self, dim["name"]),
+                scored=self.scored,
+            )
+            if versus.get("spearman") is not None:
+                rhos.append(versus["spearman"])
+        return {"mean_spearman_with_humans": _round(float(np.mean(rhos))) if rhos else None}
+
+
+class RankingsAnalysis(Analysis):
+    """Rankings: mean ranks, Kendall's W, Bradley-Terry of the pairs they imply."""
+
+    def results(
+        self, rows: list[Row], variants: dict[int, Variant], config: dict, options: dict
+    ) -> dict[str, Any]:
+        found = rankings(rows, variants, options)
+        return {"rankings": found, "bradley_terry": found["bradley_terry"]}
+
+
+class LabelsAnalysis(Analysis):
+    """Labels: their counts, overall and by model; agreement on the label set of a task."""
+
+    def results(
+        self, rows: list[Row], variants: dict[int, Variant], config: dict, options: dict
+    ) -> dict[str, Any]:
+        return {"labels": labels(rows, variants)}
+
+    def unit_value(self, row: Row, dimension: str | None) -> tuple[Any, Any] | None:
+        return row.task, "|".join(sorted(row.payload.get("labels") or []))
+
+    def judge_figures(
+        self, subset: list[Row], people: list[Row], config: dict, options: dict
+    ) -> dict[str, Any]:
+        versus = _versus(_unit_values(people, self), _unit_values(subset, self), scored=self.scored)
+        return {"agreement_with_human_majority": versus["agreement_with_human_majority"]}
+
+
+ANALYSES: dict[str, Analysis] = {
+    "pairwise": PairwiseAnalysis(),
+    "ratings": RatingsAnalysis(),
+    "rankings": RankingsAnalysis(),
+    "labels": LabelsAnalysis(),
+}
+
+
+def analysis_of(scenario: Scenario) -> Analysis:
+    name = registry.of(scenario).analysis
+    return ANALYSES[name] if name is not None else Analysis()
 
 
 # --- everything ---------------------------------------------------------------------------------
@@ -745,9 +841,9 @@ def compute(loaded: AnalysisData, *, raters: str = "all", **options: Any) -> dic
     scenario, everything, variants = loaded.scenario, loaded.rows, loaded.variants
     keep = rater_filter(raters)
     rows = [r for r in everything if keep(r)]
-    kind = scenario.type
+    analysis = analysis_of(scenario)
     result: dict[str, Any] = {
-        "scenario": {"id": scenario.pk, "name": scenario.name, "type": kind},
+        "scenario": {"id": scenario.pk, "name": scenario.name, "type": scenario.type},
         "raters": {
             "filter": raters,
             "judgments": len(rows),
@@ -762,20 +858,12 @@ def compute(loaded: AnalysisData, *, raters: str = "all", **options: Any) -> dic
         "by_model": None,
         "by_prompt": None,
         "ratings": None,
-        "stability": stability(rows, scenario.config, kind),
+        "stability": stability(rows, scenario.config, analysis),
         "rankings": None,
         "labels": None,
     }
-    if kind == ScenarioType.COMPARISON:
-        result |= comparisons(rows, variants, options)
-    elif kind == ScenarioType.RATING:
-        result["ratings"] = ratings(rows, variants, scenario.config)
-    elif kind == ScenarioType.RANKING:
-        result["rankings"] = rankings(rows, variants, options)
-        result["bradley_terry"] = result["rankings"]["bradley_terry"]
-    else:
-        result["labels"] = labels(rows, variants)
-    result["agreement"] = agreement(rows, kind, scenario.config)
+    result |= analysis.results(rows, variants, scenario.config, options)
+    result["agreement"] = agreement(rows, analysis, scenario.config)
     result["judges"] = judges_table(
         scenario, loaded.judges, everything, loaded.unparseable, options
     )

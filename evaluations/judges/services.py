@@ -37,65 +37,11 @@ from generation.models import (
     JobStatus,
     OutputStatus,
 )
-from scenarios.models import Scenario, ScenarioType, Task, Variant
+from scenarios.models import Scenario, Task, Variant
+from scenarios.types import registry
 
 SOURCE_KIND = "judge"
 MAX_REPETITIONS = 20
-SWAPPABLE = (ScenarioType.COMPARISON, ScenarioType.RANKING)
-
-_PREAMBLE = (
-    "You are an impartial judge of AI-written responses. Judge quality alone: ignore the "
-    "order in which responses appear, their length and their style of formatting."
-)
-DEFAULT_PROMPTS: dict[str, list[dict[str, str]]] = {
-    ScenarioType.COMPARISON: [
-        {
-            "title": "System",
-            "body": _PREAMBLE + " Decide which of the two responses to the same input is "
-            "better.\n\nReply with one JSON object and nothing else:\n"
-            '{"winner": {{verdict_options}}, "rationale": "<one sentence>"}',
-        },
-        {
-            "title": "Task",
-            "body": "{{instructions}}\n\nInput:\n{{context}}\n\n"
-            "Response A:\n{{response_a}}\n\nResponse B:\n{{response_b}}",
-        },
-    ],
-    ScenarioType.RATING: [
-        {
-            "title": "System",
-            "body": _PREAMBLE + " Score the response on every dimension of the rubric, with "
-            "a number inside that dimension's scale.\n\nRubric:\n{{rubric}}\n\n"
-            "Reply with one JSON object and nothing else:\n"
-            '{"scores": {"<dimension>": <number>, ...}, "rationale": "<one or two sentences>"}',
-        },
-        {
-            "title": "Task",
-            "body": "{{instructions}}\n\nInput:\n{{context}}\n\nResponse:\n{{response}}",
-        },
-    ],
-    ScenarioType.RANKING: [
-        {
-            "title": "System",
-            "body": _PREAMBLE + " Rank all the responses to the same input from best to "
-            "worst.\n\nReply with one JSON object and nothing else:\n"
-            '{"ranking": [{{keys}} in your order, best first], "rationale": "<one sentence>"}',
-        },
-        {"title": "Task", "body": "{{instructions}}\n\nInput:\n{{context}}\n\n{{responses}}"},
-    ],
-    ScenarioType.LABELING: [
-        {
-            "title": "System",
-            "body": _PREAMBLE + " Label the response. {{label_rule}}\nLabels: {{labels}}\n\n"
-            "Reply with one JSON object and nothing else:\n"
-            '{"labels": ["<label>", ...], "rationale": "<one sentence>"}',
-        },
-        {
-            "title": "Task",
-            "body": "{{instructions}}\n\nInput:\n{{context}}\n\nResponse:\n{{response}}",
-        },
-    ],
-}
 
 
 def _may_judge(user: Any, scenario: Scenario) -> None:
@@ -115,7 +61,7 @@ def default_prompt_version(*, user: Any, scenario: Scenario) -> PromptVersion:
             user=user,
             team=scenario.team,
             name=name,
-            blocks=DEFAULT_PROMPTS[scenario.type],
+            blocks=[dict(block) for block in registry.of(scenario).judge_prompt],
             description="The platform's default judge prompt for this scenario type.",
             note="Default",
         )
@@ -183,8 +129,10 @@ def _check(
     swap = data.get("swap", current["swap"] or False)
     if not isinstance(swap, bool):
         errors["swap"] = "true or false."
-    elif swap and scenario.type not in SWAPPABLE:
-        errors["swap"] = "Position swap applies to comparisons and rankings."
+    elif swap and not registry.of(scenario).swappable:
+        # Alphabetical: "comparisons and rankings".
+        swappable = sorted(f"{kind.value}s" for kind in registry.every() if kind.swappable)
+        errors["swap"] = f"Position swap applies to {registry.listed(swappable, 'and')}."
     mode = data.get("mode", current["mode"] or JobMode.LIVE)
     if mode not in JobMode.values:
         errors["mode"] = "live or batch."
@@ -363,18 +311,6 @@ def _context_text(context: Any) -> str:
     return str(context)
 
 
-def _rubric(config: Mapping[str, Any]) -> str:
-    lines = []
-    for dim in config.get("dimensions", []):
-        parts = [dim.get("description") or ""]
-        if dim.get("anchors"):
-            parts.append("(" + "; ".join(f"{k} = {v}" for k, v in dim["anchors"].items()) + ")")
-        lines.append(
-            f"- {dim['name']} ({dim['min']}-{dim['max']}): " + " ".join(p for p in parts if p)
-        )
-    return "\n".join(lines)
-
-
 def _asked(judge: LLMJudge) -> set[int]:
     """Tasks this judge was asked about: in a run not cancelled, or with a judgment."""
     in_runs = GenerationItem.objects.filter(job__judge_run__judge=judge).exclude(
@@ -415,23 +351,14 @@ def judge_items(judge: LLMJudge, task_ids: Sequence[int]) -> list[sources.Item]:
     for task in tasks:
         wanted.update(task.order or [v for v in (task.variant_a_id, task.variant_b_id) if v])
     content = dict(Variant.objects.filter(pk__in=wanted).values_list("pk", "content"))
+    kind = registry.of(scenario)
     base = {"instructions": scenario.instructions or "", "kind": scenario.type}
-    if scenario.type == ScenarioType.RATING:
-        base["rubric"] = _rubric(config)
-    if scenario.type == ScenarioType.LABELING:
-        base["labels"] = ", ".join(config.get("labels", []))
-        base["label_rule"] = (
-            "Choose every label that applies (multiple labels are allowed)."
-            if config.get("multiple")
-            else "Choose exactly one label."
-        )
-    if scenario.type == ScenarioType.COMPARISON:
-        base["verdict_options"] = '"A", "B" or "tie"' if config.get("ties", True) else '"A" or "B"'
+    base |= kind.judge_variables(config)
     items: list[sources.Item] = []
     for task in tasks:
         shown = task.order or [v for v in (task.variant_a_id, task.variant_b_id) if v]
         orders = [(False, list(shown))]
-        if judge.swap and scenario.type in SWAPPABLE:
+        if judge.swap and kind.swappable:
             orders.append((True, list(reversed(shown))))
         for swapped, presented in orders:
             keys = list(KEYS[: len(presented)])
@@ -441,20 +368,7 @@ def judge_items(judge: LLMJudge, task_ids: Sequence[int]) -> list[sources.Item]:
                 "presented": presented,
                 "context": _context_text(task.item.context if task.item else {}),
             }
-            if scenario.type == ScenarioType.COMPARISON:
-                data |= {
-                    "response_a": content[presented[0]],
-                    "response_b": content[presented[1]],
-                }
-            elif scenario.type == ScenarioType.RANKING:
-                data |= {
-                    "keys": ", ".join(f'"{k}"' for k in keys),
-                    "responses": "\n\n".join(
-                        f"Response {k}:\n{content[v]}" for k, v in zip(keys, presented, strict=True)
-                    ),
-                }
-            else:
-                data["response"] = content[presented[0]]
+            data |= kind.judge_responses([content[v] for v in presented], keys)
             items.append((f"task-{task.pk}" + ("-swapped" if swapped else ""), data))
     return items
 
@@ -608,11 +522,8 @@ class JudgeResults:
                 judgment.parse_status = ParseStatus.FAILED
                 judgment.parse_error = str(exc)[:500]
             else:
-                payload = verdict.payload
-                if scenario.type == ScenarioType.RANKING:
-                    keys = KEYS[: len(presented)]
-                    payload = {"ranking": [presented[keys.index(k)] for k in payload["ranking"]]}
-                judgment.payload = payload
+                # The verdict names variants by their presented keys; stored, by their ids.
+                judgment.payload = registry.of(scenario).stored(verdict.payload, presented)
                 judgment.rationale = verdict.rationale[:20_000]
                 judgment.parse_status = verdict.parse_status
             made.append(judgment)

@@ -1,6 +1,6 @@
 """Judgment exports, unblinded (which variant was which model and prompt), streamed.
 
-CSV rows are long-form, one fact a row, with columns per scenario type (``COLUMNS``);
+CSV rows are long-form, one fact a row, with columns per scenario type (``columns``);
 JSON holds the scenario (configuration included), its variants and every judgment.
 """
 
@@ -17,7 +17,8 @@ from django.http import StreamingHttpResponse
 from evalplatform.api.uploads import download
 from evaluations.models import Judgment, ParseStatus
 from scenarios import selectors as scenario_selectors
-from scenarios.models import Scenario, ScenarioType
+from scenarios.models import Scenario
+from scenarios.types import registry
 
 FLUSH_BYTES = 64 * 1024
 _COMMON = ["judgment_id", "item_id", "task_id", "rater", "rater_kind"]
@@ -34,33 +35,11 @@ _JUDGE = [
     "cost_usd",
 ]
 _TAIL = ["rationale", "time_spent_ms", "created_at", *_JUDGE]
-COLUMNS = {
-    ScenarioType.COMPARISON: [
-        *_COMMON,
-        "variant_a",
-        "variant_b",
-        "model_a",
-        "model_b",
-        "prompt_a",
-        "prompt_b",
-        "winner",
-        "winner_variant",
-        "reverse_of_task",
-        *_TAIL,
-    ],
-    ScenarioType.RATING: [
-        *_COMMON,
-        "variant",
-        "model",
-        "prompt",
-        "dimension",
-        "score",
-        "justification",
-        *_TAIL,
-    ],
-    ScenarioType.RANKING: [*_COMMON, "rank", "variant", "model", "prompt", *_TAIL],
-    ScenarioType.LABELING: [*_COMMON, "variant", "model", "prompt", "labels", "text", *_TAIL],
-}
+
+
+def columns(scenario: Scenario) -> list[str]:
+    """The CSV header: the common columns, the scenario type's answer columns, the tail."""
+    return [*_COMMON, *registry.of(scenario).export_columns, *_TAIL]
 
 
 def _judgments(scenario: Scenario):
@@ -107,6 +86,7 @@ def _judge_fields(j: Judgment) -> dict[str, Any]:
 
 def rows(scenario: Scenario) -> Iterator[list[Any]]:
     variants = scenario_selectors.variants_by_pk(scenario)
+    kind = registry.of(scenario)
     for j in _judgments(scenario):
         task = j.task
         head = [
@@ -119,61 +99,19 @@ def rows(scenario: Scenario) -> Iterator[list[Any]]:
         tail = [j.rationale, j.time_spent_ms, j.created_at.isoformat(), *_judge_fields(j).values()]
         shown = [variants[pk] for pk in j.presented if pk in variants]
         if j.parse_status == ParseStatus.FAILED:  # a judge's reply that was no verdict
-            blanks = len(COLUMNS[ScenarioType(scenario.type)]) - len(head) - len(tail)
+            blanks = len(kind.export_columns)
             yield [*head, *[""] * blanks, *tail]
-        elif scenario.type == ScenarioType.COMPARISON:
-            a, b = shown[0], shown[1]
-            winner = j.payload.get("winner")
-            won = {"A": a.variant_id, "B": b.variant_id}.get(winner, "")
-            yield [
-                *head,
-                a.variant_id,
-                b.variant_id,
-                a.model_label,
-                b.model_label,
-                a.prompt_label,
-                b.prompt_label,
-                winner,
-                won,
-                task.reverse_of_id or "",
-                *tail,
-            ]
-        elif scenario.type == ScenarioType.RATING:
-            v = shown[0]
-            notes = j.payload.get("justifications") or {}
-            for dimension, score in (j.payload.get("scores") or {}).items():
-                yield [
-                    *head,
-                    v.variant_id,
-                    v.model_label,
-                    v.prompt_label,
-                    dimension,
-                    score,
-                    notes.get(dimension, ""),
-                    *tail,
-                ]
-        elif scenario.type == ScenarioType.RANKING:
-            for rank, pk in enumerate(j.payload.get("ranking") or [], 1):
-                v = variants[pk]
-                yield [*head, rank, v.variant_id, v.model_label, v.prompt_label, *tail]
         else:
-            v = shown[0]
-            labels = "|".join(j.payload.get("labels") or [])
-            yield [
-                *head,
-                v.variant_id,
-                v.model_label,
-                v.prompt_label,
-                labels,
-                j.payload.get("text", ""),
-                *tail,
-            ]
+            for cells in kind.export_rows(
+                payload=j.payload, shown=shown, variants=variants, task=task
+            ):
+                yield [*head, *cells, *tail]
 
 
 def csv_chunks(scenario: Scenario) -> Iterator[str]:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(COLUMNS[ScenarioType(scenario.type)])
+    writer.writerow(columns(scenario))
     for row in rows(scenario):
         writer.writerow(row)
         if buffer.tell() > FLUSH_BYTES:

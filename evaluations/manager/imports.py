@@ -1,6 +1,7 @@
 """Importing judgments collected elsewhere into a scenario, so its analyses cover them.
 
-CSV (with a header) or JSON lines. Comparison scenarios: ``item_id, variant_a, variant_b,
+CSV (with a header) or JSON lines, read row by row by the scenario's type (``scenarios.types``,
+those with ``import_columns``). Comparison scenarios: ``item_id, variant_a, variant_b,
 winner, rater`` (``winner`` is A, B or tie: the variant shown first or second). Rating
 scenarios: ``item_id, variant, rater, dimension, score`` (one row a score; the rows of one
 rater and variant make one judgment). Variants are named by their ``variant_id`` within the
@@ -11,7 +12,6 @@ are valid. Imported judgments take no evaluator places (they are outside assignm
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -24,7 +24,9 @@ from evalplatform.errors import FieldErrors, Forbidden
 from evaluations.models import ExternalRater, Judgment, RaterKind
 from generation import sources
 from scenarios import services as scenario_services
-from scenarios.models import Scenario, ScenarioType, Task, Variant
+from scenarios.models import Scenario, Task, Variant
+from scenarios.types import registry
+from scenarios.types.base import ImportedRow
 
 
 def _line(fmt: str, index: int) -> str:
@@ -35,10 +37,12 @@ def import_judgments(*, user: Any, scenario: Scenario, raw: bytes, filename: str
     """Import every row or none; returns the number of judgments created."""
     if not policy.may(user, SCENARIOS_MANAGE, scenario):
         raise Forbidden()
-    if scenario.type not in (ScenarioType.COMPARISON, ScenarioType.RATING):
-        raise FieldErrors(
-            {"scenario": "Judgments can be imported into comparison and rating scenarios."}
-        )
+    kind = registry.of(scenario)
+    if not kind.importable:
+        # Alphabetical: "comparison and rating".
+        importable = sorted(k.value for k in registry.every() if k.importable)
+        names = registry.listed(importable, "and")
+        raise FieldErrors({"scenario": f"Judgments can be imported into {names} scenarios."})
     fmt = sources.detect_format(filename, "")
     if fmt not in ("csv", "jsonl"):
         raise FieldErrors({"file": "CSV with a header, or JSON lines."})
@@ -48,52 +52,24 @@ def import_judgments(*, user: Any, scenario: Scenario, raw: bytes, filename: str
         for v in Variant.objects.filter(scenario=scenario).select_related("item")
     }
     errors: dict[str, str] = {}
-    comparisons: list[tuple[str, Variant, Variant, str]] = []
-    scores: dict[tuple[str, int], dict[str, int]] = defaultdict(dict)
-    dims = {d["name"]: d for d in scenario.config.get("dimensions", [])}
-    seen: set[tuple[str, int, int]] = set()
+    # Each judgment, by rater and the variants in the order shown (several rows may make one).
+    judgments: dict[tuple[str, tuple[Any, ...]], ImportedRow] = {}
     for index, (_, row) in enumerate(rows, 1):
         where = _line(fmt, index)
         item = str(row.get("item_id") or "").strip()
         rater = str(row.get("rater") or "").strip()
         problems = [] if rater else ["rater is missing"]
-        if scenario.type == ScenarioType.COMPARISON:
-            a = variants.get((item, str(row.get("variant_a") or "").strip()))
-            b = variants.get((item, str(row.get("variant_b") or "").strip()))
-            winner = str(row.get("winner") or "").strip()
-            if a is None or b is None:
-                problems.append(f"item {item!r} has no such variant_a / variant_b")
-            elif a == b:
-                problems.append("variant_a and variant_b are the same")
-            if winner not in ("A", "B", "tie"):
-                problems.append("winner is A, B or tie")
-            elif winner == "tie" and not scenario.config.get("ties", True):
-                problems.append("this scenario allows no ties")
-            if not problems and a is not None and b is not None:
-                if (rater, a.pk, b.pk) in seen:
-                    problems.append(f"{rater} judged this pair in this order twice")
-                seen.add((rater, a.pk, b.pk))
-                comparisons.append((rater, a, b, winner))
-        else:
-            v = variants.get((item, str(row.get("variant") or "").strip()))
-            dimension = str(row.get("dimension") or "").strip()
-            raw_score = row.get("score")
-            try:
-                score = int(str(raw_score).strip())
-            except (TypeError, ValueError):
-                score = None
-            if v is None:
-                problems.append(f"item {item!r} has no such variant")
-            if dimension not in dims:
-                problems.append(f"unknown dimension {dimension!r}")
-            elif score is None or not dims[dimension]["min"] <= score <= dims[dimension]["max"]:
-                d = dims[dimension]
-                problems.append(f"score is a whole number from {d['min']} to {d['max']}")
-            if not problems and v is not None and score is not None:
-                given = scores[(rater, v.pk)]
-                if dimension in given:
-                    problems.append(f"{rater} scored {dimension} of this variant twice")
-                given[dimension] = score
+        read = kind.read_import_row(
+            row, item=item, variants=variants, config=scenario.config, problems=problems
+        )
+        if read is not None:
+            key = (rater, tuple(v.pk for v in read.presented))
+            if key not in judgments:
+                judgments[key] = read
+            elif problem := kind.merge_imported(
+                rater=rater, earlier=judgments[key].answer, later=read.answer
+            ):
+                problems.append(problem)
         if problems:
             errors[where] = "; ".join(problems) + "."
             if len(errors) >= sources.MAX_ERRORS:
@@ -102,15 +78,17 @@ def import_judgments(*, user: Any, scenario: Scenario, raw: bytes, filename: str
         errors["file"] = "The file has no rows."
     if errors:
         raise FieldErrors(errors)
-    return _write(scenario, comparisons, scores)
+    return _write(scenario, judgments)
 
 
-def _write(
-    scenario: Scenario,
-    comparisons: list[tuple[str, Variant, Variant, str]],
-    scores: dict[tuple[str, int], dict[str, int]],
-) -> int:
-    names = {r for r, *_ in comparisons} | {r for r, _ in scores}
+def _task_key(read: ImportedRow) -> tuple[int, int | None]:
+    """The task an imported judgment answers: its pair, or its one variant."""
+    first, *others = read.presented
+    return first.pk, others[0].pk if others else None
+
+
+def _write(scenario: Scenario, judgments: dict[tuple[str, tuple[Any, ...]], ImportedRow]) -> int:
+    names = {rater for rater, _ in judgments}
     members = set(
         Membership.objects.filter(team=scenario.team).values_list("user__username", flat=True)
     )
@@ -128,49 +106,32 @@ def _write(
                 found[(t.variant_a_id, t.variant_b_id)] = t
             elif t.variant_a_id:
                 found[(t.variant_a_id, None)] = t
-        scored = Variant.objects.select_related("item").in_bulk([pk for _, pk in scores])
-        shown = [(a, b) for _, a, b, _ in comparisons] + [(scored[pk], None) for _, pk in scores]
         # A pair or variant without a task gets one, in the order they first appear.
         missing: dict[tuple[int, int | None], scenario_services.NewTask] = {}
-        for a, b in shown:
-            key = (a.pk, b.pk if b else None)
+        for read in judgments.values():
+            key = _task_key(read)
             if key not in found and key not in missing:
                 missing[key] = scenario_services.NewTask(
-                    item_id=a.item_id, variant_a_id=a.pk, variant_b_id=key[1]
+                    item_id=read.presented[0].item_id, variant_a_id=key[0], variant_b_id=key[1]
                 )
         made_tasks = scenario_services.tasks_add(scenario=scenario, tasks=list(missing.values()))
         found.update(zip(missing, made_tasks, strict=True))
-
-        def task_for(a: Variant, b: Variant | None) -> Task:
-            return found[(a.pk, b.pk if b else None)]
 
         def rater_fields(name: str) -> dict[str, Any]:
             if name in users:
                 return {"rater_kind": RaterKind.HUMAN, "evaluator": users[name]}
             return {"rater_kind": RaterKind.EXTERNAL, "external_rater": externals[name]}
 
-        made = []
-        for name, a, b, winner in comparisons:
-            made.append(
-                Judgment(
-                    scenario=scenario,
-                    task=task_for(a, b),
-                    presented=[a.pk, b.pk],
-                    payload={"winner": winner},
-                    **rater_fields(name),
-                )
+        made = [
+            Judgment(
+                scenario=scenario,
+                task=found[_task_key(read)],
+                presented=[v.pk for v in read.presented],
+                payload=read.answer,
+                **rater_fields(name),
             )
-        for (name, variant_pk), given in scores.items():
-            variant = scored[variant_pk]
-            made.append(
-                Judgment(
-                    scenario=scenario,
-                    task=task_for(variant, None),
-                    presented=[variant.pk],
-                    payload={"scores": given, "justifications": {}},
-                    **rater_fields(name),
-                )
-            )
+            for (name, _), read in judgments.items()
+        ]
         answered = set(
             Judgment.objects.filter(scenario=scenario, evaluator__isnull=False).values_list(
                 "task_id", "evaluator_id"

@@ -26,7 +26,8 @@ from evalplatform.errors import ApplicationError, FieldErrors, NotFound
 from evaluations.manager import selectors
 from evaluations.workspace import access
 from scenarios import forms, services
-from scenarios.models import Scenario, ScenarioStatus, ScenarioType
+from scenarios.models import Scenario, ScenarioStatus
+from scenarios.types import registry
 
 
 def _scenario(request: HttpRequest, scenario_id: int) -> Scenario:
@@ -62,6 +63,7 @@ def scenario_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
         "evaluations/scenario_page.html",
         {
             "scenario": scenario,
+            "kind": registry.of(scenario),
             "tasks": tasks,
             "items": scenario.items.count(),
             "variants": scenario.variants.count(),
@@ -130,8 +132,7 @@ def scenario_edit(request: HttpRequest, scenario_id: int) -> HttpResponse:
     errors: dict[str, str] = {}
     if request.method == "POST":
         fields = forms.scenario_fields(request.POST)
-        current = scenario.config if scenario.type == ScenarioType.COMPARISON else None
-        config = forms.config_from_post(scenario.type, request.POST, current)
+        config = forms.config_from_post(scenario.type, request.POST, scenario.config)
         try:
             services.scenario_update(
                 user=request.user, scenario=scenario, data={**fields, "config": config}
@@ -163,7 +164,7 @@ def scenario_new(request: HttpRequest) -> HttpResponse:
     if not teams:
         raise PermissionDenied
     errors: dict[str, str] = {}
-    kind = request.POST.get("type", ScenarioType.COMPARISON)
+    kind = request.POST.get("type", registry.DEFAULT)
     fields = (
         forms.scenario_fields(request.POST)
         if request.method == "POST"
@@ -172,7 +173,7 @@ def scenario_new(request: HttpRequest) -> HttpResponse:
     config = (
         forms.config_from_post(kind, request.POST)
         if request.method == "POST"
-        else {"pairing": "within_item", "reverse_share": 0, "ties": True}
+        else dict(registry.get(kind).initial_config)
     )
     if request.method == "POST":
         team = next((t for t in teams if t.slug == request.POST.get("team")), None)
@@ -211,7 +212,7 @@ def scenario_new(request: HttpRequest) -> HttpResponse:
             "teams": teams,
             "team": request.POST.get("team", teams[0].slug),
             "seed": request.POST.get("seed", "0"),
-            "types": ScenarioType.choices,
+            "types": registry.choices(),
         },
         status=400 if errors else 200,
     )

@@ -23,10 +23,11 @@ from django.utils import timezone
 from evalplatform.errors import Conflict, FieldErrors, NotFound
 from evaluations.models import Assignment, AssignmentStatus, Judgment, RaterKind
 from evaluations.workspace import access
-from scenarios.models import Scenario, ScenarioStatus, ScenarioType, Task, Variant
+from scenarios.models import Scenario, ScenarioStatus, Task, Variant
+from scenarios.types import registry
+from scenarios.types.base import KEYS
 
 RESERVATION = timedelta(minutes=30)
-KEYS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def _may_submit(user: Any, scenario: Scenario) -> None:
@@ -195,60 +196,9 @@ def check_answer(scenario: Scenario, task: Task, answer: Any) -> dict[str, Any]:
     """The answer in its stored shape; ``FieldErrors`` says what is wrong with it."""
     if not isinstance(answer, dict):
         raise FieldErrors({"answer": "An object: see the task's type."})
-    config = scenario.config
-    kind = scenario.type
-    if kind == ScenarioType.COMPARISON:
-        allowed = ["A", "B", "tie"] if config.get("ties", True) else ["A", "B"]
-        if answer.get("winner") not in allowed:
-            raise FieldErrors({"answer.winner": " or ".join(allowed) + "."})
-        return {"winner": answer["winner"]}
-    if kind == ScenarioType.RATING:
-        scores, notes = answer.get("scores"), answer.get("justifications") or {}
-        errors: dict[str, str] = {}
-        if not isinstance(scores, dict):
-            raise FieldErrors({"answer.scores": "An object {dimension: score}."})
-        clean: dict[str, int] = {}
-        for dim in config["dimensions"]:
-            value = scores.get(dim["name"])
-            where = f"answer.scores.{dim['name']}"
-            if isinstance(value, bool) or not isinstance(value, int):
-                errors[where] = f"A whole number from {dim['min']} to {dim['max']}."
-            elif not dim["min"] <= value <= dim["max"]:
-                errors[where] = f"From {dim['min']} to {dim['max']}."
-            else:
-                clean[dim["name"]] = value
-        unknown = set(scores) - {d["name"] for d in config["dimensions"]}
-        if unknown:
-            errors["answer.scores"] = f"Unknown dimensions: {', '.join(sorted(unknown))}."
-        if not isinstance(notes, dict) or not all(isinstance(v, str) for v in notes.values()):
-            errors["answer.justifications"] = "An object {dimension: text}."
-        if errors:
-            raise FieldErrors(errors)
-        kept = {d["name"]: notes[d["name"]] for d in config["dimensions"] if notes.get(d["name"])}
-        return {"scores": clean, "justifications": kept}
-    if kind == ScenarioType.RANKING:
-        ranking = answer.get("ranking")
-        keys = KEYS[: len(task.order)]
-        if not isinstance(ranking, list) or sorted(map(str, ranking)) != sorted(keys):
-            raise FieldErrors({"answer.ranking": f"Every key once, best first: {', '.join(keys)}."})
-        return {"ranking": [task.order[keys.index(str(key))] for key in ranking]}
-    labels = answer.get("labels")
-    allowed_labels = config["labels"]
-    if (
-        not isinstance(labels, list)
-        or not labels
-        or not all(label in allowed_labels for label in labels)
-        or len(set(labels)) != len(labels)
-        or (len(labels) > 1 and not config.get("multiple"))
-    ):
-        how = "one or more" if config.get("multiple") else "exactly one"
-        raise FieldErrors({"answer.labels": f"{how.capitalize()} of: {', '.join(allowed_labels)}."})
-    text = answer.get("text", "")
-    if text and not config.get("free_text"):
-        raise FieldErrors({"answer.text": "This scenario takes no free text."})
-    if not isinstance(text, str) or len(text) > 20_000:
-        raise FieldErrors({"answer.text": "Text of at most 20,000 characters."})
-    return {"labels": labels, "text": text}
+    return registry.of(scenario).check_answer(
+        answer, config=scenario.config, presented=presented(task)
+    )
 
 
 def task_view(assignment: Assignment) -> dict[str, Any]:

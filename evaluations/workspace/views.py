@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 from evalplatform.errors import ApplicationError, FieldErrors, NotFound
 from evaluations.models import Assignment, AssignmentStatus
 from evaluations.workspace import access, selectors, services
-from scenarios.models import ScenarioType
+from scenarios.types import registry
 
 
 @login_required
@@ -47,24 +47,6 @@ def _assignment(request: HttpRequest, assignment_id: int) -> Assignment:
     return found
 
 
-def _answer(kind: str, post: Any, config: dict[str, Any]) -> dict[str, Any]:
-    """The API's answer from the form's fields."""
-    if kind == ScenarioType.COMPARISON:
-        return {"winner": post.get("winner")}
-    if kind == ScenarioType.RATING:
-        scores: dict[str, Any] = {}
-        notes: dict[str, str] = {}
-        for index, dim in enumerate(config["dimensions"]):
-            raw = post.get(f"score_{index}", "")
-            scores[dim["name"]] = int(raw) if raw.lstrip("-").isdigit() else raw or None
-            if post.get(f"note_{index}"):
-                notes[dim["name"]] = post.get(f"note_{index}")
-        return {"scores": scores, "justifications": notes}
-    if kind == ScenarioType.RANKING:
-        return {"ranking": [k for k in post.get("ranking", "").split(",") if k]}
-    return {"labels": post.getlist("labels"), "text": post.get("text", "")}
-
-
 @login_required
 def task(request: HttpRequest, assignment_id: int) -> HttpResponse:
     assignment = _assignment(request, assignment_id)
@@ -75,7 +57,7 @@ def task(request: HttpRequest, assignment_id: int) -> HttpResponse:
         scenario = assignment.scenario
         raw_time = request.POST.get("time_spent_ms", "")
         data = {
-            "answer": _answer(scenario.type, request.POST, scenario.config),
+            "answer": registry.of(scenario).answer_from_form(request.POST, scenario.config),
             "rationale": request.POST.get("rationale", ""),
             "time_spent_ms": int(raw_time) if raw_time.isdigit() else None,
         }

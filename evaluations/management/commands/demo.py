@@ -32,7 +32,8 @@ from generation import services
 from generation.models import GenerationJob, JobStatus
 from generation.work import GenerationWork
 from scenarios import services as scenario_services
-from scenarios.models import Scenario
+from scenarios.models import Scenario, ScenarioType
+from scenarios.types import registry
 
 SAMPLES = Path(generation.__file__).resolve().parent / "fixtures" / "writing_samples.csv"
 JOB_NAME = "Demo: feedback on writing samples"
@@ -86,13 +87,13 @@ class Command(BaseCommand):
         designs = [
             {
                 "name": "Demo: which feedback helps more",
-                "type": "comparison",
+                "type": ScenarioType.COMPARISON.value,
                 "instructions": "Which feedback would help the writer more?",
                 "config": {"reverse_share": 0.25, "ties": True},
             },
             {
                 "name": "Demo: feedback quality",
-                "type": "rating",
+                "type": ScenarioType.RATING.value,
                 "instructions": "Rate the feedback on each dimension.",
                 "config": {
                     "dimensions": [
@@ -137,7 +138,7 @@ class Command(BaseCommand):
                         "model": model.pk,
                         "temperatures": [0.0, 1.0],
                         "repetitions": 2,
-                        "swap": scenario.type == "comparison",
+                        "swap": registry.of(scenario).swappable,
                         "max_tokens": 200,
                     },
                 )

@@ -15,6 +15,7 @@ from evaluations.manager.imports import import_judgments
 from generation import sources
 from scenarios import services as scenario_services
 from scenarios.models import Scenario
+from scenarios.types import registry
 
 
 class Command(BaseCommand):
@@ -27,7 +28,7 @@ class Command(BaseCommand):
         parser.add_argument("--user", help="Import as this user (default: the first superuser).")
         parser.add_argument(
             "--create",
-            choices=["comparison", "rating"],
+            choices=sorted(kind.value for kind in registry.every() if kind.importable),
             help="Create the scenario (in --team) from the file when it does not exist: its "
             "items and variants are the ones the rows name (models from the optional "
             "model_a / model_b or model columns); ratings get a rubric of the dimensions "
@@ -82,26 +83,13 @@ class Command(BaseCommand):
             rows = sources.parse_upload(path.read_bytes(), fmt)
         except FieldErrors as exc:
             raise CommandError(f"Unreadable file: {exc.errors}") from exc
+        columns = registry.get(kind).import_columns
         variants: dict[tuple[str, str], str] = {}
-        dimensions: list[str] = []
         for _, row in rows:
             item = str(row.get("item_id") or "")
-            if kind == "comparison":
-                for key, model in (("variant_a", "model_a"), ("variant_b", "model_b")):
-                    variants.setdefault((item, str(row.get(key) or "")), str(row.get(model) or ""))
-            else:
-                variants.setdefault(
-                    (item, str(row.get("variant") or "")), str(row.get("model") or "")
-                )
-                dimension = str(row.get("dimension") or "")
-                if dimension and dimension not in dimensions:
-                    dimensions.append(dimension)
-        low, _, high = scale.partition("-")
-        config = (
-            {"dimensions": [{"name": d, "min": int(low), "max": int(high)} for d in dimensions]}
-            if kind == "rating"
-            else {"ties": True}
-        )
+            for key, model in columns:
+                variants.setdefault((item, str(row.get(key) or "")), str(row.get(model) or ""))
+        config = registry.get(kind).import_config([row for _, row in rows], scale=scale)
         lines = [
             {"item_id": item, "variant_id": variant, "content": "(imported)", "model": model}
             for (item, variant), model in variants.items()

@@ -1,0 +1,242 @@
+"""What every scenario type defines (``ScenarioKind``), and what the types share.
+
+A scenario type is one subclass of ``ScenarioKind`` in a module of its own in this package;
+``scenarios.types.registry`` finds it there. It holds everything that differs between types:
+the check of its configuration and its task design; the form fields of its settings and of an
+evaluator's answer; the strict check of an answer (people, imports) and the lenient reader of
+an LLM judge's verdict, which agree on the stored answer's keys; the judge's default prompt and
+its variables; the columns and rows of its CSV export; the columns of judgments imported into
+it; and the name of the analysis its judgments get. Other modules ask the registry for a
+scenario's type and call these, instead of testing the type's value.
+
+This package imports no other module of the scenarios app (nor of any app above it), so that
+the models can take the type choices from it.
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from evalplatform.errors import FieldErrors
+
+# The neutral keys of the variants of a task, in the order they are presented.
+KEYS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+JUDGE_PREAMBLE = (
+    "You are an impartial judge of AI-written responses. Judge quality alone: ignore the "
+    "order in which responses appear, their length and their style of formatting."
+)
+
+
+class Rejected(ValueError):
+    """The reply is not a valid verdict; the message says why."""
+
+
+class VariantLike(Protocol):
+    """What the exports and imports read of a variant (``scenarios.models.Variant``)."""
+
+    @property
+    def pk(self) -> Any: ...
+    @property
+    def variant_id(self) -> str: ...
+    @property
+    def model_label(self) -> str: ...
+    @property
+    def prompt_label(self) -> str: ...
+
+
+class TaskLike(Protocol):
+    """What the exports read of a task (``scenarios.models.Task``)."""
+
+    @property
+    def reverse_of_id(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task of the design, by variant keys: ``a`` (and ``b`` for a pair, shown second),
+    or ``order`` for a ranking; ``reverse_of`` is the index of the pair it mirrors."""
+
+    item: Any | None
+    a: Any | None = None
+    b: Any | None = None
+    order: tuple[Any, ...] = ()
+    reverse_of: int | None = None
+
+
+# The items of a design: each item's key with its variants' keys.
+DesignItems = Sequence[tuple[Any, Sequence[Any]]]
+
+
+@dataclass(frozen=True)
+class ImportedRow:
+    """One row of a file of judgments, read: the variants in the order the rater saw them,
+    and the row's part of the answer (several rows may make one judgment)."""
+
+    presented: tuple[Any, ...]  # the ``scenarios.models.Variant``s
+    answer: dict[str, Any]
+
+
+class ScenarioKind(ABC):
+    """One scenario type. Class attributes describe it; methods do what differs by type."""
+
+    value: ClassVar[str]  # stored in ``Scenario.type``; names the evaluator page template
+    label: ClassVar[str]  # shown in the type choices
+    position: ClassVar[int]  # the place among the types (choices, lists in messages)
+    # The keys of a stored answer (``Judgment.payload``): what both the strict check of a
+    # person's answer and the lenient reader of a judge's verdict return.
+    answer_keys: ClassVar[tuple[str, ...]]
+    # A task is a pair shown as A then B (the pair facts, adaptive pairs).
+    is_pairwise: ClassVar[bool] = False
+    # A task's presentation order means something and can be reversed (judges' ``swap``).
+    swappable: ClassVar[bool] = False
+    # The analysis its judgments get, by name (``evaluations.analytics.analyze.ANALYSES``);
+    # None: only the figures every type gets (the raters, the judge table).
+    analysis: ClassVar[str | None] = None
+    # The scenario form's settings when nothing was entered yet.
+    initial_config: ClassVar[Mapping[str, Any]] = {}
+    # The answer columns of the CSV export, between the common ones and the tail.
+    export_columns: ClassVar[tuple[str, ...]]
+    # The blocks (title, body) of the team's default judge prompt for this type.
+    judge_prompt: ClassVar[tuple[Mapping[str, str], ...]]
+    # Judgments imported from a file: each variant's (variant column, model column); empty
+    # when this type takes no import.
+    import_columns: ClassVar[tuple[tuple[str, str], ...]] = ()
+
+    # --- configuration and design -----------------------------------------------------------
+    def check_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The configuration, normalized; ``FieldErrors`` (keys ``config.…``) say what is
+        wrong. A type without settings keeps none."""
+        return {}
+
+    def check_items(self, config: Mapping[str, Any], sizes: Sequence[tuple[str, int]]) -> None:
+        """Whether the items (``item_id``, number of variants; never none) can make tasks;
+        ``FieldErrors`` (key ``items``) if not. By default any items can."""
+        return None
+
+    def design(
+        self, items: DesignItems, config: Mapping[str, Any], rng: random.Random
+    ) -> list[TaskSpec]:
+        """The tasks in presentation order; by default one per variant, shuffled."""
+        tasks = [TaskSpec(item, a=v) for item, variants in items for v in variants]
+        rng.shuffle(tasks)
+        return tasks
+
+    # --- forms ------------------------------------------------------------------------------
+    def config_from_form(self, post: Any, current: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The configuration from the scenario form's fields; ``current``: the scenario's
+        own when editing one (what the form cannot change is kept from it)."""
+        return {}
+
+    def config_from_dialog(self, post: Any) -> dict[str, Any]:
+        """The configuration from the job page's "Convert to scenario" dialog."""
+        return {}
+
+    @abstractmethod
+    def answer_from_form(self, post: Any, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The API's answer from the evaluator page's fields (checked afterwards)."""
+
+    # --- answers ----------------------------------------------------------------------------
+    @abstractmethod
+    def check_answer(
+        self, answer: Mapping[str, Any], *, config: Mapping[str, Any], presented: Sequence[Any]
+    ) -> dict[str, Any]:
+        """A person's answer (under the presented keys) in its stored shape; strict:
+        ``FieldErrors`` (keys ``answer.…``) name each problem."""
+
+    @abstractmethod
+    def read_verdict(
+        self, found: Mapping[str, Any], *, config: Mapping[str, Any], keys: Sequence[str]
+    ) -> dict[str, Any]:
+        """A judge's reply object as an answer under the presented ``keys``; lenient about
+        case and number formats, ``Rejected`` when it is no verdict."""
+
+    def stored(self, answer: Mapping[str, Any], presented: Sequence[Any]) -> dict[str, Any]:
+        """An answer under the presented keys in its stored shape (variant ids where the
+        answer names variants by key)."""
+        return dict(answer)
+
+    # --- judges -----------------------------------------------------------------------------
+    def judge_variables(self, config: Mapping[str, Any]) -> dict[str, str]:
+        """The judge prompt variables that come from the configuration."""
+        return {}
+
+    def judge_responses(self, contents: Sequence[str], keys: Sequence[str]) -> dict[str, str]:
+        """The judge prompt variables of the presented responses; by default the one
+        response."""
+        return {"response": contents[0]}
+
+    # --- exports and imports ----------------------------------------------------------------
+    @abstractmethod
+    def export_rows(
+        self,
+        *,
+        payload: Mapping[str, Any],
+        shown: Sequence[VariantLike],
+        variants: Mapping[Any, VariantLike],
+        task: TaskLike,
+    ) -> Iterator[list[Any]]:
+        """The ``export_columns`` cells of a judgment's CSV rows (one or more)."""
+
+    @property
+    def importable(self) -> bool:
+        return bool(self.import_columns)
+
+    def read_import_row(
+        self,
+        row: Mapping[str, Any],
+        *,
+        item: str,
+        variants: Mapping[tuple[str, str], VariantLike],
+        config: Mapping[str, Any],
+        problems: list[str],
+    ) -> ImportedRow | None:
+        """One row of imported judgments (``variants`` by item and variant id); appends what
+        is wrong to ``problems``. Only for a type with ``import_columns``."""
+        raise NotImplementedError(f"{self.value} scenarios take no imported judgments.")
+
+    def merge_imported(
+        self, *, rater: str, earlier: dict[str, Any], later: dict[str, Any]
+    ) -> str | None:
+        """Add a later row's answer to the judgment an earlier row of the same rater and
+        variants began (in place); the problem when they cannot make one judgment."""
+        raise NotImplementedError(f"{self.value} scenarios take no imported judgments.")
+
+    def import_config(self, rows: Sequence[Mapping[str, Any]], *, scale: str) -> dict[str, Any]:
+        """The configuration of a scenario made from a file of judgments (``--create``)."""
+        return {}
+
+
+# --- helpers the types share ------------------------------------------------------------------
+def flag(config: Mapping[str, Any], key: str, default: bool, errors: dict[str, str]) -> bool:
+    value = config.get(key, default)
+    if not isinstance(value, bool):
+        errors[f"config.{key}"] = "true or false."
+        return default
+    return value
+
+
+def share(value: Any) -> float | None:
+    """A number (not a bool) as a float; None otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def form_int(value: str) -> int | str:
+    """A form field's whole number, else its text (so that the check names the problem)."""
+    value = (value or "").strip()
+    return int(value) if value.lstrip("-").isdigit() else value
+
+
+def two_variants_per_item(sizes: Sequence[tuple[str, int]]) -> None:
+    short = [item_id for item_id, count in sizes if count < 2]
+    if short:
+        listed = ", ".join(short[:20]) + (" …" if len(short) > 20 else "")
+        raise FieldErrors(
+            {"items": f"Each item needs at least two variants to compare or rank: {listed}."}
+        )

@@ -1,0 +1,143 @@
+"""Labeling: one variant a task; the answer is one label of the scenario's set (or several,
+when it allows them), with free text when it takes some."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from evalplatform.errors import FieldErrors
+from scenarios.types.base import (
+    JUDGE_PREAMBLE,
+    Rejected,
+    ScenarioKind,
+    TaskLike,
+    VariantLike,
+    flag,
+)
+
+MAX_LABELS = 100
+
+
+class Labeling(ScenarioKind):
+    value = "labeling"
+    label = "Labeling"
+    position = 40
+    answer_keys = ("labels", "text")
+    analysis = "labels"
+    export_columns = ("variant", "model", "prompt", "labels", "text")
+    judge_prompt = (
+        {
+            "title": "System",
+            "body": JUDGE_PREAMBLE + " Label the response. {{label_rule}}\nLabels: {{labels}}\n\n"
+            "Reply with one JSON object and nothing else:\n"
+            '{"labels": ["<label>", ...], "rationale": "<one sentence>"}',
+        },
+        {
+            "title": "Task",
+            "body": "{{instructions}}\n\nInput:\n{{context}}\n\nResponse:\n{{response}}",
+        },
+    )
+
+    def check_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        labels = config.get("labels")
+        if (
+            not isinstance(labels, list)
+            or not 2 <= len(labels) <= MAX_LABELS
+            or not all(isinstance(label, str) and label.strip() for label in labels)
+        ):
+            raise FieldErrors({"config.labels": f"A list of 2 to {MAX_LABELS} label names."})
+        labels = [label.strip() for label in labels]
+        errors: dict[str, str] = {}
+        if len(set(labels)) != len(labels):
+            errors["config.labels"] = "Each label once."
+        clean = {
+            "labels": labels,
+            "multiple": flag(config, "multiple", False, errors),
+            "free_text": flag(config, "free_text", False, errors),
+        }
+        if errors:
+            raise FieldErrors(errors)
+        return clean
+
+    def config_from_form(self, post: Any, current: Mapping[str, Any] | None) -> dict[str, Any]:
+        labels = [line.strip() for line in post.get("labels", "").splitlines() if line.strip()]
+        return {
+            "labels": labels,
+            "multiple": post.get("multiple") == "1",
+            "free_text": post.get("free_text") == "1",
+        }
+
+    def config_from_dialog(self, post: Any) -> dict[str, Any]:
+        labels = [x.strip() for x in post.get("labels", "").split(",") if x.strip()]
+        return {"labels": labels, "multiple": post.get("multiple") == "1"}
+
+    def answer_from_form(self, post: Any, config: Mapping[str, Any]) -> dict[str, Any]:
+        return {"labels": post.getlist("labels"), "text": post.get("text", "")}
+
+    def check_answer(
+        self, answer: Mapping[str, Any], *, config: Mapping[str, Any], presented: Sequence[Any]
+    ) -> dict[str, Any]:
+        labels = answer.get("labels")
+        allowed_labels = config["labels"]
+        if (
+            not isinstance(labels, list)
+            or not labels
+            or not all(label in allowed_labels for label in labels)
+            or len(set(labels)) != len(labels)
+            or (len(labels) > 1 and not config.get("multiple"))
+        ):
+            how = "one or more" if config.get("multiple") else "exactly one"
+            raise FieldErrors(
+                {"answer.labels": f"{how.capitalize()} of: {', '.join(allowed_labels)}."}
+            )
+        text = answer.get("text", "")
+        if text and not config.get("free_text"):
+            raise FieldErrors({"answer.text": "This scenario takes no free text."})
+        if not isinstance(text, str) or len(text) > 20_000:
+            raise FieldErrors({"answer.text": "Text of at most 20,000 characters."})
+        return {"labels": labels, "text": text}
+
+    def read_verdict(
+        self, found: Mapping[str, Any], *, config: Mapping[str, Any], keys: Sequence[str]
+    ) -> dict[str, Any]:
+        labels = found.get("labels", found.get("label"))
+        if isinstance(labels, str):
+            labels = [labels]
+        allowed_labels = config.get("labels", [])
+        if not isinstance(labels, list) or not labels:
+            raise Rejected('No "labels" list.')
+        by_folded = {str(label).casefold(): label for label in allowed_labels}
+        chosen = []
+        for label in labels:
+            match = by_folded.get(str(label).strip().casefold())
+            if match is None:
+                raise Rejected(f"{label!r} is not one of the labels.")
+            if match not in chosen:
+                chosen.append(match)
+        if len(chosen) > 1 and not config.get("multiple"):
+            raise Rejected("One label only.")
+        text_note = found.get("text", "")
+        return {"labels": chosen, "text": text_note if isinstance(text_note, str) else ""}
+
+    def judge_variables(self, config: Mapping[str, Any]) -> dict[str, str]:
+        return {
+            "labels": ", ".join(config.get("labels", [])),
+            "label_rule": (
+                "Choose every label that applies (multiple labels are allowed)."
+                if config.get("multiple")
+                else "Choose exactly one label."
+            ),
+        }
+
+    def export_rows(
+        self,
+        *,
+        payload: Mapping[str, Any],
+        shown: Sequence[VariantLike],
+        variants: Mapping[Any, VariantLike],
+        task: TaskLike,
+    ) -> Iterator[list[Any]]:
+        v = shown[0]
+        labels = "|".join(payload.get("labels") or [])
+        yield [v.variant_id, v.model_label, v.prompt_label, labels, payload.get("text", "")]

@@ -1,0 +1,323 @@
+"""Rating: one variant a task, scored on each dimension of a rubric (whole-number scales,
+with optional anchors and justifications)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from evalplatform.errors import FieldErrors
+from scenarios.types.base import (
+    JUDGE_PREAMBLE,
+    ImportedRow,
+    Rejected,
+    ScenarioKind,
+    TaskLike,
+    VariantLike,
+    form_int,
+)
+
+MAX_DIMENSIONS = 20
+MAX_SCALE_STEPS = 100
+
+
+def _anchors(text: str) -> dict[str, str] | str:
+    """``1=Poor; 5=Great`` → ``{"1": "Poor", "5": "Great"}`` (the text itself when it does not
+    parse, so that the check names the problem)."""
+    anchors: dict[str, str] = {}
+    for part in (text or "").split(";"):
+        if not part.strip():
+            continue
+        point, sep, label = part.partition("=")
+        if not sep:
+            return text
+        anchors[point.strip()] = label.strip()
+    return anchors
+
+
+def dimensions_from_rows(post: Any) -> list[dict[str, Any]]:
+    """Rows ``dim-N-name``, ``-description``, ``-min``, ``-max``, ``-anchors``,
+    ``-justification``; a row without a name is left out."""
+    rows = sorted(
+        {
+            int(key.split("-")[1])
+            for key in post
+            if key.startswith("dim-") and key.count("-") == 2 and key.split("-")[1].isdigit()
+        }
+    )
+    dimensions = []
+    for n in rows:
+        name = post.get(f"dim-{n}-name", "").strip()
+        if not name:
+            continue
+        dimensions.append(
+            {
+                "name": name,
+                "description": post.get(f"dim-{n}-description", "").strip(),
+                "min": form_int(post.get(f"dim-{n}-min", "1")),
+                "max": form_int(post.get(f"dim-{n}-max", "5")),
+                "anchors": _anchors(post.get(f"dim-{n}-anchors", "")),
+                "justification": post.get(f"dim-{n}-justification") == "1",
+            }
+        )
+    return dimensions
+
+
+def _dimensions_from_lines(text: str) -> list[dict[str, Any]]:
+    """One dimension a line: ``Name`` or ``Name 1-5``."""
+    dimensions = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        name, _, scale = line.rpartition(" ")
+        low, sep, high = scale.partition("-")
+        if sep and low.isdigit() and high.isdigit():
+            dimensions.append({"name": name.strip(), "min": int(low), "max": int(high)})
+        else:
+            dimensions.append({"name": line, "min": 1, "max": 5})
+    return dimensions
+
+
+def _number(value: Any) -> float | None:
+    """A judge's score: a finite number, or a string holding one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float) and math.isfinite(value):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+        return number if math.isfinite(number) else None
+    return None
+
+
+def rubric_text(config: Mapping[str, Any]) -> str:
+    """The judge prompt's ``{{rubric}}``: ``- name (min-max): description (anchors)``."""
+    lines = []
+    for dim in config.get("dimensions", []):
+        parts = [dim.get("description") or ""]
+        if dim.get("anchors"):
+            parts.append("(" + "; ".join(f"{k} = {v}" for k, v in dim["anchors"].items()) + ")")
+        lines.append(
+            f"- {dim['name']} ({dim['min']}-{dim['max']}): " + " ".join(p for p in parts if p)
+        )
+    return "\n".join(lines)
+
+
+class Rating(ScenarioKind):
+    value = "rating"
+    label = "Rating (rubric)"
+    position = 10
+    answer_keys = ("scores", "justifications")
+    analysis = "ratings"
+    export_columns = ("variant", "model", "prompt", "dimension", "score", "justification")
+    import_columns = (("variant", "model"),)
+    judge_prompt = (
+        {
+            "title": "System",
+            "body": JUDGE_PREAMBLE + " Score the response on every dimension of the rubric, with "
+            "a number inside that dimension's scale.\n\nRubric:\n{{rubric}}\n\n"
+            "Reply with one JSON object and nothing else:\n"
+            '{"scores": {"<dimension>": <number>, ...}, "rationale": "<one or two sentences>"}',
+        },
+        {
+            "title": "Task",
+            "body": "{{instructions}}\n\nInput:\n{{context}}\n\nResponse:\n{{response}}",
+        },
+    )
+
+    def check_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        dimensions = config.get("dimensions")
+        if not isinstance(dimensions, list) or not 1 <= len(dimensions) <= MAX_DIMENSIONS:
+            raise FieldErrors(
+                {"config.dimensions": f"A list of 1 to {MAX_DIMENSIONS} rubric dimensions."}
+            )
+        errors: dict[str, str] = {}
+        names: set[str] = set()
+        clean: list[dict[str, Any]] = []
+        for index, dim in enumerate(dimensions):
+            where = f"config.dimensions[{index}]"
+            if not isinstance(dim, dict):
+                errors[where] = "A dimension is an object {name, description, min, max, anchors}."
+                continue
+            name = str(dim.get("name") or "").strip()
+            low, high = dim.get("min", 1), dim.get("max", 5)
+            if not name or len(name) > 100:
+                errors[f"{where}.name"] = "A name of at most 100 characters."
+            elif name in names:
+                errors[f"{where}.name"] = "Each dimension once."
+            names.add(name)
+            if (
+                not all(isinstance(v, int) and not isinstance(v, bool) for v in (low, high))
+                or not low < high
+                or high - low > MAX_SCALE_STEPS
+            ):
+                errors[f"{where}.scale"] = (
+                    f"Whole numbers min < max, at most {MAX_SCALE_STEPS} steps apart."
+                )
+                continue
+            anchors = dim.get("anchors") or {}
+            if not isinstance(anchors, dict) or not all(
+                str(k).lstrip("-").isdigit() and low <= int(k) <= high and isinstance(v, str)
+                for k, v in anchors.items()
+            ):
+                errors[f"{where}.anchors"] = 'Labels for scale points: {"1": "poor", ...}.'
+                anchors = {}
+            clean.append(
+                {
+                    "name": name,
+                    "description": str(dim.get("description") or ""),
+                    "min": low,
+                    "max": high,
+                    "anchors": {str(int(k)): v for k, v in anchors.items()},
+                    "justification": bool(dim.get("justification", False)),
+                }
+            )
+        if errors:
+            raise FieldErrors(errors)
+        return {"dimensions": clean}
+
+    def config_from_form(self, post: Any, current: Mapping[str, Any] | None) -> dict[str, Any]:
+        return {"dimensions": dimensions_from_rows(post)}
+
+    def config_from_dialog(self, post: Any) -> dict[str, Any]:
+        return {"dimensions": _dimensions_from_lines(post.get("dimensions", ""))}
+
+    def answer_from_form(self, post: Any, config: Mapping[str, Any]) -> dict[str, Any]:
+        scores: dict[str, Any] = {}
+        notes: dict[str, str] = {}
+        for index, dim in enumerate(config["dimensions"]):
+            raw = post.get(f"score_{index}", "")
+            scores[dim["name"]] = int(raw) if raw.lstrip("-").isdigit() else raw or None
+            if post.get(f"note_{index}"):
+                notes[dim["name"]] = post.get(f"note_{index}")
+        return {"scores": scores, "justifications": notes}
+
+    def check_answer(
+        self, answer: Mapping[str, Any], *, config: Mapping[str, Any], presented: Sequence[Any]
+    ) -> dict[str, Any]:
+        scores, notes = answer.get("scores"), answer.get("justifications") or {}
+        errors: dict[str, str] = {}
+        if not isinstance(scores, dict):
+            raise FieldErrors({"answer.scores": "An object {dimension: score}."})
+        clean: dict[str, int] = {}
+        for dim in config["dimensions"]:
+            value = scores.get(dim["name"])
+            where = f"answer.scores.{dim['name']}"
+            if isinstance(value, bool) or not isinstance(value, int):
+                errors[where] = f"A whole number from {dim['min']} to {dim['max']}."
+            elif not dim["min"] <= value <= dim["max"]:
+                errors[where] = f"From {dim['min']} to {dim['max']}."
+            else:
+                clean[dim["name"]] = value
+        unknown = set(scores) - {d["name"] for d in config["dimensions"]}
+        if unknown:
+            errors["answer.scores"] = f"Unknown dimensions: {', '.join(sorted(unknown))}."
+        if not isinstance(notes, dict) or not all(isinstance(v, str) for v in notes.values()):
+            errors["answer.justifications"] = "An object {dimension: text}."
+        if errors:
+            raise FieldErrors(errors)
+        kept = {d["name"]: notes[d["name"]] for d in config["dimensions"] if notes.get(d["name"])}
+        return {"scores": clean, "justifications": kept}
+
+    def read_verdict(
+        self, found: Mapping[str, Any], *, config: Mapping[str, Any], keys: Sequence[str]
+    ) -> dict[str, Any]:
+        scores = found.get("scores")
+        if not isinstance(scores, dict):
+            raise Rejected('No "scores" object {dimension: number}.')
+        dimensions = config.get("dimensions", [])
+        names = {d["name"] for d in dimensions}
+        unknown = sorted(set(scores) - names)
+        if unknown:
+            raise Rejected(f"Unknown dimensions: {', '.join(map(str, unknown))}.")
+        clean: dict[str, float | int] = {}
+        for dim in dimensions:
+            if dim["name"] not in scores:
+                raise Rejected(f"No score for {dim['name']}.")
+            number = _number(scores[dim["name"]])
+            if number is None:
+                raise Rejected(f"The score for {dim['name']} is not a number.")
+            if not dim["min"] <= number <= dim["max"]:
+                raise Rejected(
+                    f"The score for {dim['name']} ({number:g}) is outside "
+                    f"{dim['min']}-{dim['max']}."
+                )
+            clean[dim["name"]] = int(number) if number.is_integer() else number
+        return {"scores": clean, "justifications": {}}
+
+    def judge_variables(self, config: Mapping[str, Any]) -> dict[str, str]:
+        return {"rubric": rubric_text(config)}
+
+    def export_rows(
+        self,
+        *,
+        payload: Mapping[str, Any],
+        shown: Sequence[VariantLike],
+        variants: Mapping[Any, VariantLike],
+        task: TaskLike,
+    ) -> Iterator[list[Any]]:
+        v = shown[0]
+        notes = payload.get("justifications") or {}
+        for dimension, score in (payload.get("scores") or {}).items():
+            yield [
+                v.variant_id,
+                v.model_label,
+                v.prompt_label,
+                dimension,
+                score,
+                notes.get(dimension, ""),
+            ]
+
+    def read_import_row(
+        self,
+        row: Mapping[str, Any],
+        *,
+        item: str,
+        variants: Mapping[tuple[str, str], VariantLike],
+        config: Mapping[str, Any],
+        problems: list[str],
+    ) -> ImportedRow | None:
+        """``item_id, variant, rater, dimension, score``: one score a row."""
+        dims = {d["name"]: d for d in config.get("dimensions", [])}
+        v = variants.get((item, str(row.get("variant") or "").strip()))
+        dimension = str(row.get("dimension") or "").strip()
+        raw_score = row.get("score")
+        try:
+            score = int(str(raw_score).strip())
+        except (TypeError, ValueError):
+            score = None
+        if v is None:
+            problems.append(f"item {item!r} has no such variant")
+        if dimension not in dims:
+            problems.append(f"unknown dimension {dimension!r}")
+        elif score is None or not dims[dimension]["min"] <= score <= dims[dimension]["max"]:
+            d = dims[dimension]
+            problems.append(f"score is a whole number from {d['min']} to {d['max']}")
+        if problems or v is None or score is None:
+            return None
+        return ImportedRow((v,), {"scores": {dimension: score}, "justifications": {}})
+
+    def merge_imported(
+        self, *, rater: str, earlier: dict[str, Any], later: dict[str, Any]
+    ) -> str | None:
+        given = earlier["scores"]
+        for dimension, score in later["scores"].items():
+            if dimension in given:
+                return f"{rater} scored {dimension} of this variant twice"
+            given[dimension] = score
+        return None
+
+    def import_config(self, rows: Sequence[Mapping[str, Any]], *, scale: str) -> dict[str, Any]:
+        """A rubric of the dimensions the rows name, each on ``scale`` (``1-5``)."""
+        dimensions: list[str] = []
+        for row in rows:
+            dimension = str(row.get("dimension") or "")
+            if dimension and dimension not in dimensions:
+                dimensions.append(dimension)
+        low, _, high = scale.partition("-")
+        return {"dimensions": [{"name": d, "min": int(low), "max": int(high)} for d in dimensions]}

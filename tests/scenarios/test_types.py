@@ -1,0 +1,174 @@
+"""The scenario type registry: every type present, in the order of the model's choices, one
+a module; each type's strict answer check (people) and lenient verdict reader (judges) agree
+on the stored answer; the form mapping feeds the strict check; and a fifth type is one new
+module that every generic call site takes without a change."""
+
+from __future__ import annotations
+
+import json
+import pkgutil
+import sys
+import textwrap
+
+import pytest
+from django.http import QueryDict
+from django.template.loader import get_template
+
+import scenarios.types
+from evalplatform.accounts.models import Team
+from evalplatform.errors import FieldErrors
+from evaluations import exports, services, verdicts
+from evaluations.analytics.analyze import ANALYSES, Analysis, analysis_of
+from scenarios import design, forms
+from scenarios import services as scenario_services
+from scenarios.models import Scenario, ScenarioType, Task
+from scenarios.types import registry
+from scenarios.types.base import Rejected, ScenarioKind
+
+RUBRIC = {
+    "dimensions": [
+        {"name": "Clarity", "min": 1, "max": 5},
+        {"name": "Tone", "min": 0, "max": 2},
+    ]
+}
+# For each type: a configuration as entered, a valid answer under the presented keys (with
+# the presented variant ids), and the same answer as the evaluator page's form fields.
+SAMPLES = {
+    "rating": (RUBRIC, {"scores": {"Clarity": 4, "Tone": 0}}, [7], "score_0=4&score_1=0"),
+    "ranking": ({}, {"ranking": ["C", "A", "B"]}, [7, 8, 9], "ranking=C,A,B"),
+    "comparison": ({"ties": False}, {"winner": "B"}, [7, 8], "winner=B"),
+    "labeling": ({"labels": ["good", "bad"]}, {"labels": ["bad"]}, [7], "labels=bad"),
+}
+
+
+def test_every_type_is_registered_in_the_models_order():
+    assert registry.values() == ["rating", "ranking", "comparison", "labeling"]
+    assert registry.choices() == ScenarioType.choices
+    assert [registry.get(v).value for v in ScenarioType.values] == ScenarioType.values
+    assert registry.find("nonsense") is None and registry.find(["rating"]) is None
+    with pytest.raises(KeyError):
+        registry.get("nonsense")
+
+
+def test_each_module_of_the_package_holds_one_type():
+    modules = {
+        m.name for m in pkgutil.iter_modules(scenarios.types.__path__) if m.name[0] != "_"
+    } - {"base", "registry"}
+    assert modules == set(registry.values())
+    for kind in registry.every():
+        assert type(kind).__module__ == f"scenarios.types.{kind.value}"
+
+
+@pytest.mark.parametrize("kind", registry.every(), ids=lambda k: k.value)
+def test_each_type_has_everything_it_needs(kind):
+    assert kind.value in SAMPLES, "add a sample of the new type to SAMPLES"
+    get_template(f"evaluations/task_{kind.value}.html")
+    assert kind.answer_keys and kind.export_columns and kind.judge_prompt
+    assert kind.analysis is None or kind.analysis in ANALYSES
+    assert kind.importable == bool(kind.import_columns)
+
+
+@pytest.mark.parametrize("kind", registry.every(), ids=lambda k: k.value)
+def test_the_strict_check_and_the_lenient_reader_agree(kind):
+    entered, answer, presented, _ = SAMPLES[kind.value]
+    config = kind.check_config(entered)
+    keys = list("ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: len(presented)])
+    checked = kind.check_answer(answer, config=config, presented=presented)
+    read = kind.read_verdict(json.loads(json.dumps(answer)), config=config, keys=keys)
+    assert set(checked) == set(read) == set(kind.answer_keys)
+    # Stored, the judge's verdict is the person's answer.
+    assert kind.stored(read, presented) == checked
+    # What neither takes, both refuse.
+    with pytest.raises(FieldErrors):
+        kind.check_answer({}, config=config, presented=presented)
+    with pytest.raises(Rejected):
+        kind.read_verdict({}, config=config, keys=keys)
+
+
+@pytest.mark.parametrize("kind", registry.every(), ids=lambda k: k.value)
+def test_the_evaluator_form_gives_the_answer_the_check_takes(kind):
+    entered, answer, presented, fields = SAMPLES[kind.value]
+    config = kind.check_config(entered)
+    from_form = kind.answer_from_form(QueryDict(fields), config)
+    assert kind.check_answer(from_form, config=config, presented=presented) == kind.check_answer(
+        answer, config=config, presented=presented
+    )
+
+
+def test_ranking_answers_are_stored_as_variant_ids():
+    ranking = registry.get("ranking")
+    assert ranking.stored({"ranking": ["C", "A", "B"]}, [7, 8, 9]) == {"ranking": [9, 7, 8]}
+
+
+# --- a fifth type -----------------------------------------------------------------------------
+FIFTH = '''
+"""Acceptability: one variant a task, acceptable or not."""
+
+from evalplatform.errors import FieldErrors
+from scenarios.types.base import Rejected, ScenarioKind
+
+
+class Acceptability(ScenarioKind):
+    value = "acceptability"
+    label = "Acceptability"
+    position = 50
+    answer_keys = ("acceptable",)
+    export_columns = ("variant", "acceptable")
+    judge_prompt = ({"title": "Task", "body": "Acceptable? {{response}}"},)
+
+    def answer_from_form(self, post, config):
+        return {"acceptable": post.get("acceptable") == "1"}
+
+    def check_answer(self, answer, *, config, presented):
+        if not isinstance(answer.get("acceptable"), bool):
+            raise FieldErrors({"answer.acceptable": "true or false."})
+        return {"acceptable": answer["acceptable"]}
+
+    def read_verdict(self, found, *, config, keys):
+        if not isinstance(found.get("acceptable"), bool):
+            raise Rejected('No "acceptable": true or false.')
+        return {"acceptable": found["acceptable"]}
+
+    def export_rows(self, *, payload, shown, variants, task):
+        yield [shown[0].variant_id, payload["acceptable"]]
+'''
+
+
+@pytest.fixture
+def fifth_type(tmp_path, monkeypatch):
+    """The package with one more module: ``acceptability.py``, as a new type would be added
+    (in a directory of the package's path, not in the source tree)."""
+    (tmp_path / "acceptability.py").write_text(textwrap.dedent(FIFTH))
+    monkeypatch.setattr(scenarios.types, "__path__", [*scenarios.types.__path__, str(tmp_path)])
+    registry._by_value.cache_clear()
+    yield registry.get("acceptability")
+    registry._by_value.cache_clear()
+    sys.modules.pop("scenarios.types.acceptability", None)
+
+
+@pytest.mark.django_db
+def test_a_fifth_type_is_one_module(fifth_type):
+    assert isinstance(fifth_type, ScenarioKind)
+    assert registry.values()[-1] == "acceptability"
+    # Creating one: its settings are checked, its tasks designed, its form read.
+    team = Team.objects.create(name="Fifth", slug="fifth")
+    checked, errors = scenario_services._settings(
+        team, {"name": "Fifth", "type": "acceptability", "config": {}}
+    )
+    assert errors == {} and checked["config"] == {}
+    _, errors = scenario_services._settings(team, {"name": "Other", "type": "nonsense"})
+    assert errors["type"] == "rating, ranking, comparison, labeling or acceptability."
+    assert design.check_config("acceptability", {}) == {}
+    tasks = design.design("acceptability", [(1, [10, 11])], {}, seed=0)
+    assert sorted(t.a for t in tasks) == [10, 11]
+    assert forms.config_from_post("acceptability", QueryDict("")) == {}
+    # Answering it: a person's answer, a judge's verdict, the export's columns, the analysis.
+    scenario = Scenario(type="acceptability", config={})
+    task = Task(scenario=scenario, position=0, variant_a_id=10)
+    assert services.check_answer(scenario, task, {"acceptable": True}) == {"acceptable": True}
+    with pytest.raises(FieldErrors):
+        services.check_answer(scenario, task, {"acceptable": "yes"})
+    verdict = verdicts.read("acceptability", {}, 'Sure: {"acceptable": false}')
+    assert verdict.payload == {"acceptable": False} and verdict.parse_status == "extracted"
+    assert exports.columns(scenario)[5:7] == ["variant", "acceptable"]
+    assert type(analysis_of(scenario)) is Analysis
