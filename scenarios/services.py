@@ -12,6 +12,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from evalplatform import validation
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import GENERATION_TO_SCENARIO, SCENARIOS_CREATE, SCENARIOS_MANAGE
@@ -84,12 +85,16 @@ def _settings(
     blind = data.get("blind", True)
     if not isinstance(blind, bool):
         errors["blind"] = "true or false."
-    overlap = data.get("overlap", 1)
-    if isinstance(overlap, bool) or not isinstance(overlap, int) or not 1 <= overlap <= 50:
-        errors["overlap"] = "Evaluators per task: 1 to 50."
-    seed = data.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        errors["seed"] = "A whole number."
+    overlap = validation.whole_number(
+        data.get("overlap", 1),
+        name="overlap",
+        lo=1,
+        hi=50,
+        errors=errors,
+        default=1,
+        message="Evaluators per task: 1 to 50.",
+    )
+    seed = validation.seed(data.get("seed", 0), errors=errors)
     instructions = data.get("instructions", "")
     if not isinstance(instructions, str) or len(instructions) > 20_000:
         errors["instructions"] = "Text of at most 20,000 characters."

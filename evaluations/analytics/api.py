@@ -14,6 +14,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from evalplatform import validation
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import (
     EVALUATIONS_EXPORT,
@@ -40,7 +41,7 @@ def options_from(query: Any) -> dict[str, Any]:
         errors["raters"] = "all, humans, judges or judge:<id>."
     for name, cast, low, high in (
         ("resamples", int, 0, MAX_RESAMPLES),
-        ("seed", int, 0, 2**31 - 1),
+        ("seed", int, 0, validation.SEED_MAX),
         ("elo_k", float, 0.0, 1000.0),
     ):
         raw = query.get(name)

@@ -14,11 +14,11 @@ with ``parse_status`` failed, and "retry failed" runs just those again.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.db import transaction
 
+from evalplatform import validation
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE, PROMPTS_EDIT
@@ -116,16 +116,18 @@ def _check(
             f"{', '.join(reserved)} are set by the judge's runs (model, prompt, max_tokens, "
             "temperature, one reply), not by parameters."
         )
-    temperatures = data.get("temperatures", current["temperatures"] or [0.0])
-    if problem := generation.temperatures_problem(temperatures):
-        errors["temperatures"] = problem
-    repetitions = data.get("repetitions", current["repetitions"] or 1)
-    if (
-        isinstance(repetitions, bool)
-        or not isinstance(repetitions, int)
-        or not 1 <= repetitions <= MAX_REPETITIONS
-    ):
-        errors["repetitions"] = f"Calls per task and temperature: 1 to {MAX_REPETITIONS}."
+    temperatures = validation.temperatures(
+        data.get("temperatures", current["temperatures"] or [0.0]), errors=errors, default=[0.0]
+    )
+    repetitions = validation.whole_number(
+        data.get("repetitions", current["repetitions"] or 1),
+        name="repetitions",
+        lo=1,
+        hi=MAX_REPETITIONS,
+        errors=errors,
+        default=1,
+        message=f"Calls per task and temperature: 1 to {MAX_REPETITIONS}.",
+    )
     swap = data.get("swap", current["swap"] or False)
     if not isinstance(swap, bool):
         errors["swap"] = "true or false."
@@ -142,21 +144,11 @@ def _check(
         and (not model.supports_batch or model.connection.kind == "mock")
     ):
         errors["mode"] = f"{model.display_name} has no batch API here; choose live mode."
-    max_tokens = data.get("max_tokens", own.max_tokens if own else None)
-    if max_tokens is not None and (
-        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
-    ):
-        errors["max_tokens"] = "A whole number of tokens, at least 1."
-    budget: Any = data.get("budget_usd", own.budget_usd if own else None)
-    if budget is not None and budget != "":
-        try:
-            budget = Decimal(str(budget))
-            if not budget.is_finite() or budget <= 0:
-                raise InvalidOperation
-        except (InvalidOperation, ValueError):
-            errors["budget_usd"] = "A positive amount of US dollars."
-    else:
-        budget = None
+    # The same bounds as the generation job each run becomes.
+    max_tokens = validation.max_tokens(
+        data.get("max_tokens", own.max_tokens if own else None), errors=errors
+    )
+    budget = validation.usd(data.get("budget_usd", own.budget_usd if own else None), errors=errors)
     if errors:
         raise FieldErrors(errors)
     return {
@@ -164,7 +156,7 @@ def _check(
         "prompt_version": version,
         "llm_model": model,
         "params": params,
-        "temperatures": [float(t) for t in temperatures],
+        "temperatures": temperatures,
         "repetitions": repetitions,
         "swap": swap,
         "mode": mode,

@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from evalplatform import validation
 from evalplatform.errors import Conflict, FieldErrors, NotFound
 from evaluations.models import Assignment, AssignmentStatus, Judgment, RaterKind
 from evaluations.workspace import access
@@ -152,15 +153,11 @@ def submit(*, user: Any, assignment: Assignment, data: Mapping[str, Any]) -> Jud
         if assignment.status == AssignmentStatus.SKIPPED:
             raise Conflict("This task was skipped.")
         payload = check_answer(scenario, task, data.get("answer"))
-        rationale = data.get("rationale", "")
-        time_spent = data.get("time_spent_ms")
-        errors = {}
-        if not isinstance(rationale, str) or len(rationale) > 20_000:
-            errors["rationale"] = "Text of at most 20,000 characters."
-        if time_spent is not None and (
-            isinstance(time_spent, bool) or not isinstance(time_spent, int) or time_spent < 0
-        ):
-            errors["time_spent_ms"] = "Milliseconds, a whole number."
+        errors: dict[str, str] = {}
+        rationale = validation.text(
+            data.get("rationale", ""), name="rationale", errors=errors, max_length=20_000
+        )
+        time_spent = validation.time_spent_ms(data.get("time_spent_ms"), errors=errors)
         if errors:
             raise FieldErrors(errors)
         if assignment.status == AssignmentStatus.EXPIRED or assignment.expires_at < timezone.now():

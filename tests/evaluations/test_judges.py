@@ -463,3 +463,29 @@ def test_a_grid_of_judges_prompt_by_model_by_thinking(api, people, team_a, mock_
         url, body | {"grid": {"models": [{"model": mock_judge.pk}, {"model": 999}]}}, format="json"
     )
     assert bad.status_code == 400 and scenario.judges.count() == 4  # none of them made
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("budget_usd", "1e20"),
+        ("budget_usd", "100000000"),
+        ("budget_usd", "0.00001"),
+        ("max_tokens", 10**20),
+        ("max_tokens", 5e9),
+        ("max_tokens", 1_000_001),
+        ("repetitions", 10**20),
+    ],
+)
+def test_judge_refuses_what_its_run_would_refuse(api, people, team_a, mock_judge, field, value):
+    # The judge's bounds are the generation job's (evalplatform.validation): nothing is stored
+    # that its own run, the judges list or the analytics would then choke on.
+    scenario = make_scenario(people, team_a, "rating", {"dimensions": [{"name": "x"}]})
+    body = {"name": "J", "model": mock_judge.pk, field: value}
+    bad = api(people["manager"]).post(f"/api/scenarios/{scenario.pk}/judges", body, format="json")
+    assert bad.status_code == 400 and set(bad.json()["errors"]) == {field}
+    assert not scenario.judges.exists()
+    edge = {"budget_usd": "99999999.9999", "max_tokens": 1_000_000, "repetitions": 20}[field]
+    judge = create_judge(api, people["manager"], scenario, **{**body, field: edge})
+    listed = api(people["manager"]).get(f"/api/scenarios/{scenario.pk}/judges")
+    assert listed.status_code == 200 and judge["id"] in [j["id"] for j in listed.json()]

@@ -281,3 +281,16 @@ def test_the_lifecycle(api, creator, finished_job, team_a, member):
     tasks = manager.get(f"{url}/tasks").json()
     assert tasks["count"] == 3 and len(tasks["results"][0]["order"]) == 16
     assert Task.objects.filter(scenario=scenario).count() == 3
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("field", "value"), [("seed", 10**20), ("seed", -1), ("overlap", 10**20), ("overlap", 0)]
+)
+def test_numbers_past_every_column_are_field_errors(api, creator, finished_job, field, value):
+    body = {"name": "Bounded", "type": "comparison", field: value}
+    response = convert(api, creator, finished_job, **body)
+    assert response.status_code == 400 and field in response.json()["errors"]
+    assert not Scenario.objects.filter(name="Bounded").exists()
+    edge = {"seed": 2**31 - 1, "overlap": 50}[field]
+    assert created(convert(api, creator, finished_job, **{**body, field: edge})).pk

@@ -17,8 +17,10 @@ from django.template.loader import get_template
 import scenarios.types
 from evalplatform.accounts.models import Team
 from evalplatform.errors import FieldErrors
-from evaluations import exports, services, verdicts
 from evaluations.analytics.analyze import ANALYSES, Analysis, analysis_of
+from evaluations.judges import verdicts
+from evaluations.manager import exports
+from evaluations.workspace import services
 from scenarios import design, forms
 from scenarios import services as scenario_services
 from scenarios.models import Scenario, ScenarioType, Task
