@@ -29,7 +29,7 @@ from evalplatform.prompts.models import PromptTemplate, PromptVersion
 from evalplatform.providers.models import LLMModel
 from evaluations.models import JudgeRun, Judgment, LLMJudge, ParseStatus, RaterKind
 from evaluations.verdicts import KEYS, Rejected, read
-from generation import results, sources
+from generation import lifecycle, planning, results, sources
 from generation import services as generation
 from generation.models import (
     GenerationItem,
@@ -167,13 +167,13 @@ def _check(
     params = data.get("params", current["params"] or {})
     if not isinstance(params, dict):
         errors["params"] = "Parameters are an object (e.g. thinking settings)."
-    elif reserved := generation.reserved_params(params):
+    elif reserved := planning.reserved_params(params):
         errors["params"] = (
             f"{', '.join(reserved)} are set by the judge's runs (model, prompt, max_tokens, "
             "temperature, one reply), not by parameters."
         )
     temperatures = data.get("temperatures", current["temperatures"] or [0.0])
-    if problem := generation.temperatures_problem(temperatures):
+    if problem := planning.temperatures_problem(temperatures):
         errors["temperatures"] = problem
     repetitions = data.get("repetitions", current["repetitions"] or 1)
     if (
@@ -513,8 +513,8 @@ def _job_data(judge: LLMJudge, data: Mapping[str, Any]) -> dict[str, Any]:
 def judge_estimate(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> dict[str, Any]:
     """Calls and cost of a run (live and batch prices), without running anything."""
     _may_judge(user, judge.scenario)
-    plan = generation.job_plan(user=user, data=_job_data(judge, data), internal=True)
-    return generation.job_estimate(plan) | {"calls": plan.cell_count}
+    plan = planning.job_plan(user=user, data=_job_data(judge, data), internal=True)
+    return planning.job_estimate(plan) | {"calls": plan.cell_count}
 
 
 def judge_run(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> JudgeRun:
@@ -528,7 +528,7 @@ def judge_run(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> JudgeRu
         )
         if judge.runs.exclude(job__status__in=FINISHED).exists():
             raise Conflict("A run of this judge is not finished: resume it, or cancel it, first.")
-        plan = generation.job_plan(user=user, data=_job_data(judge, data), internal=True)
+        plan = planning.job_plan(user=user, data=_job_data(judge, data), internal=True)
         job = generation.job_create(user=user, plan=plan)
         run = JudgeRun.objects.create(
             judge=judge,
@@ -637,7 +637,7 @@ def judge_retry_failed(*, user: Any, judge: LLMJudge) -> int:
             job__status=JobStatus.CANCELLED
         )
         for run in runs.select_related("job"):
-            retried += generation.retry_failed_cells(run.job)[1]
+            retried += lifecycle.retry_failed(run.job)[1]
         if not retried:
             raise Conflict("No failed call to retry.")
     return retried

@@ -161,6 +161,7 @@ def loopback_only(monkeypatch):
 def _seed(fake_url: str) -> World:
     from evaluations import invitations, judges
     from evaluations import services as evaluation_services
+    from generation import planning
     from generation import services as generation_services
     from generation.models import GenerationOutput
     from scenarios import services as scenario_services
@@ -192,7 +193,7 @@ def _seed(fake_url: str) -> World:
     draft_version = make_version(template, [("", "Summarize: {{content}}")])
 
     rows = [{"id": f"s{n}", "content": f"Text number {n} about rivers."} for n in range(3)]
-    plan = generation_services.job_plan(
+    plan = planning.job_plan(
         user=admin,
         data={
             "team": "fuzz",

@@ -54,6 +54,7 @@ from evalplatform.routing import websocket_urlpatterns
 from evalplatform.runs.models import ProviderBatch
 from evaluations import invitations, judges
 from evaluations import services as evaluation_services
+from generation import planning
 from generation import services as generation_services
 from generation.models import GenerationOutput
 from scenarios import services as scenario_services
@@ -544,7 +545,7 @@ def _job(user, team, marker):
         "temperatures": [0.0, 1.0],
         "max_tokens": 50,
     }
-    plan = generation_services.job_plan(user=user, data=data, upload=None, filename="")
+    plan = planning.job_plan(user=user, data=data, upload=None, filename="")
     job = generation_services.job_create(user=user, plan=plan)
     for output in job.outputs.all():
         GenerationOutput.objects.filter(pk=output.pk).update(
