@@ -29,7 +29,7 @@ from evalplatform.prompts.models import PromptTemplate, PromptVersion
 from evalplatform.providers.models import LLMModel
 from evaluations.models import JudgeRun, Judgment, LLMJudge, ParseStatus, RaterKind
 from evaluations.verdicts import KEYS, Rejected, read
-from generation import lifecycle, planning, results, sources
+from generation import lifecycle, planning, sources
 from generation import services as generation
 from generation.models import (
     GenerationItem,
@@ -480,10 +480,6 @@ def _source(*, user: Any, team: Team, spec: Mapping[str, Any]) -> list[sources.I
     return judge_items(judge, task_ids)
 
 
-sources.SOURCE_REGISTRY[SOURCE_KIND] = _source
-sources.INTERNAL_SOURCES.add(SOURCE_KIND)
-
-
 # --- running ------------------------------------------------------------------------------------
 def _job_data(judge: LLMJudge, data: Mapping[str, Any]) -> dict[str, Any]:
     budget = data.get("budget_usd", judge.budget_usd)
@@ -622,9 +618,6 @@ class JudgeResults:
         # run (a late reply of a cancelled one) is not counted twice.
         Judgment.objects.filter(output_id__in=output_ids).delete()
         Judgment.objects.bulk_create(made, ignore_conflicts=True)
-
-
-results.HANDLERS[SOURCE_KIND] = JudgeResults()
 
 
 def judge_retry_failed(*, user: Any, judge: LLMJudge) -> int:
