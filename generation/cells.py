@@ -248,13 +248,14 @@ def record(
     prices: Mapping[int, LLMModel],
     handler: results.ResultHandler | None,
     batch_id: int | None = None,
+    item_events: bool = False,
 ) -> Recorded:
     """Record results of cells the caller owns (running, and locked or guarded by the
     caller, in the caller's transaction), and add them to the job's counts, cost and
     reservations. ``prices``: the model of each configuration; ``handler``: the job's
     result handler (``results.handler_for``), which sees the replies first. ``batch_id``:
     the results came from this provider batch, at the batch price (a cell run again
-    leaves it)."""
+    leaves it). ``item_events``: also return each recorded cell's event, to publish."""
     rejected = (
         handler.check(job_id, {f.pk: f.response.text for f in finished if f.response is not None})
         if handler is not None
@@ -297,24 +298,26 @@ def record(
                 change["processing_time_ms"] = round(response.latency_s * 1000)
             if problem:
                 tally.failed += 1
-                tally.item_events.append(_failed_event(cell, results.REJECTED, problem))
+                if item_events:
+                    tally.item_events.append(_failed_event(cell, results.REJECTED, problem))
             else:
                 tally.completed += 1
-                tally.item_events.append(
-                    (
-                        events.ITEM_COMPLETED,
-                        {
-                            "output_id": cell.pk,
-                            "input_tokens": response.input_tokens,
-                            "output_tokens": response.output_tokens,
-                            "cost_usd": str(cost),
-                            "processing_time_ms": round(response.latency_s * 1000),
-                            "attempts": cell.attempts,
-                            "preview": response.text[: events.PREVIEW_CHARS],
-                        },
-                        cell.pk,
+                if item_events:
+                    tally.item_events.append(
+                        (
+                            events.ITEM_COMPLETED,
+                            {
+                                "output_id": cell.pk,
+                                "input_tokens": response.input_tokens,
+                                "output_tokens": response.output_tokens,
+                                "cost_usd": str(cost),
+                                "processing_time_ms": round(response.latency_s * 1000),
+                                "attempts": cell.attempts,
+                                "preview": response.text[: events.PREVIEW_CHARS],
+                            },
+                            cell.pk,
+                        )
                     )
-                )
         else:
             error = cell.error or ProviderError("No result.", kind="missing", retryable=True)
             message = error.message + (f"\n{error.raw_text}" if error.raw_text else "")
@@ -326,7 +329,8 @@ def record(
             else:
                 change["status"] = OutputStatus.FAILED
                 tally.failed += 1
-                tally.item_events.append(_failed_event(cell, error.kind, message))
+                if item_events:
+                    tally.item_events.append(_failed_event(cell, error.kind, message))
         changes.append(change)
     write(changes)
     with_reply = [c["pk"] for c in changes if "content" in c]

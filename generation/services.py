@@ -36,6 +36,8 @@ def custom_id(job_id: int, item: int, prompt: int, model: int, repetition: int, 
 
 
 def job_create(*, user: Any, plan: JobPlan) -> GenerationJob:
+    """Create the planned job (``planning.job_plan`` checked the user may, in its team):
+    the job, its items and every cell, in one transaction; lock its prompt versions."""
     estimate = job_estimate(plan)
     config = {
         "prompts": [

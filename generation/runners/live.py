@@ -165,6 +165,7 @@ class GenerationWork:
                 ],
                 prices=self.prices,
                 handler=self.handler,
+                item_events=self._publisher is not None,
             )
         if recorded.item_events and self._publisher is not None:
             for event, data, key in recorded.item_events:
