@@ -46,7 +46,7 @@ def main() -> None:
     from setup_data import bench_fixture, drive_timed, job_body
 
     from evalplatform.runs.models import ProviderBatch
-    from generation import services
+    from generation import planning, services
     from generation.models import GenerationJob
 
     call_command("migrate", verbosity=0)
@@ -59,7 +59,7 @@ def main() -> None:
         user, model, version = bench_fixture(kind="openai", base_url=f"http://127.0.0.1:{port}")
         data = job_body(model, version, args.cells, mode="batch")
         created = time.perf_counter()
-        job = services.job_create(user=user, plan=services.job_plan(user=user, data=data))
+        job = services.job_create(user=user, plan=planning.job_plan(user=user, data=data))
         create_s = time.perf_counter() - created
         services.job_start(user=user, job=job)
 

@@ -45,7 +45,7 @@ def main() -> None:
     from rest_framework.test import APIClient
     from setup_data import bench_fixture, job_body
 
-    from generation import exports, services
+    from generation import exports, planning, services
     from generation.models import GenerationOutput
 
     call_command("migrate", verbosity=0)
@@ -54,7 +54,7 @@ def main() -> None:
 
     def job_of(cells: int):
         data = job_body(model, version, cells)
-        job = services.job_create(user=user, plan=services.job_plan(user=user, data=data))
+        job = services.job_create(user=user, plan=planning.job_plan(user=user, data=data))
         GenerationOutput.objects.filter(job=job).update(
             status="completed",
             content=text,

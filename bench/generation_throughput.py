@@ -56,9 +56,9 @@ def main() -> None:
 
     from evalplatform.providers.llm.retry import RetryPolicy
     from evalplatform.runs.engine import run_live
-    from generation import services
+    from generation import planning, services
     from generation.models import GenerationJob
-    from generation.work import GenerationWork
+    from generation.runners.live import GenerationWork
 
     call_command("migrate", verbosity=0)
     port = free_port()
@@ -72,7 +72,7 @@ def main() -> None:
         )
         data = job_body(model, version, args.cells, concurrency=args.concurrency)
         start = time.perf_counter()
-        job = services.job_create(user=user, plan=services.job_plan(user=user, data=data))
+        job = services.job_create(user=user, plan=planning.job_plan(user=user, data=data))
         create_s = time.perf_counter() - start
         services.job_start(user=user, job=job)
         if args.watched:

@@ -131,6 +131,7 @@ def create_data(args: argparse.Namespace) -> dict[str, Any]:
     from evalplatform.accounts.models import Team
     from evalplatform.accounts.roles import Role
     from evalplatform.accounts.services import token_create
+    from generation import planning
     from generation import services as generation
     from generation.models import GenerationJob, GenerationOutput, JobStatus, OutputStatus
 
@@ -149,7 +150,7 @@ def create_data(args: argparse.Namespace) -> dict[str, Any]:
         ("load completed 2", JobStatus.COMPLETED, 1.0),
         ("load paused", JobStatus.PAUSED, 0.5),
     ):
-        plan = generation.job_plan(
+        plan = planning.job_plan(
             user=creator, data=job_body(model, version, args.job_cells, name=name)
         )
         job = generation.job_create(user=creator, plan=plan)

@@ -157,8 +157,8 @@ def drive_timed(job_id: int, passes: int = 12) -> tuple[list[tuple[float, Any]],
     import asyncio
     import time
 
-    from generation import batch_runner
     from generation.models import GenerationJob
+    from generation.runners import batch as batch_runner
 
     recording = {"s": 0.0}
     record = batch_runner._record

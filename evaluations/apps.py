@@ -5,5 +5,10 @@ class EvaluationsConfig(AppConfig):
     name = "evaluations"
 
     def ready(self) -> None:
-        # Judge runs plug into generation: the "judge" source and its result handler.
-        from evaluations.judges import services  # noqa: F401
+        # Judge runs plug into generation: the "judge" source (only the judge service plans
+        # jobs from it) and the result handler that turns replies into judgments.
+        from evaluations.judges import services as judges
+        from generation import results, sources
+
+        sources.register(judges.SOURCE_KIND, judges._source, internal=True)
+        results.register(judges.SOURCE_KIND, judges.JudgeResults())

@@ -25,7 +25,7 @@ from evalplatform.accounts.roles import (
 from evalplatform.api.uploads import config_and_upload
 from evalplatform.errors import FieldErrors
 from evalplatform.runs.models import ProviderBatch
-from generation import batch_runner, exports, selectors, services
+from generation import exports, pilot, planning, selectors, services
 from generation.models import GenerationJob, GenerationOutput
 
 
@@ -118,7 +118,7 @@ class OutputSerializer(serializers.ModelSerializer):
 class BatchSerializer(serializers.ModelSerializer):
     class Meta:
         model = ProviderBatch
-        fields = list(batch_runner.BATCH_FIELDS)
+        fields = list(selectors.BATCH_FIELDS)
         read_only_fields = fields
 
 
@@ -179,7 +179,7 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
         max_retries, concurrency, finish_live (batch mode: failed rows finish live).
         Nothing is written unless all of it is valid."""
         data, upload, filename = _job_input(request)
-        plan = services.job_plan(user=request.user, data=data, upload=upload, filename=filename)
+        plan = planning.job_plan(user=request.user, data=data, upload=upload, filename=filename)
         job = services.job_create(user=request.user, plan=plan)
         if data.get("start") is True:
             services.job_start(user=request.user, job=job)
@@ -241,7 +241,7 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
     @action(detail=True, methods=["get"], pagination_class=None)
     def batches(self, request, pk=None):
         """The job's provider batches (batch mode): state, counts, round, newest first."""
-        return Response(BatchSerializer(batch_runner.job_batches(self._job()), many=True).data)
+        return Response(BatchSerializer(selectors.job_batches(self._job()), many=True).data)
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     @action(detail=True, methods=["get"])
@@ -296,6 +296,6 @@ class EstimateView(APIView):
         if not policy.has_feature_anywhere(request.user, GENERATION_CREATE):
             return Response({"detail": "You may not create generation jobs."}, status=403)
         data, upload, filename = _job_input(request)
-        services.pilot_cells(data)  # a bad pilot value is a 400 before anything runs
-        plan = services.job_plan(user=request.user, data=data, upload=upload, filename=filename)
-        return Response(services.job_estimate_with_pilot(plan, data))
+        pilot.pilot_cells(data)  # a bad pilot value is a 400 before anything runs
+        plan = planning.job_plan(user=request.user, data=data, upload=upload, filename=filename)
+        return Response(pilot.job_estimate_with_pilot(plan, data))

@@ -94,15 +94,29 @@ def announce(job: GenerationJob, event: str = JOB_PROGRESS) -> None:
     send_on_commit(group(job.pk), [{"event": event, "data": state(job)}])
 
 
-def cell_data(output: GenerationOutput) -> dict[str, Any]:
+def cell_fields(
+    output_id: int, item_id: str, prompt: str, model: str, repetition: int, temperature: float
+) -> dict[str, Any]:
+    """A cell as ``generation:item:started`` and the snapshot show it."""
     return {
-        "output_id": output.pk,
-        "item_id": output.item.item_id,
-        "prompt": output.prompt.label,
-        "model": output.model_config.label,
-        "repetition": output.repetition,
-        "temperature": output.temperature,
+        "output_id": output_id,
+        "item_id": item_id,
+        "prompt": prompt,
+        "model": model,
+        "repetition": repetition,
+        "temperature": temperature,
     }
+
+
+def cell_data(output: GenerationOutput) -> dict[str, Any]:
+    return cell_fields(
+        output.pk,
+        output.item.item_id,
+        output.prompt.label,
+        output.model_config.label,
+        output.repetition,
+        output.temperature,
+    )
 
 
 def snapshot(job_id: int) -> dict[str, Any]:

@@ -33,6 +33,10 @@ class JobMode(models.TextChoices):
     BATCH = "batch", "Batch (half price, slower)"
 
 
+# The ``work_kind`` of generation jobs' provider batches (``runs.ProviderBatch``).
+BATCH_WORK_KIND = "generation"
+
+
 class SourceKind(models.TextChoices):
     SCENARIO = "scenario", "Items of a scenario"
     MANUAL = "manual", "Manual upload"

@@ -12,25 +12,24 @@ import asyncio
 import math
 import random
 from collections import defaultdict
+from collections.abc import Mapping
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from evalplatform.errors import FieldErrors
+from evalplatform.prompts import services as prompt_services
 from evalplatform.providers.estimate import estimate_tokens
 from evalplatform.providers.llm.client import ProviderClient
 from evalplatform.providers.llm.types import LLMRequest, ProviderError
+from generation.cells import MICRO_USD, UNCAPPED_RESERVE_TOKENS
+from generation.planning import JobPlan, job_estimate
 from generation.selectors import percentile
-from generation.work import MICRO_USD, UNCAPPED_RESERVE_TOKENS
-
-if TYPE_CHECKING:
-    from generation.services import JobPlan
 
 MAX_PILOT_CELLS = 20
 PARALLEL = 8
 
 
 def _sample(plan: JobPlan, cells: int, seed: int) -> list[tuple[Any, LLMRequest]]:
-    from evalplatform.prompts import services as prompt_services
-
     rendered = [
         prompt_services.version_render(version=version, items=plan.items)
         for version in plan.prompts
@@ -126,3 +125,25 @@ def run_pilot(plan: JobPlan, cells: int, *, seed: int = 0) -> dict[str, Any]:
         "per_model": per_model,
         "errors": errors[:10],
     }
+
+
+def pilot_cells(data: Mapping[str, Any]) -> int:
+    """The ``pilot`` field of an estimate request: 0 (none) to ``MAX_PILOT_CELLS``."""
+    value = data.get("pilot", 0)
+    if value in (None, "", 0, "0"):
+        return 0
+    try:
+        cells = int(value)
+    except (TypeError, ValueError):
+        cells = -1
+    if isinstance(value, bool) or not 1 <= cells <= MAX_PILOT_CELLS:
+        raise FieldErrors(
+            {"pilot": f"A number of cells to run first, from 1 to {MAX_PILOT_CELLS} (0: none)."}
+        )
+    return cells
+
+
+def job_estimate_with_pilot(plan: JobPlan, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The estimate, calibrated by a pilot when the request asks for one."""
+    cells = pilot_cells(data)
+    return job_estimate(plan, run_pilot(plan, cells) if cells else None)

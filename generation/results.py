@@ -1,8 +1,9 @@
-"""What other apps do with a job's replies, through a registry (``generation`` never imports
-them): a handler registered for a job's ``source_kind`` sees every reply before it is
-recorded, may reject it (it is then recorded as a failed cell, with its text, tokens and
-cost kept, and can be retried alone), and derives its own rows from the recorded cells in
-the same transaction. LLM judge runs use it to turn replies into judgments.
+"""What other apps do with a job's replies, through a registry filled by their
+``AppConfig.ready`` (``register``; ``generation`` never imports them): a handler registered
+for a job's ``source_kind`` sees every reply before it is recorded, may reject it (it is
+then recorded as a failed cell, with its text, tokens and cost kept, and can be retried
+alone), and derives its own rows from the recorded cells in the same transaction. LLM judge
+runs use it to turn replies into judgments.
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ class ResultHandler(Protocol):
 
 
 HANDLERS: dict[str, ResultHandler] = {}
+
+
+def register(source_kind: str, handler: ResultHandler) -> None:
+    """Handle the replies of jobs of ``source_kind`` (call from the app's
+    ``AppConfig.ready``)."""
+    HANDLERS[source_kind] = handler
 
 
 def handler_for(source_kind: str) -> ResultHandler | None:

@@ -7,7 +7,8 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from generation.models import GenerationJob, GenerationOutput
+from evalplatform.runs.models import ProviderBatch
+from generation.models import BATCH_WORK_KIND, GenerationJob, GenerationOutput
 
 # The spec's CSV columns, in order, and the field each is read from.
 CSV_FIELDS = [
@@ -111,3 +112,30 @@ def statistics_for(job: GenerationJob) -> dict[str, Any]:
         "by_model": groups["model"],
         "by_prompt": groups["prompt"],
     }
+
+
+# What the job page and the API show of a provider batch.
+BATCH_FIELDS = (
+    "id",
+    "remote_id",
+    "model_id",
+    "state",
+    "provider_state",
+    "request_count",
+    "succeeded",
+    "failed",
+    "round",
+    "error_message",
+    "created_at",
+    "submitted_at",
+    "ended_at",
+    "closed_at",
+)
+
+
+def job_batches(job: GenerationJob) -> list[dict[str, Any]]:
+    """The job's provider batches, newest first (the job page and the API show them)."""
+    rows: Any = ProviderBatch.objects.filter(work_kind=BATCH_WORK_KIND, work_id=job.pk).values(
+        *BATCH_FIELDS
+    )
+    return list(rows)

@@ -1,6 +1,7 @@
 """Input items for a job: uploads (JSON array, JSONL, CSV with a header, plain text), prompt-only,
-and items of other apps through a registry (``scenarios`` registers "items of a scenario", so
-``generation`` never imports ``scenarios``).
+and items of other apps through a registry that those apps fill from their ``AppConfig.ready``
+with ``register`` (``evaluations`` registers "judge": the tasks of a scenario, for an LLM
+judge), so ``generation`` never imports them.
 
 Uploads are checked whole before anything is written: encoding, shape, size, emptiness and
 duplicate ids; errors name the line (or array index) and the field.
@@ -22,11 +23,19 @@ Item = tuple[str, dict[str, Any]]
 FORMATS = ("json", "jsonl", "csv", "text")
 MAX_ERRORS = 20
 
-# Other apps add sources here: name → function(user, team, spec) → items.
+# Sources of other apps (``register``): name → function(user, team, spec) → items.
 SOURCE_REGISTRY: dict[str, Callable[..., list[Item]]] = {}
 # Sources only their own app may use (its service passes ``internal=True`` to ``job_plan``):
 # a judge run's job is made by the judge service, never from the jobs API.
 INTERNAL_SOURCES: set[str] = set()
+
+
+def register(kind: str, source: Callable[..., list[Item]], *, internal: bool = False) -> None:
+    """Add another app's source of items (call from its ``AppConfig.ready``). ``internal``:
+    only that app's own service may plan jobs from it."""
+    SOURCE_REGISTRY[kind] = source
+    if internal:
+        INTERNAL_SOURCES.add(kind)
 
 
 def detect_format(filename: str, declared: str = "") -> str:

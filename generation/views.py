@@ -40,7 +40,7 @@ from evalplatform.prompts.rendering import MissingVariables, variables_in
 from evalplatform.providers.models import LLMModel
 from evalplatform.web.fields import number_or_text
 from evalplatform.web.redirects import safe_next
-from generation import batch_runner, selectors, services, sources
+from generation import pilot, planning, selectors, services, sources
 from generation.models import GenerationJob, JobMode, JobStatus, OutputStatus, SourceKind
 
 ACTIVE = (JobStatus.RUNNING, JobStatus.QUEUED, JobStatus.PAUSED)
@@ -190,7 +190,7 @@ def _plan(request: HttpRequest, team):
     if errors:
         raise FieldErrors(errors)
     upload, filename = _upload(request)
-    return services.job_plan(user=request.user, data=config, upload=upload, filename=filename)
+    return planning.job_plan(user=request.user, data=config, upload=upload, filename=filename)
 
 
 def _error_steps(errors: dict[str, list[str]]) -> dict[int, list[tuple[str, str]]]:
@@ -251,7 +251,7 @@ def wizard_estimate(request: HttpRequest) -> HttpResponse:
         context["errors"] = [exc.message]
     else:
         try:
-            context["estimate"] = services.job_estimate_with_pilot(plan, request.POST)
+            context["estimate"] = pilot.job_estimate_with_pilot(plan, request.POST)
         except FieldErrors as exc:
             context["errors"] = [m for ms in exc.errors.values() for m in ms]
         context["plan"] = plan
@@ -287,7 +287,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     user = request.user
     context = _outputs_context(request, job) | {
         "statistics": selectors.statistics_for(job),
-        "batches": batch_runner.job_batches(job) if job.mode == JobMode.BATCH else [],
+        "batches": selectors.job_batches(job) if job.mode == JobMode.BATCH else [],
         "statuses": OutputStatus.choices,
         "can_manage": policy.may(user, GENERATION_MANAGE, job),
         "can_export": policy.may(user, GENERATION_EXPORT, job),

@@ -28,7 +28,7 @@ from evalplatform.prompts.models import PromptTemplate, PromptVersion
 from evalplatform.providers.models import LLMModel
 from evaluations.judges.verdicts import KEYS, Rejected, read
 from evaluations.models import JudgeRun, Judgment, LLMJudge, ParseStatus, RaterKind
-from generation import results, sources
+from generation import lifecycle, planning, sources
 from generation import services as generation
 from generation.models import (
     GenerationItem,
@@ -111,7 +111,7 @@ def _check(
     params = data.get("params", current["params"] or {})
     if not isinstance(params, dict):
         errors["params"] = "Parameters are an object (e.g. thinking settings)."
-    elif reserved := generation.reserved_params(params):
+    elif reserved := planning.reserved_params(params):
         errors["params"] = (
             f"{', '.join(reserved)} are set by the judge's runs (model, prompt, max_tokens, "
             "temperature, one reply), not by parameters."
@@ -384,10 +384,6 @@ def _source(*, user: Any, team: Team, spec: Mapping[str, Any]) -> list[sources.I
     return judge_items(judge, task_ids)
 
 
-sources.SOURCE_REGISTRY[SOURCE_KIND] = _source
-sources.INTERNAL_SOURCES.add(SOURCE_KIND)
-
-
 # --- running ------------------------------------------------------------------------------------
 def _job_data(judge: LLMJudge, data: Mapping[str, Any]) -> dict[str, Any]:
     budget = data.get("budget_usd", judge.budget_usd)
@@ -417,8 +413,8 @@ def _job_data(judge: LLMJudge, data: Mapping[str, Any]) -> dict[str, Any]:
 def judge_estimate(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> dict[str, Any]:
     """Calls and cost of a run (live and batch prices), without running anything."""
     _may_judge(user, judge.scenario)
-    plan = generation.job_plan(user=user, data=_job_data(judge, data), internal=True)
-    return generation.job_estimate(plan) | {"calls": plan.cell_count}
+    plan = planning.job_plan(user=user, data=_job_data(judge, data), internal=True)
+    return planning.job_estimate(plan) | {"calls": plan.cell_count}
 
 
 def judge_run(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> JudgeRun:
@@ -432,7 +428,7 @@ def judge_run(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> JudgeRu
         )
         if judge.runs.exclude(job__status__in=FINISHED).exists():
             raise Conflict("A run of this judge is not finished: resume it, or cancel it, first.")
-        plan = generation.job_plan(user=user, data=_job_data(judge, data), internal=True)
+        plan = planning.job_plan(user=user, data=_job_data(judge, data), internal=True)
         job = generation.job_create(user=user, plan=plan)
         run = JudgeRun.objects.create(
             judge=judge,
@@ -525,9 +521,6 @@ class JudgeResults:
         Judgment.objects.bulk_create(made, ignore_conflicts=True)
 
 
-results.HANDLERS[SOURCE_KIND] = JudgeResults()
-
-
 def judge_retry_failed(*, user: Any, judge: LLMJudge) -> int:
     """Ask again the judge's calls that failed (provider errors and unparseable replies),
     and only them, in all its runs at once; how many."""
@@ -538,7 +531,7 @@ def judge_retry_failed(*, user: Any, judge: LLMJudge) -> int:
             job__status=JobStatus.CANCELLED
         )
         for run in runs.select_related("job"):
-            retried += generation.retry_failed_cells(run.job)[1]
+            retried += lifecycle.retry_failed(run.job)[1]
         if not retried:
             raise Conflict("No failed call to retry.")
     return retried

@@ -162,6 +162,7 @@ def _seed(fake_url: str) -> World:
     from evaluations.invitations import services as invitations
     from evaluations.judges import services as judges
     from evaluations.workspace import services as evaluation_services
+    from generation import planning
     from generation import services as generation_services
     from generation.models import GenerationOutput
     from scenarios import services as scenario_services
@@ -193,7 +194,7 @@ def _seed(fake_url: str) -> World:
     draft_version = make_version(template, [("", "Summarize: {{content}}")])
 
     rows = [{"id": f"s{n}", "content": f"Text number {n} about rivers."} for n in range(3)]
-    plan = generation_services.job_plan(
+    plan = planning.job_plan(
         user=admin,
         data={
             "team": "fuzz",

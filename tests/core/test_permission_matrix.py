@@ -55,6 +55,7 @@ from evalplatform.runs.models import ProviderBatch
 from evaluations.invitations import services as invitations
 from evaluations.judges import services as judges
 from evaluations.workspace import services as evaluation_services
+from generation import planning
 from generation import services as generation_services
 from generation.models import GenerationOutput
 from scenarios import services as scenario_services
@@ -545,7 +546,7 @@ def _job(user, team, marker):
         "temperatures": [0.0, 1.0],
         "max_tokens": 50,
     }
-    plan = generation_services.job_plan(user=user, data=data, upload=None, filename="")
+    plan = planning.job_plan(user=user, data=data, upload=None, filename="")
     job = generation_services.job_create(user=user, plan=plan)
     for output in job.outputs.all():
         GenerationOutput.objects.filter(pk=output.pk).update(

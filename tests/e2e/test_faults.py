@@ -20,7 +20,7 @@ from evalplatform.accounts.roles import Role
 from evalplatform.providers.fake import FakeConfig, run_in_thread
 from evalplatform.providers.llm.retry import RetryPolicy
 from evalplatform.runs.engine import run_live
-from generation.work import GenerationWork
+from generation.runners.live import GenerationWork
 from tests.e2e.conftest import Watcher, wait_for
 from tests.factories import (
     ConnectionFactory,

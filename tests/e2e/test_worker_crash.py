@@ -38,7 +38,7 @@ from django.contrib.auth import get_user_model
 from evalplatform.accounts.models import Membership, Team
 from evalplatform.prompts.services import template_create
 from evalplatform.providers.models import LLMModel, ProviderConnection
-from generation import services
+from generation import planning, services
 user = get_user_model().objects.create_user("worker-test")
 team = Team.objects.create(name="T", slug="t")
 Membership.objects.create(user=user, team=team, role="creator")
@@ -52,7 +52,7 @@ data = {{"team": "t", "name": "crash", "prompt_versions": [template.versions.get
         "models": [model.pk], "temperatures": [0.5], "max_tokens": 50,
         "concurrency": {concurrency},
         "source": {{"type": "manual", "format": "json", "content": json.dumps(items)}}}}
-job = services.job_create(user=user, plan=services.job_plan(user=user, data=data))
+job = services.job_create(user=user, plan=planning.job_plan(user=user, data=data))
 from evalplatform.accounts.services import token_create
 print("KEY", token_create(user=user, name="e2e")[1], job.pk)
 """

@@ -15,7 +15,7 @@ from evalplatform.providers.llm.retry import RetryPolicy
 from evalplatform.runs.engine import run_live
 from evaluations.models import Judgment, ParseStatus, RaterKind
 from generation.models import GenerationJob, GenerationOutput, JobStatus
-from generation.work import GenerationWork
+from generation.runners.live import GenerationWork
 from scenarios import services as scenario_services
 from scenarios.models import Task
 from tests.factories import PromptTemplateFactory, make_version

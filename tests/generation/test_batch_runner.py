@@ -17,8 +17,9 @@ from django_q.brokers import get_broker
 from evalplatform.providers.llm.batch import BatchResult
 from evalplatform.providers.llm.types import LLMResponse
 from evalplatform.runs.models import BatchState, ProviderBatch
-from generation import batch_runner
+from generation.cells import JobCells
 from generation.models import GenerationJob, GenerationOutput, JobStatus
+from generation.runners import batch as batch_runner
 from generation.tasks import recover_jobs, run_job
 from tests.factories import ConnectionFactory, LLMModelFactory, PromptTemplateFactory, make_version
 
@@ -179,7 +180,7 @@ def test_a_submission_the_worker_never_recorded_is_adopted_not_repeated(
 def test_a_submission_the_provider_never_got_is_sent_again(api, creator, team_a, fast_batches):
     model = model_for(team_a, fast_batches)
     job_id = batch_job(api, creator, team_a, model, ["x"])
-    work = batch_runner.GenerationWork(job_id)
+    work = JobCells.for_job(job_id)
     row, requests, _ = batch_runner._prepare(work, model.pk, 100)  # ... then the worker died
     assert row is not None and len(requests) == 2
     ProviderBatch.objects.filter(pk=row.pk).update(

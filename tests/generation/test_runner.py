@@ -18,8 +18,8 @@ from django.db.models import Sum
 from evalplatform.providers.llm.retry import RetryPolicy
 from evalplatform.runs.engine import run_live
 from generation.models import GenerationJob, GenerationOutput, JobStatus
+from generation.runners.live import GenerationWork
 from generation.selectors import CSV_COLUMNS
-from generation.work import GenerationWork
 from tests.factories import ConnectionFactory, LLMModelFactory
 from tests.generation.conftest import job_body
 

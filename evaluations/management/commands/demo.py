@@ -28,9 +28,9 @@ from evalplatform.providers.services import catalog_load
 from evalplatform.runs.engine import run_live
 from evaluations.judges import services as judges
 from evaluations.models import LLMJudge
-from generation import services
+from generation import planning, services
 from generation.models import GenerationJob, JobStatus
-from generation.work import GenerationWork
+from generation.runners.live import GenerationWork
 from scenarios import services as scenario_services
 from scenarios.models import Scenario, ScenarioType
 from scenarios.types import registry
@@ -218,7 +218,7 @@ class Command(BaseCommand):
             "concurrency": 16,
             "source": {"type": "manual", "format": "json", "content": json.dumps(rows)},
         }
-        return services.job_create(user=user, plan=services.job_plan(user=user, data=data))
+        return services.job_create(user=user, plan=planning.job_plan(user=user, data=data))
 
     def _run(self, job):
         done = threading.Event()

@@ -12,10 +12,11 @@ One driver pass (``drive``; scheduled every minute, and run at once when a batch
      results changes nothing). Failed, errored, expired and missing rows go back to pending
      for the next round (alone, in a new batch) until ``max_retries``, then fail;
 2. every running batch job's pending cells are submitted: one batch per (connection,
-   model) and at most ``BATCH_MAX_CELLS`` cells, each recorded before it is sent, with the
-   budget reserved at the batch price. With ``finish_live``, cells that failed in a batch run
-   live instead (through the one execution engine);
-3. jobs with nothing pending or in flight complete.
+   model) and at most ``GENERATION_BATCH_MAX_CELLS`` cells, each recorded before it is
+   sent, with the budget reserved at the batch price (``cells.claim``). With
+   ``finish_live``, cells that failed in a batch run live instead (through the one
+   execution engine);
+3. jobs with nothing pending or in flight complete (``lifecycle.complete_batch_jobs``).
 
 Everything the driver knows is in the database, so a restarted worker simply continues.
 """
@@ -34,7 +35,6 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from evalplatform.providers.llm.batch import Batches, BatchHandle, BatchResult, BatchSubmitError
@@ -42,9 +42,10 @@ from evalplatform.providers.llm.client import ProviderClient
 from evalplatform.providers.llm.types import LLMRequest, ProviderError
 from evalplatform.providers.models import ProviderConnection
 from evalplatform.runs.models import BatchState, ProviderBatch
-from generation import events
+from generation import cells, events, lifecycle
 from generation import results as results_
 from generation.models import (
+    BATCH_WORK_KIND,
     GenerationJob,
     GenerationOutput,
     JobMode,
@@ -52,11 +53,10 @@ from generation.models import (
     JobStatus,
     OutputStatus,
 )
-from generation.work import CELL_REF_FIELDS, MICRO_USD, CellRef, GenerationWork, mark_claimed
 
 logger = logging.getLogger(__name__)
 
-WORK_KIND = "generation"
+WORK_KIND = BATCH_WORK_KIND
 SUBMIT_GRACE = timedelta(minutes=15)
 INGEST_CHUNK = 500
 
@@ -100,7 +100,9 @@ def _job_status(job_id: int) -> str | None:
 # --- recording results --------------------------------------------------------------------------
 def _record(row_id: int, results: Sequence[BatchResult]) -> int:
     """Record one chunk of a batch's results in one transaction; returns how many cells
-    changed. Only cells still running in this batch are touched."""
+    changed. Only cells still running in this batch are touched; a failed, errored or
+    missing row within the retry limit goes back to pending, to be re-submitted alone in
+    the next round's batch."""
     row = ProviderBatch.objects.get(pk=row_id)
     with transaction.atomic():
         job = GenerationJob.objects.select_for_update().get(pk=row.work_id)
@@ -108,153 +110,46 @@ def _record(row_id: int, results: Sequence[BatchResult]) -> int:
             jm.pk: jm.llm_model
             for jm in JobModel.objects.filter(job_id=job.pk).select_related("llm_model")
         }
-        cells = GenerationOutput.objects.filter(
+        cells_left = GenerationOutput.objects.filter(
             batch_id=row.pk,
             status=OutputStatus.RUNNING,
             custom_id__in=[r.custom_id for r in results],
         ).values_list("pk", "custom_id", "attempts", "reserved_usd", "model_config_id")
         running: dict[str, tuple[int, int, Decimal, int]] = {
             custom_id: (pk, attempts, reserved, model_config_id)
-            for pk, custom_id, attempts, reserved, model_config_id in cells
+            for pk, custom_id, attempts, reserved, model_config_id in cells_left
         }
-        now = timezone.now()
-        completed = failed = 0
-        cost_total = released = Decimal(0)
-        changes: list[dict[str, Any]] = []
-        handler = results_.handler_for(job.source_kind)
-        rejected = (
-            handler.check(
-                job.pk,
-                {
-                    running[r.custom_id][0]: r.response.text
-                    for r in results
-                    if r.response is not None and r.custom_id in running
-                },
-            )
-            if handler is not None
-            else {}
-        )
+        finished = []
         for result in results:
             found = running.pop(result.custom_id, None)
             if found is None:
                 continue  # recorded already (a second pass), or not this batch's
             pk, attempts, reserved, model_config_id = found
-            released += reserved
-            change: dict[str, Any] = {
-                "pk": pk,
-                "attempts": attempts + 1,
-                "reserved_usd": Decimal(0),
-                "batch_id": row.pk,
-                "completed_at": now,
-            }
-            if result.response is not None:
-                response = result.response
-                cost = (
-                    prices[model_config_id]
-                    .cost_usd(response.input_tokens, response.output_tokens, batch=True)
-                    .quantize(MICRO_USD)
-                )
-                problem = rejected.get(pk)
-                change |= {
-                    "status": OutputStatus.FAILED if problem else OutputStatus.COMPLETED,
-                    "content": response.text,
-                    "finish_reason": response.finish_reason[:40],
-                    "input_tokens": response.input_tokens,
-                    "output_tokens": response.output_tokens,
-                    "cost_usd": cost,
-                    "error_kind": results_.REJECTED if problem else "",
-                    "error_message": problem or "",
-                }
-                if problem:
-                    failed += 1
-                else:
-                    completed += 1
-                cost_total += cost
-            else:
+            error = None
+            if result.response is None:
                 error = result.error or ProviderError("No result.", kind="missing", retryable=True)
-                change |= {
-                    "error_kind": error.kind[:40],
-                    "error_message": (
-                        error.message + (f"\n{error.raw_text}" if error.raw_text else "")
-                    )[:4000],
-                }
-                if error.retryable and change["attempts"] <= job.max_retries:
-                    # Pending again: re-submitted alone, in the next round's batch.
-                    change |= {
-                        "status": OutputStatus.PENDING,
-                        "batch_id": None,
-                        "completed_at": None,
-                    }
-                else:
-                    change["status"] = OutputStatus.FAILED
-                    failed += 1
-            changes.append(change)
-        _write(changes)
-        if handler is not None:
-            handler.recorded(job.pk, [c["pk"] for c in changes if "content" in c])
-        if changes:
-            GenerationJob.objects.filter(pk=job.pk).update(
-                completed_cells=F("completed_cells") + completed,
-                failed_cells=F("failed_cells") + failed,
-                cost_usd=F("cost_usd") + cost_total,
-                reserved_usd=F("reserved_usd") - released,
+            finished.append(
+                cells.Finished(
+                    pk,
+                    model_config_id,
+                    reserved,
+                    attempts + 1,
+                    response=result.response,
+                    error=error,
+                    retry=error is not None and error.retryable and attempts + 1 <= job.max_retries,
+                )
             )
+        recorded = cells.record(
+            job.pk,
+            finished,
+            prices=prices,
+            handler=results_.handler_for(job.source_kind),
+            batch_id=row.pk,
+        )
+        if recorded.changed:
             job.refresh_from_db()
             events.announce(job)
-    return len(changes)
-
-
-_SUCCESS_FIELDS = [
-    "status",
-    "content",
-    "finish_reason",
-    "input_tokens",
-    "output_tokens",
-    "cost_usd",
-    "error_kind",
-    "error_message",
-    "attempts",
-    "reserved_usd",
-    "batch_id",
-    "completed_at",
-]
-_FAILURE_FIELDS = [
-    "status",
-    "error_kind",
-    "error_message",
-    "attempts",
-    "reserved_usd",
-    "batch_id",
-    "completed_at",
-]
-
-
-def _write(changes: list[dict[str, Any]]) -> None:
-    """One prepared UPDATE per kind of change, run with executemany: a few milliseconds for
-    hundreds of cells, where per-row ORM updates or bulk_update (a CASE per field) cost far
-    more (measured by bench/batch_scale.py). Values are prepared by the fields themselves."""
-    meta = GenerationOutput._meta
-    connection = connections[GenerationOutput.objects.db]
-    table = connection.ops.quote_name(meta.db_table)
-    for names, rows in (
-        # A reply (completed, or rejected by the job's result handler) writes its text too.
-        (_SUCCESS_FIELDS, [c for c in changes if "content" in c]),
-        (_FAILURE_FIELDS, [c for c in changes if "content" not in c]),
-    ):
-        if not rows:
-            continue
-        fields: list[Any] = [meta.get_field(name) for name in names]
-        assignments = ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in fields)
-        # Only quoted column and table names of the model go into the text; values are
-        # parameters.
-        sql = f"UPDATE {table} SET {assignments} WHERE id = %s"  # noqa: S608
-        params = [
-            [f.get_db_prep_save(c[name], connection) for name, f in zip(names, fields, strict=True)]
-            + [c["pk"]]
-            for c in rows
-        ]
-        with connection.cursor() as cursor:
-            cursor.executemany(sql, params)
+    return recorded.changed
 
 
 def _close(row_id: int) -> int:
@@ -292,7 +187,7 @@ def _give_up(row_id: int, message: str) -> None:
 
 # --- submitting ---------------------------------------------------------------------------------
 def _prepare(
-    work: GenerationWork, llm_model_id: int, limit: int
+    work: cells.JobCells, llm_model_id: int, limit: int
 ) -> tuple[ProviderBatch | None, list[tuple[str, LLMRequest]], bool]:
     """Claim up to ``limit`` pending cells of one model into a new batch row (recorded
     before anything is sent), reserving their budget at the batch price."""
@@ -300,17 +195,7 @@ def _prepare(
         job = GenerationJob.objects.select_for_update().get(pk=work.job_id)
         if job.status != JobStatus.RUNNING:
             return None, [], False
-        available = (
-            job.budget_usd - job.cost_usd - job.reserved_usd if job.budget_usd is not None else None
-        )
-        pending = [
-            CellRef(*values)
-            for values in job.outputs.filter(
-                status=OutputStatus.PENDING, model_config__llm_model_id=llm_model_id
-            )
-            .order_by("pk")
-            .values_list(*CELL_REF_FIELDS)[:limit]
-        ]
+        pending = cells.pending_refs(job, limit, model_config__llm_model_id=llm_model_id)
         if not pending:
             return None, [], False
         model = work.models[pending[0].model_config_id][0]
@@ -324,26 +209,19 @@ def _prepare(
             protocol=model.connection.kind,
             round=1 + max(o.attempts for o in pending),
         )
-        now = timezone.now()
-        reserved: dict[int, Decimal] = {}
-        requests: list[tuple[str, LLMRequest]] = []
-        blocked = False
-        for cell in pending:
-            request, llm_model = work.request_for(cell)
-            reserve = work._reservation(request, llm_model, batch=True)
-            if available is not None:
-                if reserve > available:
-                    blocked = True
-                    break
-                available -= reserve
-            reserved[cell.pk] = reserve
-            requests.append((cell.custom_id, request))
-        if not requests:
+        claimed, blocked = cells.claim(
+            work,
+            job,
+            pending,
+            batch_price=True,
+            status=OutputStatus.RUNNING,
+            batch=row,
+            started_at=timezone.now(),
+        )
+        if not claimed:
             row.delete()
             return None, [], blocked
-        mark_claimed(reserved, status=OutputStatus.RUNNING, batch=row, started_at=now)
-        job.reserved_usd += sum(reserved.values(), Decimal(0))
-        job.save(update_fields=["reserved_usd", "updated_at"])
+        requests = [(c.ref.custom_id, c.request) for c in claimed]
         row.request_count = len(requests)
         row.custom_ids = [custom_id for custom_id, _ in requests]
         row.save(update_fields=["request_count", "custom_ids"])
@@ -406,21 +284,6 @@ def _submit_failed(row_id: int, error: ProviderError, accepted: set[str]) -> Non
     ProviderBatch.objects.filter(pk=row.pk).update(**fields)
 
 
-def _budget_pause(job_id: int) -> None:
-    """Nothing more fits the budget and nothing is in flight: pause, tell the owner."""
-    with transaction.atomic():
-        job = GenerationJob.objects.select_for_update().get(pk=job_id)
-        if job.status != JobStatus.RUNNING:
-            return
-        if job.outputs.filter(status=OutputStatus.RUNNING).exists():
-            return  # batches in flight may release reservations: wait for them
-        from generation.services import pause_for_budget, start_next_queued
-
-        pause_for_budget(job)
-        events.announce(job, events.JOB_BUDGET_EXCEEDED)
-        start_next_queued(owner_id=job.owner_id)
-
-
 def _jobs_to_submit(job_id: int | None) -> list[tuple[int, bool, list[int]]]:
     """Running batch jobs with pending cells: (job, finish live?, models with pending)."""
     jobs = GenerationJob.objects.filter(mode=JobMode.BATCH, status=JobStatus.RUNNING)
@@ -449,29 +312,6 @@ def needs_live_run(job_id: int) -> bool:
         or cells.filter(status=OutputStatus.RUNNING, batch__isnull=True).exists()
         or GenerationJob.objects.filter(pk=job_id).exclude(runner_token="").exists()
     )
-
-
-def _finish_jobs(job_id: int | None) -> list[int]:
-    """Batch jobs with nothing pending or in flight are complete."""
-    from generation.services import start_next_queued
-
-    jobs = GenerationJob.objects.filter(mode=JobMode.BATCH, status=JobStatus.RUNNING)
-    if job_id is not None:
-        jobs = jobs.filter(pk=job_id)
-    done = []
-    for candidate in jobs.values_list("pk", flat=True):
-        with transaction.atomic():
-            job = GenerationJob.objects.select_for_update().get(pk=candidate)
-            left = job.outputs.filter(status__in=[OutputStatus.PENDING, OutputStatus.RUNNING])
-            if job.status != JobStatus.RUNNING or left.exists() or job.runner_token:
-                continue
-            job.status, job.finished_at = JobStatus.COMPLETED, timezone.now()
-            job.reserved_usd = Decimal(0)
-            job.save(update_fields=["status", "finished_at", "reserved_usd", "updated_at"])
-            events.announce(job, events.JOB_COMPLETED)
-            start_next_queued(owner_id=job.owner_id)
-            done.append(job.pk)
-    return done
 
 
 # --- the pass -----------------------------------------------------------------------------------
@@ -576,7 +416,7 @@ async def _advance(row: ProviderBatch, clients: _Clients, summary: DriveSummary)
 async def _submit(
     job_id: int, model_ids: list[int], clients: _Clients, summary: DriveSummary
 ) -> None:
-    work = await db(GenerationWork)(job_id)
+    work = await db(cells.JobCells.for_job)(job_id)
     blocked = False
     for llm_model_id in model_ids:
         while not blocked:
@@ -603,7 +443,7 @@ async def _submit(
                 summary.submitted_batches += 1
                 summary.submitted_cells += len(requests)
     if blocked:
-        await db(_budget_pause)(job_id)
+        await db(lifecycle.pause_batch_for_budget)(job_id)
 
 
 async def drive(job_id: int | None = None) -> DriveSummary:
@@ -619,42 +459,14 @@ async def drive(job_id: int | None = None) -> DriveSummary:
         for pending_job, finish_live, model_ids in await db(_jobs_to_submit)(job_id):
             try:
                 if finish_live and await db(needs_live_run)(pending_job):
-                    from generation.tasks import enqueue_run
-
-                    await db(enqueue_run)(pending_job)  # the live runner finishes them
+                    # The live runner finishes them.
+                    await db(lifecycle.dispatch_run)(pending_job)
                     continue
                 await _submit(pending_job, model_ids, clients, summary)
             except Exception:  # one broken job must not stop the others
                 logger.exception("job %s: submitting batches failed", pending_job)
-        summary.completed_jobs = await db(_finish_jobs)(job_id)
+        summary.completed_jobs = await db(lifecycle.complete_batch_jobs)(job_id)
         return summary
     finally:
         await clients.aclose()
         await db(connections.close_all)()
-
-
-# What the job page and the API show of a provider batch.
-BATCH_FIELDS = (
-    "id",
-    "remote_id",
-    "model_id",
-    "state",
-    "provider_state",
-    "request_count",
-    "succeeded",
-    "failed",
-    "round",
-    "error_message",
-    "created_at",
-    "submitted_at",
-    "ended_at",
-    "closed_at",
-)
-
-
-def job_batches(job: GenerationJob) -> list[dict[str, Any]]:
-    """The job's provider batches, newest first (the job page and the API show them)."""
-    rows: Any = ProviderBatch.objects.filter(work_kind=WORK_KIND, work_id=job.pk).values(
-        *BATCH_FIELDS
-    )
-    return list(rows)

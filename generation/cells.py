@@ -1,0 +1,383 @@
+"""The cells of a job, for both runners (live and batch): building a cell's request,
+reserving its worst-case cost, claiming pending cells and recording finished ones.
+
+A cell is one ``GenerationOutput``. It is claimed (``pending`` → ``running``) with its
+budget reserved, in the transaction that locks the job; its result is recorded at most
+once: callers pass only the cells they still own (running, claimed by this runner or in
+this batch), so no result or cost is ever counted twice.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, Decimal
+from typing import Any, NamedTuple
+
+from django.db import connections
+from django.db.models import F
+from django.utils import timezone
+
+from evalplatform.prompts.rendering import Block, render
+from evalplatform.providers.estimate import estimate_tokens
+from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
+from evalplatform.providers.models import LLMModel
+from generation import events, results
+from generation.models import GenerationJob, GenerationOutput, OutputStatus
+
+# Without max_tokens, replies are capped at this many tokens (and the reservation assumes it).
+UNCAPPED_RESERVE_TOKENS = 4096
+MICRO_USD = Decimal("0.000001")
+UPDATE_CHUNK = 500  # ids in one UPDATE ... WHERE id IN (...)
+
+
+class CellRef(NamedTuple):
+    """What building a cell's request needs, read without loading model instances."""
+
+    pk: int
+    custom_id: str
+    attempts: int
+    prompt_id: int
+    model_config_id: int
+    repetition: int
+    temperature: float
+    item_id: str
+    item_data: Any
+
+
+CELL_REF_FIELDS = [
+    "pk",
+    "custom_id",
+    "attempts",
+    "prompt_id",
+    "model_config_id",
+    "repetition",
+    "temperature",
+    "item__item_id",
+    "item__data",
+]
+
+
+@dataclass
+class _Prompt:
+    blocks: list[Block]
+    defaults: dict[str, Any]
+    label: str
+
+
+class JobCells:
+    """What a job's cells are made of, read once: its frozen prompts and its model
+    configurations (model and parameters)."""
+
+    def __init__(self, job: GenerationJob) -> None:
+        self.job_id = job.pk
+        self.max_tokens = job.max_tokens
+        self.prompts = {
+            p.pk: _Prompt(
+                [Block(b["title"], b["body"]) for b in snap["blocks"]],
+                snap.get("default_variables") or {},
+                p.label,
+            )
+            for p, snap in zip(job.prompts.order_by("position"), job.config["prompts"], strict=True)
+        }
+        self.models: dict[int, tuple[LLMModel, dict[str, Any]]] = {}
+        self.model_labels: dict[int, str] = {}
+        for m in job.models.select_related("llm_model__connection"):
+            self.models[m.pk] = (m.llm_model, m.params)
+            self.model_labels[m.pk] = m.label
+
+    @classmethod
+    def for_job(cls, job_id: int) -> JobCells:
+        return cls(GenerationJob.objects.get(pk=job_id))
+
+    @property
+    def prices(self) -> dict[int, LLMModel]:
+        """The model of each configuration (by its pk), for ``record``."""
+        return {pk: model for pk, (model, _) in self.models.items()}
+
+    def request_for(self, cell: CellRef) -> tuple[LLMRequest, LLMModel]:
+        prompt = self.prompts[cell.prompt_id]
+        rendered = render(prompt.blocks, cell.item_data, prompt.defaults, item_id=cell.item_id)
+        model, params = self.models[cell.model_config_id]
+        params = dict(params)
+        if model.connection.kind == "mock":
+            params.setdefault("seed", cell.repetition)  # repeated calls differ, reproducibly
+        return LLMRequest(
+            model=model.model_id,
+            system=rendered.system,
+            user=rendered.user,
+            temperature=cell.temperature,
+            max_tokens=self.max_tokens or UNCAPPED_RESERVE_TOKENS,
+            params=params,
+        ), model
+
+    def started_data(self, cell: CellRef) -> dict[str, Any]:
+        """The data of the cell's ``generation:item:started`` event."""
+        return events.cell_fields(
+            cell.pk,
+            cell.item_id,
+            self.prompts[cell.prompt_id].label,
+            self.model_labels[cell.model_config_id],
+            cell.repetition,
+            cell.temperature,
+        )
+
+
+def reservation(request: LLMRequest, model: LLMModel, *, batch: bool = False) -> Decimal:
+    """The most a call can cost: its input estimate with a margin, and every reply token."""
+    out = request.max_tokens or UNCAPPED_RESERVE_TOKENS
+    tokens_in = estimate_tokens(request.system) + estimate_tokens(request.user)
+    # A margin on the input side covers the estimate's error against real tokenizers.
+    cost = model.cost_usd(math.ceil(tokens_in * 1.5), out, batch=batch)
+    return cost.quantize(MICRO_USD, ROUND_CEILING)
+
+
+# --- claiming -----------------------------------------------------------------------------------
+class Claimed(NamedTuple):
+    ref: CellRef
+    request: LLMRequest
+    model: LLMModel
+    reserved_usd: Decimal
+
+
+def pending_refs(job: GenerationJob, limit: int, **filters: Any) -> list[CellRef]:
+    """Up to ``limit`` of the job's pending cells (``filters`` narrow them), oldest first."""
+    rows = (
+        job.outputs.filter(status=OutputStatus.PENDING, **filters)
+        .order_by("pk")
+        .values_list(*CELL_REF_FIELDS)[:limit]
+    )
+    return [CellRef(*values) for values in rows]
+
+
+def claim(
+    cells: JobCells,
+    job: GenerationJob,
+    pending: Sequence[CellRef],
+    *,
+    batch_price: bool = False,
+    **fields: Any,
+) -> tuple[list[Claimed], bool]:
+    """Claim ``pending`` cells of the locked ``job`` in order while their reservations (at
+    the batch price with ``batch_price``) fit its budget: each is written with ``fields`` (the
+    same for all) and its reservation, and the job's reservations grow by their sum.
+    Returns the claimed cells and whether the budget stopped the claim (call inside the
+    transaction that locked the job)."""
+    available = (
+        job.budget_usd - job.cost_usd - job.reserved_usd if job.budget_usd is not None else None
+    )
+    claimed: list[Claimed] = []
+    blocked = False
+    for ref in pending:
+        request, model = cells.request_for(ref)
+        reserve = reservation(request, model, batch=batch_price)
+        if available is not None:
+            if reserve > available:
+                blocked = True
+                break
+            available -= reserve
+        claimed.append(Claimed(ref, request, model, reserve))
+    if claimed:
+        mark_claimed({c.ref.pk: c.reserved_usd for c in claimed}, **fields)
+        job.reserved_usd += sum((c.reserved_usd for c in claimed), Decimal(0))
+        job.save(update_fields=["reserved_usd", "updated_at"])
+    return claimed, blocked
+
+
+def mark_claimed(reserved: dict[int, Decimal], **fields: Any) -> None:
+    """Write claimed cells: ``fields`` (the same for all) and each one's reservation (by
+    pk), in a few UPDATEs (cells of one prompt length share a reservation). Django's
+    bulk_update costs far more per row (a CASE per field; measured by the benchmarks)."""
+    pks = list(reserved)
+    for start in range(0, len(pks), UPDATE_CHUNK):
+        GenerationOutput.objects.filter(pk__in=pks[start : start + UPDATE_CHUNK]).update(**fields)
+    by_reserve: dict[Decimal, list[int]] = {}
+    for pk, reserve in reserved.items():
+        by_reserve.setdefault(reserve, []).append(pk)
+    for reserve, same in by_reserve.items():
+        for start in range(0, len(same), UPDATE_CHUNK):
+            GenerationOutput.objects.filter(pk__in=same[start : start + UPDATE_CHUNK]).update(
+                reserved_usd=reserve
+            )
+
+
+def release_live_cells(job: GenerationJob) -> Decimal:
+    """Return the job's live cells left running (never recorded) to pending; the sum of the
+    reservations they held, for the caller to take off the (locked) job's."""
+    live = job.outputs.filter(status=OutputStatus.RUNNING, batch__isnull=True)
+    released = sum(live.values_list("reserved_usd", flat=True), Decimal(0))
+    live.update(
+        status=OutputStatus.PENDING,
+        reserved_usd=0,
+        runner_token="",
+        started_at=None,
+        content="",  # a partial text, kept for watchers while it streamed
+    )
+    return released
+
+
+# --- recording ----------------------------------------------------------------------------------
+@dataclass
+class Finished:
+    """A claimed cell's result: a reply, or the error it ended with. ``retry``: the error
+    returns the cell to pending, to be run again."""
+
+    pk: int
+    model_config_id: int
+    reserved_usd: Decimal
+    attempts: int
+    response: LLMResponse | None = None
+    error: ProviderError | None = None
+    retry: bool = False
+
+
+@dataclass
+class Recorded:
+    changed: int = 0
+    completed: int = 0
+    failed: int = 0
+    # The cells' events (event, data, cell id), for a runner that publishes them.
+    item_events: list[tuple[str, dict[str, Any], int]] = field(default_factory=list)
+
+
+def record(
+    job_id: int,
+    finished: Sequence[Finished],
+    *,
+    prices: Mapping[int, LLMModel],
+    handler: results.ResultHandler | None,
+    batch_id: int | None = None,
+    item_events: bool = False,
+) -> Recorded:
+    """Record results of cells the caller owns (running, and locked or guarded by the
+    caller, in the caller's transaction), and add them to the job's counts, cost and
+    reservations. ``prices``: the model of each configuration; ``handler``: the job's
+    result handler (``results.handler_for``), which sees the replies first. ``batch_id``:
+    the results came from this provider batch, at the batch price (a cell run again
+    leaves it). ``item_events``: also return each recorded cell's event, to publish."""
+    rejected = (
+        handler.check(job_id, {f.pk: f.response.text for f in finished if f.response is not None})
+        if handler is not None
+        else {}
+    )
+    now = timezone.now()
+    tally = Recorded()
+    cost_total = released = Decimal(0)
+    changes: list[dict[str, Any]] = []
+    for cell in finished:
+        released += cell.reserved_usd
+        change: dict[str, Any] = {
+            "pk": cell.pk,
+            "attempts": cell.attempts,
+            "reserved_usd": Decimal(0),
+            "completed_at": now,
+        }
+        if batch_id is not None:
+            change["batch_id"] = batch_id
+        if cell.response is not None:
+            response = cell.response
+            cost = (
+                prices[cell.model_config_id]
+                .cost_usd(response.input_tokens, response.output_tokens, batch=batch_id is not None)
+                .quantize(MICRO_USD)
+            )
+            cost_total += cost
+            problem = rejected.get(cell.pk)
+            change |= {
+                "status": OutputStatus.FAILED if problem else OutputStatus.COMPLETED,
+                "content": response.text,
+                "finish_reason": response.finish_reason[:40],
+                "input_tokens": response.input_tokens,
+                "output_tokens": response.output_tokens,
+                "cost_usd": cost,
+                "error_kind": results.REJECTED if problem else "",
+                "error_message": problem or "",
+            }
+            if batch_id is None:
+                change["processing_time_ms"] = round(response.latency_s * 1000)
+            if problem:
+                tally.failed += 1
+                if item_events:
+                    tally.item_events.append(_failed_event(cell, results.REJECTED, problem))
+            else:
+                tally.completed += 1
+                if item_events:
+                    tally.item_events.append(
+                        (
+                            events.ITEM_COMPLETED,
+                            {
+                                "output_id": cell.pk,
+                                "input_tokens": response.input_tokens,
+                                "output_tokens": response.output_tokens,
+                                "cost_usd": str(cost),
+                                "processing_time_ms": round(response.latency_s * 1000),
+                                "attempts": cell.attempts,
+                                "preview": response.text[: events.PREVIEW_CHARS],
+                            },
+                            cell.pk,
+                        )
+                    )
+        else:
+            error = cell.error or ProviderError("No result.", kind="missing", retryable=True)
+            message = error.message + (f"\n{error.raw_text}" if error.raw_text else "")
+            change |= {"error_kind": error.kind[:40], "error_message": message[:4000]}
+            if cell.retry:
+                change |= {"status": OutputStatus.PENDING, "completed_at": None}
+                if batch_id is not None:
+                    change["batch_id"] = None
+            else:
+                change["status"] = OutputStatus.FAILED
+                tally.failed += 1
+                if item_events:
+                    tally.item_events.append(_failed_event(cell, error.kind, message))
+        changes.append(change)
+    write(changes)
+    with_reply = [c["pk"] for c in changes if "content" in c]
+    if with_reply and handler is not None:
+        handler.recorded(job_id, with_reply)
+    if changes:
+        GenerationJob.objects.filter(pk=job_id).update(
+            completed_cells=F("completed_cells") + tally.completed,
+            failed_cells=F("failed_cells") + tally.failed,
+            cost_usd=F("cost_usd") + cost_total,
+            reserved_usd=F("reserved_usd") - released,
+        )
+    tally.changed = len(changes)
+    return tally
+
+
+def _failed_event(cell: Finished, kind: str, message: str) -> tuple[str, dict[str, Any], int]:
+    data = {
+        "output_id": cell.pk,
+        "error_kind": kind,
+        "error_message": message[:500],
+        "attempts": cell.attempts,
+    }
+    return events.ITEM_FAILED, data, cell.pk
+
+
+def write(changes: Sequence[dict[str, Any]]) -> None:
+    """Write cells (each change: ``pk`` and the fields to set): one prepared UPDATE per set
+    of fields, run with executemany. A few milliseconds for hundreds of cells, where
+    per-row ORM updates or bulk_update (a CASE per field) cost far more (measured by
+    bench/batch_scale.py). Values are prepared by the fields themselves."""
+    meta = GenerationOutput._meta
+    connection = connections[GenerationOutput.objects.db]
+    table = connection.ops.quote_name(meta.db_table)
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for change in changes:
+        groups.setdefault(tuple(sorted(k for k in change if k != "pk")), []).append(change)
+    for names, rows in groups.items():
+        fields: list[Any] = [meta.get_field(name) for name in names]
+        assignments = ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in fields)
+        # Only quoted column and table names of the model go into the text; values are
+        # parameters.
+        sql = f"UPDATE {table} SET {assignments} WHERE id = %s"  # noqa: S608
+        params = [
+            [f.get_db_prep_save(c[name], connection) for name, f in zip(names, fields, strict=True)]
+            + [c["pk"]]
+            for c in rows
+        ]
+        with connection.cursor() as cursor:
+            cursor.executemany(sql, params)

@@ -1,0 +1,356 @@
+"""Every status transition of a generation job, and the dispatch of its runner.
+
+| transition | from | to |
+|---|---|---|
+| ``start`` | created, paused or failed (resume) | running, or queued if the owner runs one |
+| ``pause`` | running, queued | paused |
+| ``cancel`` | created, queued, running, paused | cancelled |
+| ``retry_failed`` | completed, failed (they run again), paused, running, queued | the same |
+| ``pause_run_for_budget`` / ``pause_batch_for_budget`` | running | paused |
+| ``end_run`` / ``complete_batch_jobs`` | running | completed (every cell done) |
+| ``fail`` | running | failed |
+
+One running job per user: whenever a running job stops, ``start_next_queued`` starts the
+owner's oldest queued one. Runners are dispatched to django-q2 by dotted path
+(``generation.tasks.run_job``), so this module never imports the tasks. A live runner holds
+a lease on the job (``take_lease``, released by ``end_run``).
+
+Functions taking a job lock it themselves, in the caller's transaction if there is one;
+permission checks and audit records are the caller's (``generation.services``).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from evalplatform.accounts.services import notify
+from evalplatform.errors import Conflict
+from generation import events
+from generation.cells import release_live_cells
+from generation.models import GenerationJob, JobMode, JobStatus, OutputStatus
+
+ALLOWED = {
+    "start": {JobStatus.CREATED, JobStatus.PAUSED, JobStatus.FAILED},
+    "pause": {JobStatus.RUNNING, JobStatus.QUEUED},
+    "cancel": {JobStatus.CREATED, JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.PAUSED},
+    "retry failed cells": {
+        JobStatus.COMPLETED,
+        JobStatus.FAILED,
+        JobStatus.PAUSED,
+        JobStatus.RUNNING,
+        JobStatus.QUEUED,
+    },
+}
+
+
+# --- locks and dispatch -------------------------------------------------------------------------
+def lock_job(job: GenerationJob) -> GenerationJob:
+    """The job, freshly read and locked, with its owner locked too (call inside a
+    transaction)."""
+    job = GenerationJob.objects.select_for_update().get(pk=job.pk)
+    _lock_owner(job.owner_id)
+    return job
+
+
+def _lock_owner(owner_id: int) -> None:
+    """Serialize "one running job per user" decisions: with no running job there is no job
+    row to lock, so lock the owner's row (a constraint backs this up)."""
+    get_user_model().objects.select_for_update().filter(pk=owner_id).exists()
+
+
+def _refuse(action: str, job: GenerationJob) -> Conflict:
+    allowed = ", ".join(sorted(ALLOWED[action]))
+    return Conflict(f"A {job.status} job cannot {action}; only a job that is {allowed} can.")
+
+
+def dispatch_run(job_id: int) -> None:
+    """Queue the job's runner (``generation.tasks.run_job``)."""
+    async_task("generation.tasks.run_job", job_id, task_name=f"generation-job-{job_id}")
+
+
+def _dispatch_on_commit(job: GenerationJob) -> None:
+    transaction.on_commit(lambda: dispatch_run(job.pk))
+
+
+# --- transitions asked for by users -------------------------------------------------------------
+def start(job: GenerationJob) -> GenerationJob:
+    """Start a job, or resume a paused or failed one; queue it if its owner already has one
+    running."""
+    with transaction.atomic(savepoint=False):
+        job = lock_job(job)
+        if job.status not in ALLOWED["start"]:
+            raise _refuse("start", job)
+        _start_locked(job)
+    return job
+
+
+def _start_locked(job: GenerationJob) -> None:
+    """Start (or queue) a locked job."""
+    busy = (
+        GenerationJob.objects.select_for_update()
+        .filter(owner_id=job.owner_id, status=JobStatus.RUNNING)
+        .exclude(pk=job.pk)
+        .exists()
+    )
+    job.status = JobStatus.QUEUED if busy else JobStatus.RUNNING
+    job.queued_at = timezone.now()
+    if not busy:
+        job.started_at = job.started_at or timezone.now()
+    job.status_message = ""
+    job.finished_at = None  # a failed job resumes
+    job.save(
+        update_fields=[
+            "status",
+            "queued_at",
+            "started_at",
+            "status_message",
+            "finished_at",
+            "updated_at",
+        ]
+    )
+    if not busy:
+        _dispatch_on_commit(job)
+    events.announce(job)
+
+
+def retry_failed(job: GenerationJob) -> tuple[GenerationJob, int]:
+    """Run the failed cells again, and only them. A finished job runs again for them; a
+    paused job stays paused; a running or queued job takes them up. Returns the job and how
+    many cells."""
+    with transaction.atomic(savepoint=False):
+        job = lock_job(job)
+        if job.status not in ALLOWED["retry failed cells"]:
+            raise _refuse("retry failed cells", job)
+        count = job.outputs.filter(status=OutputStatus.FAILED).update(
+            status=OutputStatus.PENDING,
+            content="",
+            finish_reason="",
+            attempts=0,
+            error_kind="",
+            error_message="",
+            batch=None,
+            runner_token="",
+            started_at=None,
+            completed_at=None,
+        )
+        if not count:
+            raise Conflict("The job has no failed cells.")
+        job.failed_cells -= count  # the job row is locked
+        job.save(update_fields=["failed_cells", "updated_at"])
+        if job.status in (JobStatus.COMPLETED, JobStatus.FAILED):
+            _start_locked(job)
+        else:
+            events.announce(job)
+    return job, count
+
+
+def pause(job: GenerationJob, message: str = "") -> GenerationJob:
+    return _stop(job, "pause", JobStatus.PAUSED, message)
+
+
+def cancel(job: GenerationJob) -> GenerationJob:
+    return _stop(job, "cancel", JobStatus.CANCELLED, "")
+
+
+def _stop(job: GenerationJob, action: str, status: str, message: str) -> GenerationJob:
+    with transaction.atomic(savepoint=False):
+        job = lock_job(job)
+        if job.status not in ALLOWED[action]:
+            raise _refuse(action, job)
+        was_running = job.status == JobStatus.RUNNING
+        job.status = status
+        job.status_message = message
+        if status == JobStatus.CANCELLED:
+            job.finished_at = timezone.now()
+        job.save(update_fields=["status", "status_message", "finished_at", "updated_at"])
+        events.announce(job)
+        if was_running:
+            start_next_queued(owner_id=job.owner_id)
+    return job
+
+
+def start_next_queued(*, owner_id: int) -> GenerationJob | None:
+    """Start the owner's oldest queued job if none is running (call inside a transaction)."""
+    _lock_owner(owner_id)
+    if GenerationJob.objects.filter(owner_id=owner_id, status=JobStatus.RUNNING).exists():
+        return None
+    nxt = (
+        GenerationJob.objects.select_for_update()
+        .filter(owner_id=owner_id, status=JobStatus.QUEUED)
+        .order_by("queued_at", "pk")
+        .first()
+    )
+    if nxt is None:
+        return None
+    nxt.status = JobStatus.RUNNING
+    nxt.started_at = nxt.started_at or timezone.now()
+    nxt.save(update_fields=["status", "started_at", "updated_at"])
+    _dispatch_on_commit(nxt)
+    events.announce(nxt)
+    return nxt
+
+
+# --- transitions made by runners ----------------------------------------------------------------
+def take_lease(job_id: int, token: str) -> GenerationJob | None:
+    """A live runner (``token``) takes the running job's lease, unless another runner holds
+    it; cells a dead runner left running go back to pending, their reservations released.
+    The job, or None when it is not running or held."""
+    now = timezone.now()
+    with transaction.atomic():
+        job = GenerationJob.objects.select_for_update().get(pk=job_id)
+        if job.status != JobStatus.RUNNING:
+            return None
+        if job.runner_token not in ("", token) and job.lease_until and job.lease_until > now:
+            return None  # another runner holds it
+        # Cells a dead runner left running were never recorded: they run again, and
+        # their reservations are released. Recorded cells are never run twice.
+        job.reserved_usd -= release_live_cells(job)
+        job.runner_token, job.lease_until = (
+            token,
+            now + timedelta(seconds=settings.GENERATION_LEASE_S),
+        )
+        job.save(update_fields=["reserved_usd", "runner_token", "lease_until", "updated_at"])
+    return job
+
+
+def end_run(job_id: int, token: str) -> tuple[bool, GenerationJob | None]:
+    """A live run ends: the job completes if nothing is left (and no provider batch is in
+    flight), the lease is dropped, and if the job stopped, the owner's next queued job
+    starts. Returns whether to keep going (the job was resumed while the last window
+    drained), and the job as left (None if another runner holds it)."""
+    with transaction.atomic():
+        job = GenerationJob.objects.select_for_update().get(pk=job_id)
+        if job.runner_token != token:
+            return False, None
+        live_left = job.outputs.filter(status=OutputStatus.PENDING) | job.outputs.filter(
+            status=OutputStatus.RUNNING, batch__isnull=True
+        )
+        if job.status == JobStatus.RUNNING and live_left.exists():
+            return True, None  # resumed while the last window drained: keep going
+        fields = ["runner_token", "lease_until", "updated_at"]
+        in_batches = job.outputs.filter(status=OutputStatus.RUNNING, batch__isnull=False)
+        if job.status == JobStatus.RUNNING and not in_batches.exists():
+            job.status, job.finished_at = JobStatus.COMPLETED, timezone.now()
+            fields += ["status", "finished_at"]
+        job.runner_token, job.lease_until = "", None
+        job.save(update_fields=fields)
+        if job.status != JobStatus.RUNNING:
+            start_next_queued(owner_id=job.owner_id)
+    return False, job
+
+
+def _usd(amount: Decimal) -> str:
+    """$1,234.5 or $0.0004: as many decimals as the amount has (at most six)."""
+    text = f"{amount:,.6f}".rstrip("0").rstrip(".")
+    return f"${text}"
+
+
+def _pause_for_budget(job: GenerationJob) -> None:
+    """The budget is reached: pause the (locked, running) job and tell its owner. Raising
+    the budget and resuming continues."""
+    job.status = JobStatus.PAUSED
+    job.status_message = (
+        f"Budget reached: {_usd(job.cost_usd)} spent of {_usd(job.budget_usd or Decimal(0))}. "
+        "Raise the budget and resume to continue."
+    )
+    job.save(update_fields=["status", "status_message", "updated_at"])
+    notify(
+        user=job.owner,
+        team=job.team,
+        kind="generation.budget_exceeded",
+        message=f"{job.name}: {job.status_message}",
+        link=f"/generation/jobs/{job.pk}",
+    )
+
+
+def pause_run_for_budget(job_id: int, token: str) -> GenerationJob | None:
+    """Nothing more fits a live run's budget: pause the job if this runner still holds it
+    (its ``end_run`` then starts the owner's next queued job). The paused job, for the
+    runner to announce, or None."""
+    with transaction.atomic():
+        job = GenerationJob.objects.select_for_update().get(pk=job_id)
+        if job.status != JobStatus.RUNNING or job.runner_token != token:
+            return None
+        _pause_for_budget(job)
+    return job
+
+
+def pause_batch_for_budget(job_id: int) -> None:
+    """Nothing more fits a batch job's budget: once nothing is in flight (batches may still
+    release reservations), pause it, tell its watchers and start the owner's next job."""
+    with transaction.atomic():
+        job = GenerationJob.objects.select_for_update().get(pk=job_id)
+        if job.status != JobStatus.RUNNING:
+            return
+        if job.outputs.filter(status=OutputStatus.RUNNING).exists():
+            return  # batches in flight may release reservations: wait for them
+        _pause_for_budget(job)
+        events.announce(job, events.JOB_BUDGET_EXCEEDED)
+        start_next_queued(owner_id=job.owner_id)
+
+
+def complete_batch_jobs(job_id: int | None = None) -> list[int]:
+    """Batch jobs (all, or one) with nothing pending or in flight and no live runner are
+    complete; their ids."""
+    jobs = GenerationJob.objects.filter(mode=JobMode.BATCH, status=JobStatus.RUNNING)
+    if job_id is not None:
+        jobs = jobs.filter(pk=job_id)
+    done = []
+    for candidate in jobs.values_list("pk", flat=True):
+        with transaction.atomic():
+            job = GenerationJob.objects.select_for_update().get(pk=candidate)
+            left = job.outputs.filter(status__in=[OutputStatus.PENDING, OutputStatus.RUNNING])
+            if job.status != JobStatus.RUNNING or left.exists() or job.runner_token:
+                continue
+            job.status, job.finished_at = JobStatus.COMPLETED, timezone.now()
+            job.reserved_usd = Decimal(0)
+            job.save(update_fields=["status", "finished_at", "reserved_usd", "updated_at"])
+            events.announce(job, events.JOB_COMPLETED)
+            start_next_queued(owner_id=job.owner_id)
+            done.append(job.pk)
+    return done
+
+
+def fail(*, job_id: int, message: str) -> None:
+    """Mark a running job failed (an error of the platform, not of a provider): cells left
+    running go back to pending (a resume runs them), reservations are released, the lease
+    is dropped and the owner's next queued job starts."""
+    with transaction.atomic():
+        job = GenerationJob.objects.select_for_update().filter(pk=job_id).first()
+        if job is None or job.status != JobStatus.RUNNING:
+            return
+        _lock_owner(job.owner_id)
+        # Cells in provider batches stay there (their results are still recorded) and keep
+        # their reservations; the live cells left running give theirs back.
+        released = release_live_cells(job)
+        job.status, job.status_message, job.finished_at = JobStatus.FAILED, message, timezone.now()
+        job.reserved_usd -= released
+        job.runner_token, job.lease_until = "", None
+        job.save()
+        events.announce(job, events.JOB_FAILED)
+        start_next_queued(owner_id=job.owner_id)
+
+
+def recover_stale_runs() -> list[int]:
+    """Re-dispatch running jobs whose live runner stopped renewing its lease (a killed
+    worker); their ids. Batch jobs between live runs need no runner (the batch driver moves
+    them)."""
+    stale = []
+    with transaction.atomic():
+        for job in (
+            GenerationJob.objects.select_for_update(skip_locked=True)
+            .filter(status=JobStatus.RUNNING)
+            .exclude(mode=JobMode.BATCH, runner_token="")
+        ):
+            if job.lease_until is None or job.lease_until < timezone.now():
+                stale.append(job.pk)
+    for job_id in stale:
+        dispatch_run(job_id)
+    return stale

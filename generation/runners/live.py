@@ -1,0 +1,197 @@
+"""Live runs: a generation job as ``Work`` for the execution engine
+(``evalplatform.runs.engine``), and ``run``, which starts it again after a lost database
+connection."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connections, transaction
+from django.utils import timezone
+
+from evalplatform.live.publish import ThrottledPublisher
+from evalplatform.providers.llm.retry import RetryPolicy
+from evalplatform.providers.models import ProviderConnection
+from evalplatform.runs.engine import Cell, Outcome, RunSummary, run_live
+from generation import cells, events, lifecycle, results
+from generation.models import GenerationJob, GenerationOutput, JobStatus, OutputStatus
+
+logger = logging.getLogger(__name__)
+# A lost database connection (a restart, a failover, a dropped session) is not the job's
+# failure: its runner starts again after each of these waits, taking its own lease back, and
+# runs only what is left (each step commits whole or not at all). Then it gives up. A run
+# that went on for STEADY_S before losing the connection starts the count afresh.
+RECONNECT_WAITS_S = (1.0, 3.0, 10.0)
+STEADY_S = 60.0
+
+
+class GenerationWork:
+    def __init__(self, job_id: int, *, retry: RetryPolicy | None = None, token: str | None = None):
+        """``token``: the runner's (a new one by default); a runner that starts again with its
+        own token takes its lease back (``begin``)."""
+        job = GenerationJob.objects.get(pk=job_id)
+        self.job_id = job_id
+        self.handler = results.handler_for(job.source_kind)
+        self.token = token or uuid.uuid4().hex
+        self.concurrency = job.concurrency
+        self.retry = retry or RetryPolicy(max_retries=job.max_retries)
+        self.cells = cells.JobCells(job)
+        self.prices = self.cells.prices
+        self._publisher = events.publisher(job_id, self.token)
+
+    @property
+    def publisher(self) -> ThrottledPublisher | None:
+        return self._publisher
+
+    def _emit(self, event: str, data: dict[str, Any], key: int | None = None) -> None:
+        if self._publisher is not None:
+            self._publisher.add(event, data, key=key)
+
+    # --- lease ----------------------------------------------------------------------------------
+    def begin(self) -> bool:
+        job = lifecycle.take_lease(self.job_id, self.token)
+        if job is None:
+            return False
+        self._emit(events.JOB_STARTED, events.state(job))
+        return True
+
+    @property
+    def heartbeat_s(self) -> float:
+        return settings.GENERATION_LEASE_S / 3
+
+    def heartbeat(self) -> bool:
+        return bool(
+            GenerationJob.objects.filter(pk=self.job_id, runner_token=self.token).update(
+                lease_until=timezone.now() + timedelta(seconds=settings.GENERATION_LEASE_S)
+            )
+        )
+
+    def control(self) -> str:
+        now = timezone.now()
+        renewed = GenerationJob.objects.filter(
+            pk=self.job_id, runner_token=self.token, status=JobStatus.RUNNING
+        ).update(lease_until=now + timedelta(seconds=settings.GENERATION_LEASE_S))
+        if renewed:
+            return "run"
+        job = GenerationJob.objects.filter(pk=self.job_id).values("status", "runner_token").first()
+        if job is None or job["runner_token"] != self.token:
+            return "lost"
+        return job["status"]
+
+    def end(self) -> bool:
+        keep_going, job = lifecycle.end_run(self.job_id, self.token)
+        if job is not None:
+            completed = job.status == JobStatus.COMPLETED
+            self._emit(
+                events.JOB_COMPLETED if completed else events.JOB_PROGRESS, events.state(job)
+            )
+        return keep_going
+
+    def budget_exhausted(self) -> None:
+        job = lifecycle.pause_run_for_budget(self.job_id, self.token)
+        if job is not None:
+            self._emit(events.JOB_BUDGET_EXCEEDED, events.state(job))
+
+    # --- cells ----------------------------------------------------------------------------------
+    def connection(self, connection_id: int) -> ProviderConnection:
+        return ProviderConnection.objects.get(pk=connection_id)
+
+    def claim(self, limit: int) -> tuple[list[Cell], bool]:
+        with transaction.atomic():
+            job = GenerationJob.objects.select_for_update().get(pk=self.job_id)
+            if job.runner_token != self.token or job.status != JobStatus.RUNNING:
+                return [], False
+            claimed, blocked = cells.claim(
+                self.cells,
+                job,
+                cells.pending_refs(job, limit),
+                status=OutputStatus.RUNNING,
+                started_at=timezone.now(),
+                runner_token=self.token,
+            )
+        for c in claimed:
+            self._emit(events.ITEM_STARTED, self.cells.started_data(c.ref), key=c.ref.pk)
+        return [
+            Cell(c.ref.pk, c.model.connection_id, c.request, c.reserved_usd, c.ref.model_config_id)
+            for c in claimed
+        ], blocked
+
+    def step(self, outcomes: Sequence[Outcome], limit: int) -> tuple[str, list[Cell], bool]:
+        if outcomes:
+            self.record(outcomes)
+        control = self.control()
+        if control != "run" or limit <= 0:
+            return control, [], False
+        claimed, blocked = self.claim(limit)
+        return control, claimed, blocked
+
+    def record(self, outcomes: Sequence[Outcome]) -> None:
+        """Record finished cells in one transaction. Only this runner's running cells are
+        recorded (locked first), so a result can never be counted twice."""
+        with transaction.atomic():
+            if not GenerationJob.objects.filter(pk=self.job_id, runner_token=self.token).exists():
+                return  # taken over: the new runner owns these cells now
+            # Only this runner's running cells: after a takeover, the old runner's late
+            # results are not recorded (and not counted).
+            owned = set(
+                GenerationOutput.objects.select_for_update()
+                .filter(
+                    pk__in=[o.cell.id for o in outcomes],
+                    status=OutputStatus.RUNNING,
+                    runner_token=self.token,
+                )
+                .values_list("pk", flat=True)
+            )
+            recorded = cells.record(
+                self.job_id,
+                [
+                    cells.Finished(
+                        o.cell.id,
+                        o.cell.meta,
+                        o.cell.reserved_usd,
+                        o.attempts,
+                        response=o.response,
+                        error=o.error,
+                    )
+                    for o in outcomes
+                    if o.cell.id in owned and (o.response is not None or o.error is not None)
+                ],
+                prices=self.prices,
+                handler=self.handler,
+                item_events=self._publisher is not None,
+            )
+        if recorded.item_events and self._publisher is not None:
+            for event, data, key in recorded.item_events:
+                self._emit(event, data, key=key)
+            self._publisher.progress(events.JOB_PROGRESS, events.current_state(self.job_id))
+
+
+def run(job_id: int) -> RunSummary:
+    """Run the job live until done, paused, cancelled, out of budget or taken over; after
+    a lost database connection, start again (``RECONNECT_WAITS_S``) with the same token."""
+    token = uuid.uuid4().hex
+    failures = 0
+    while True:
+        started = time.monotonic()
+        try:
+            return asyncio.run(run_live(GenerationWork(job_id, token=token)))
+        except (OperationalError, InterfaceError):
+            failures = 1 if time.monotonic() - started > STEADY_S else failures + 1
+            if failures > len(RECONNECT_WAITS_S):
+                raise
+            wait = RECONNECT_WAITS_S[failures - 1]
+            logger.warning(
+                "job %s: the database connection failed; the runner starts again in %s s",
+                job_id,
+                wait,
+                exc_info=True,
+            )
+        connections.close_all()  # this thread's broken connection; the next query reconnects
+        time.sleep(wait)
