@@ -30,6 +30,11 @@ JUDGE_PREAMBLE = (
     "You are an impartial judge of AI-written responses. Judge quality alone: ignore the "
     "order in which responses appear, their length and their style of formatting."
 )
+# The judge prompt's task block for the types that judge one response at a time.
+ONE_RESPONSE_TASK = {
+    "title": "Task",
+    "body": "{{instructions}}\n\nInput:\n{{context}}\n\nResponse:\n{{response}}",
+}
 
 
 class Rejected(ValueError):

@@ -9,6 +9,7 @@ from typing import Any
 from evalplatform.errors import FieldErrors
 from scenarios.types.base import (
     JUDGE_PREAMBLE,
+    ONE_RESPONSE_TASK,
     Rejected,
     ScenarioKind,
     TaskLike,
@@ -33,10 +34,7 @@ class Labeling(ScenarioKind):
             "Reply with one JSON object and nothing else:\n"
             '{"labels": ["<label>", ...], "rationale": "<one sentence>"}',
         },
-        {
-            "title": "Task",
-            "body": "{{instructions}}\n\nInput:\n{{context}}\n\nResponse:\n{{response}}",
-        },
+        ONE_RESPONSE_TASK,
     )
 
     def check_config(self, config: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 from evalplatform.errors import FieldErrors
 from scenarios.types.base import (
     JUDGE_PREAMBLE,
+    ONE_RESPONSE_TASK,
     ImportedRow,
     Rejected,
     ScenarioKind,
@@ -124,10 +125,7 @@ class Rating(ScenarioKind):
             "Reply with one JSON object and nothing else:\n"
             '{"scores": {"<dimension>": <number>, ...}, "rationale": "<one or two sentences>"}',
         },
-        {
-            "title": "Task",
-            "body": "{{instructions}}\n\nInput:\n{{context}}\n\nResponse:\n{{response}}",
-        },
+        ONE_RESPONSE_TASK,
     )
 
     def check_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
