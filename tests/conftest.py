@@ -1,10 +1,21 @@
 from __future__ import annotations
 
 import pytest
+from django.test import override_settings
 from rest_framework.test import APIClient
 
 from evalplatform.accounts.roles import Role
 from tests.factories import MembershipFactory, TeamFactory, UserFactory
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _fast_password_hashing():
+    """Test users' passwords hashed with MD5: the production hasher (PBKDF2, a million
+    rounds) takes about 0.5 s per hash here, paid at every user made and every sign-in.
+    Processes that tests start (``tests/e2e``) keep the production hashers and make their
+    own users."""
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
 
 
 @pytest.fixture
