@@ -10,5 +10,5 @@ class EvaluationsConfig(AppConfig):
         from evaluations.judges import services as judges
         from generation import results, sources
 
-        sources.register(judges.SOURCE_KIND, judges._source, internal=True)
+        sources.register(judges.SOURCE_KIND, judges.judge_source, internal=True)
         results.register(judges.SOURCE_KIND, judges.JudgeResults())

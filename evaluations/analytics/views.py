@@ -19,6 +19,7 @@ from evalplatform.web.fields import number_or_text
 from evaluations.analytics import tables
 from evaluations.analytics.analyze import analyze
 from evaluations.analytics.api import options_from, scenario_for
+from evaluations.judges import selectors as judge_selectors
 
 
 def _versus_rows(versus: dict[str, Any]) -> list[dict[str, Any]]:
@@ -67,7 +68,7 @@ def analytics_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
             "result": result,
             "errors": errors,
             "options": options,
-            "judges": scenario.judges.order_by("pk"),
+            "judges": judge_selectors.scenario_judges(scenario).order_by("pk"),
             "tables": [t for t in tables.TABLES if tables.rows(result, t)],
             "query": f"?{query}" if query else "",
             "can_export": policy.may(request.user, EVALUATIONS_EXPORT, scenario),

@@ -18,7 +18,7 @@ from evalplatform.errors import ApplicationError, FieldErrors, NotFound
 from evaluations.invitations import selectors
 from evaluations.invitations import services as invitations
 from evaluations.invitations.api import invitation_link
-from evaluations.manager.views import _scenario
+from evaluations.pages import scenario_or_404
 from scenarios.models import ScenarioStatus
 
 
@@ -86,7 +86,7 @@ def _accept(request: HttpRequest, token: str, context: dict) -> HttpResponse:
 @login_required
 @require_POST
 def invite(request: HttpRequest, scenario_id: int) -> HttpResponse:
-    scenario = _scenario(request, scenario_id)
+    scenario = scenario_or_404(request, scenario_id)
     try:
         made = invitations.invite(
             user=request.user,
@@ -111,7 +111,7 @@ def invite(request: HttpRequest, scenario_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def withdraw(request: HttpRequest, scenario_id: int, invitation_id: int) -> HttpResponse:
-    scenario = _scenario(request, scenario_id)
+    scenario = scenario_or_404(request, scenario_id)
     found = selectors.invitation_of(scenario, invitation_id)
     if found is None:
         raise Http404

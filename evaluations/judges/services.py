@@ -365,7 +365,7 @@ def judge_items(judge: LLMJudge, task_ids: Sequence[int]) -> list[sources.Item]:
     return items
 
 
-def _source(*, user: Any, team: Team, spec: Mapping[str, Any]) -> list[sources.Item]:
+def judge_source(*, user: Any, team: Team, spec: Mapping[str, Any]) -> list[sources.Item]:
     """The generation source "judge": ``{"judge": id, "tasks": ...}``."""
     judge_id = spec.get("judge")
     judge = (

@@ -19,8 +19,8 @@ from evalplatform.accounts.roles import EVALUATIONS_JUDGE, SCENARIOS_VIEW
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
 from evalplatform.web.fields import number_or_text
 from evaluations.judges import services as judges
-from evaluations.manager.views import _scenario
 from evaluations.models import LLMJudge
+from evaluations.pages import scenario_or_404
 
 
 def _judge(request: HttpRequest, judge_id: int) -> LLMJudge:
@@ -66,7 +66,7 @@ def _errors_message(exc: FieldErrors) -> str:
 @login_required
 @require_POST
 def judge_add(request: HttpRequest, scenario_id: int) -> HttpResponse:
-    scenario = _scenario(request, scenario_id)
+    scenario = scenario_or_404(request, scenario_id)
     try:
         judge = judges.judge_create(
             user=request.user, scenario=scenario, data=form_data(request.POST)

@@ -19,24 +19,15 @@ from evalplatform.accounts.roles import (
     SCENARIOS_CREATE,
     SCENARIOS_EXPORT,
     SCENARIOS_MANAGE,
-    SCENARIOS_VIEW,
 )
 from evalplatform.api.uploads import read_upload
-from evalplatform.errors import ApplicationError, FieldErrors, NotFound
+from evalplatform.errors import ApplicationError, FieldErrors
 from evaluations.manager import selectors
+from evaluations.pages import scenario_or_404
 from evaluations.workspace import access
 from scenarios import forms, services
-from scenarios.models import Scenario, ScenarioStatus
+from scenarios.models import ScenarioStatus
 from scenarios.types import registry
-
-
-def _scenario(request: HttpRequest, scenario_id: int) -> Scenario:
-    try:
-        return policy.access(
-            request.user, SCENARIOS_VIEW, Scenario.objects.select_related("team"), pk=scenario_id
-        )
-    except NotFound as exc:
-        raise Http404 from exc
 
 
 @login_required
@@ -52,7 +43,7 @@ def scenario_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def scenario_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
-    scenario = _scenario(request, scenario_id)
+    scenario = scenario_or_404(request, scenario_id)
     per_evaluator = selectors.per_evaluator(scenario)
     can_manage = policy.may(request.user, SCENARIOS_MANAGE, scenario)
     can_judge = policy.may(request.user, EVALUATIONS_JUDGE, scenario)
@@ -87,7 +78,7 @@ def scenario_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def scenario_action(request: HttpRequest, scenario_id: int, action: str) -> HttpResponse:
-    scenario = _scenario(request, scenario_id)
+    scenario = scenario_or_404(request, scenario_id)
     act = {"open": services.scenario_open, "close": services.scenario_close}.get(action)
     if act is None:
         raise Http404
@@ -100,19 +91,12 @@ def scenario_action(request: HttpRequest, scenario_id: int, action: str) -> Http
 
 
 def _form_values(kind: str, fields: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
-    """What the scenario form shows: the fields, the rubric as rows, the label set."""
-    dimensions = [
-        {**d, "anchors": d["anchors"] if isinstance(d.get("anchors"), dict) else {}}
-        for d in config.get("dimensions", [])
-        if isinstance(d, dict)
-    ]
-    return {
-        **fields,
-        "type": kind,
-        "config": config,
-        "dimension_rows": forms.dimension_rows(dimensions),
-        "labels_text": "\n".join(str(label) for label in config.get("labels", [])),
-    }
+    """What the scenario form shows: the fields, the configuration, and what each type's
+    settings fieldset shows of it (``ScenarioKind.form_values``)."""
+    values: dict[str, Any] = {**fields, "type": kind, "config": config}
+    for each in registry.every():
+        values |= each.form_values(config)
+    return values
 
 
 def _errors(exc: FieldErrors) -> dict[str, str]:
@@ -123,7 +107,7 @@ def _errors(exc: FieldErrors) -> dict[str, str]:
 def scenario_edit(request: HttpRequest, scenario_id: int) -> HttpResponse:
     """Edit a draft: name, instructions, blind mode, overlap, and the rubric, label set or
     ties (the tasks stay as they were made)."""
-    scenario = _scenario(request, scenario_id)
+    scenario = scenario_or_404(request, scenario_id)
     if not policy.may(request.user, SCENARIOS_MANAGE, scenario):
         raise PermissionDenied
     if scenario.status != ScenarioStatus.DRAFT:
@@ -212,7 +196,6 @@ def scenario_new(request: HttpRequest) -> HttpResponse:
             "teams": teams,
             "team": request.POST.get("team", teams[0].slug),
             "seed": request.POST.get("seed", "0"),
-            "types": registry.choices(),
         },
         status=400 if errors else 200,
     )

@@ -104,6 +104,13 @@ class ScenarioKind(ABC):
     analysis: ClassVar[str | None] = None
     # The scenario form's settings when nothing was entered yet.
     initial_config: ClassVar[Mapping[str, Any]] = {}
+    # What the type asks evaluators to do, in a few words (the "Convert to scenario" dialog).
+    description: ClassVar[str] = ""
+    # Templates of the type's settings: the scenario form's fieldset (given ``values``, with
+    # ``form_values``) and the fields of a generation job's "Convert to scenario" dialog
+    # (read back by ``config_from_form`` and ``config_from_dialog``). None: no settings.
+    settings_template: ClassVar[str | None] = None
+    dialog_template: ClassVar[str | None] = None
     # The answer columns of the CSV export, between the common ones and the tail.
     export_columns: ClassVar[tuple[str, ...]]
     # The blocks (title, body) of the team's default judge prompt for this type.
@@ -135,6 +142,11 @@ class ScenarioKind(ABC):
     def config_from_form(self, post: Any, current: Mapping[str, Any] | None) -> dict[str, Any]:
         """The configuration from the scenario form's fields; ``current``: the scenario's
         own when editing one (what the form cannot change is kept from it)."""
+        return {}
+
+    def form_values(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """What ``settings_template`` shows of a configuration besides its keys (the rubric
+        as rows of fields, ...)."""
         return {}
 
     def config_from_dialog(self, post: Any) -> dict[str, Any]:

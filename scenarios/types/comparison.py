@@ -53,6 +53,9 @@ class Comparison(ScenarioKind):
     value = "comparison"
     label = "Comparison (A vs B)"
     position = 30
+    description = "A vs B, pairs within each item"
+    settings_template = "evaluations/settings/comparison.html"
+    dialog_template = "evaluations/convert/comparison.html"
     answer_keys = ("winner",)
     is_pairwise = True
     swappable = True

@@ -24,6 +24,9 @@ class Labeling(ScenarioKind):
     value = "labeling"
     label = "Labeling"
     position = 40
+    description = "assign categories"
+    settings_template = "evaluations/settings/labeling.html"
+    dialog_template = "evaluations/convert/labeling.html"
     answer_keys = ("labels", "text")
     analysis = "labels"
     export_columns = ("variant", "model", "prompt", "labels", "text")
@@ -65,6 +68,9 @@ class Labeling(ScenarioKind):
             "multiple": post.get("multiple") == "1",
             "free_text": post.get("free_text") == "1",
         }
+
+    def form_values(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        return {"labels_text": "\n".join(str(label) for label in config.get("labels", []))}
 
     def config_from_dialog(self, post: Any) -> dict[str, Any]:
         labels = [x.strip() for x in post.get("labels", "").split(",") if x.strip()]

@@ -25,6 +25,7 @@ class Ranking(ScenarioKind):
     value = "ranking"
     label = "Ranking"
     position = 20
+    description = "sort the variants of an item"
     answer_keys = ("ranking",)
     swappable = True
     analysis = "rankings"

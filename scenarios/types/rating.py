@@ -21,6 +21,25 @@ from scenarios.types.base import (
 
 MAX_DIMENSIONS = 20
 MAX_SCALE_STEPS = 100
+EMPTY_DIMENSION_ROWS = 2  # the scenario form's blank rows, to add dimensions
+
+
+def anchors_text(anchors: Mapping[str, str]) -> str:
+    return "; ".join(f"{point}={label}" for point, label in anchors.items())
+
+
+def dimension_rows(dimensions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rubric as the scenario form's rows of fields, with blank rows to add dimensions."""
+    rows = [
+        {**dim, "anchors_text": anchors_text(dim.get("anchors") or {}), "n": n}
+        for n, dim in enumerate(dimensions)
+    ]
+    start = len(rows)
+    rows += [
+        {"name": "", "description": "", "min": 1, "max": 5, "anchors_text": "", "n": start + k}
+        for k in range(EMPTY_DIMENSION_ROWS)
+    ]
+    return rows
 
 
 def _anchors(text: str) -> dict[str, str] | str:
@@ -113,6 +132,9 @@ class Rating(ScenarioKind):
     value = "rating"
     label = "Rating (rubric)"
     position = 10
+    description = "each output scored on every dimension"
+    settings_template = "evaluations/settings/rating.html"
+    dialog_template = "evaluations/convert/rating.html"
     answer_keys = ("scores", "justifications")
     analysis = "ratings"
     export_columns = ("variant", "model", "prompt", "dimension", "score", "justification")
@@ -181,6 +203,14 @@ class Rating(ScenarioKind):
 
     def config_from_form(self, post: Any, current: Mapping[str, Any] | None) -> dict[str, Any]:
         return {"dimensions": dimensions_from_rows(post)}
+
+    def form_values(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        dimensions = [
+            {**d, "anchors": d["anchors"] if isinstance(d.get("anchors"), dict) else {}}
+            for d in config.get("dimensions", [])
+            if isinstance(d, dict)
+        ]
+        return {"dimension_rows": dimension_rows(dimensions)}
 
     def config_from_dialog(self, post: Any) -> dict[str, Any]:
         return {"dimensions": _dimensions_from_lines(post.get("dimensions", ""))}

@@ -7,6 +7,7 @@ from django.test import Client
 
 from evalplatform.accounts.roles import Role
 from scenarios.models import Scenario
+from scenarios.types import registry
 from tests.evaluations.test_assignment import open_scenario
 
 
@@ -21,6 +22,11 @@ def test_the_job_page_converts_outputs_to_a_scenario(creator, finished_job):
     client = browser(creator)
     page = client.get(f"/generation/jobs/{finished_job.pk}").content.decode()
     assert "Convert to scenario" in page
+    # Every type is offered, with its own fields (its dialog template).
+    for kind in registry.every():
+        assert f'name="type" value="{kind.value}"' in page
+    for field in ('name="dimensions"', 'name="reverse_share"', 'name="ties"', 'name="labels"'):
+        assert field in page
     first_model = finished_job.models.order_by("position").first()
     response = client.post(
         f"/generation/jobs/{finished_job.pk}/to-scenario",

@@ -11,11 +11,14 @@ import sys
 import textwrap
 
 import pytest
+from django.core.management import call_command
 from django.http import QueryDict
 from django.template.loader import get_template
+from django.test import Client
 
 import scenarios.types
 from evalplatform.accounts.models import Team
+from evalplatform.accounts.roles import Role
 from evalplatform.errors import FieldErrors
 from evaluations.analytics.analyze import ANALYSES, Analysis, analysis_of
 from evaluations.judges import verdicts
@@ -149,11 +152,12 @@ def fifth_type(tmp_path, monkeypatch):
 
 
 @pytest.mark.django_db
-def test_a_fifth_type_is_one_module(fifth_type):
+def test_a_fifth_type_is_one_module(fifth_type, member):
     assert isinstance(fifth_type, ScenarioKind)
     assert registry.values()[-1] == "acceptability"
     # Creating one: its settings are checked, its tasks designed, its form read.
     team = Team.objects.create(name="Fifth", slug="fifth")
+    manager = member(team, Role.MANAGER)
     checked, errors = scenario_services._settings(
         team, {"name": "Fifth", "type": "acceptability", "config": {}}
     )
@@ -174,3 +178,34 @@ def test_a_fifth_type_is_one_module(fifth_type):
     assert verdict.payload == {"acceptable": False} and verdict.parse_status == "extracted"
     assert exports.columns(scenario)[5:7] == ["variant", "acceptable"]
     assert type(analysis_of(scenario)) is Analysis
+    # Stored without a migration: no constraint and no migrated choice names the types.
+    stored = scenario_services.scenario_from_upload(
+        user=manager,
+        team=team,
+        data={"name": "Stored", "type": "acceptability"},
+        raw=b"item_id,variant_id,content\nq1,v1,Yes\nq1,v2,No\n",
+        filename="a.csv",
+    )
+    assert Scenario.objects.get(pk=stored.pk).type == "acceptability"
+    assert stored.tasks.count() == 2
+    call_command("makemigrations", "--check", "--dry-run", verbosity=0)  # exits 1 on a change
+    # The scenario form offers it (a type without settings has no fieldset).
+    client = Client()
+    client.force_login(manager)
+    page = client.get("/scenarios/new").content.decode()
+    assert '<option value="acceptability">Acceptability</option>' in page
+
+
+@pytest.mark.django_db
+def test_the_scenario_form_shows_each_types_settings(member):
+    team = Team.objects.create(name="Forms", slug="forms")
+    client = Client()
+    client.force_login(member(team, Role.MANAGER))
+    page = client.get("/scenarios/new").content.decode()
+    for kind in registry.every():
+        assert f'<option value="{kind.value}"' in page
+        if kind.settings_template:
+            assert f'data-for="{kind.value}"' in page
+    # Each settings fieldset shows what its type's form_values give.
+    assert 'name="dim-0-name"' in page and 'name="dim-1-name"' in page  # the blank rubric rows
+    assert 'name="labels"' in page and 'name="pairing"' in page
