@@ -29,7 +29,7 @@ from scipy import stats as sps
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evaluations.analytics import stats  # noqa: E402 (after the path)
+from evaluations.analytics import bradley_terry, stats  # noqa: E402 (after the path)
 
 TARGET_TAU = 0.9
 CAP = 200  # comparisons per variant before giving up
@@ -50,8 +50,8 @@ def needed(n: int, spread: float, seed: int, adaptive: bool) -> int:
     step = max(1, n // 10)
     while len(a) < CAP * n:
         arrays = np.array(a), np.array(b), np.array(outcomes)
-        fit = stats.bradley_terry(stats.win_matrix(n, *arrays), regularize=True)
-        if sps.kendalltau(truth, fit["strength"]).statistic >= TARGET_TAU:
+        fit = bradley_terry.fit_matrix(stats.win_matrix(n, *arrays), regularize=True)
+        if sps.kendalltau(truth, fit.strength).statistic >= TARGET_TAU:
             return len(a)
         if adaptive:
             pairs = stats.next_pairs(n, *arrays, step)

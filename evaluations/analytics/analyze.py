@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 from scipy import stats as sps
+from threadpoolctl import threadpool_limits
 
-from evaluations.analytics import data, stats
+from evaluations.analytics import bradley_terry, data, stats
 from evaluations.analytics.data import AnalysisData, Row
 from evaluations.models import LLMJudge, RaterKind
 from scenarios.models import Scenario, Variant
@@ -58,58 +59,73 @@ def _round(value: Any, digits: int = 7) -> Any:
 # --- comparisons --------------------------------------------------------------------------------
 def _comparison_arrays(rows: list[Row], group: Callable[[int], Any]):
     """(labels, a, b, s, rows used): each judgment as first shown vs second shown, after
-    mapping variants to groups (judgments within one group left out)."""
-    labels: dict[Any, int] = {}
-    a, b, s, used = [], [], [], []
+    mapping variants to groups (judgments within one group left out). Labels are sorted, so
+    that the figures do not depend on the order of the rows."""
+    pairs, used = [], []
     for row in rows:
         first, second = group(row.presented[0]), group(row.presented[1])
         if first == second:
             continue
         winner = row.payload.get("winner")
-        a.append(labels.setdefault(first, len(labels)))
-        b.append(labels.setdefault(second, len(labels)))
-        s.append(1.0 if winner == "A" else 0.0 if winner == "B" else 0.5)
+        pairs.append((first, second, 1.0 if winner == "A" else 0.0 if winner == "B" else 0.5))
         used.append(row)
-    return list(labels), np.array(a, int), np.array(b, int), np.array(s, float), used
+    labels = sorted({x for first, second, _ in pairs for x in (first, second)}, key=str)
+    index = {label: i for i, label in enumerate(labels)}
+    a = np.array([index[first] for first, _, _ in pairs], int)
+    b = np.array([index[second] for _, second, _ in pairs], int)
+    s = np.array([outcome for _, _, outcome in pairs], float)
+    return labels, a, b, s, used
 
 
 def _bt_table(labels, a, b, s, options, extra: Callable[[Any], dict] | None = None) -> dict:
+    """Bradley-Terry strengths with intervals and ranks, fitted per connected component
+    (``bradley_terry``): ranks are within the component, which each item names when there
+    are several."""
     n = len(labels)
     if n < 2 or len(a) == 0:
         return {"items": [], "connected": None, "regularized": False}
-    wins = stats.win_matrix(n, a, b, s)
-    fit = stats.bradley_terry(wins)
-    boot = stats.bootstrap_bradley_terry(
-        n,
-        a,
-        b,
-        s,
-        resamples=options["resamples"],
-        seed=options["seed"],
-        regularized=fit["regularized"],
+    fit = bradley_terry.fit(n, a, b, s)
+    boot = bradley_terry.bootstrap(
+        n, a, b, s, fit, resamples=options["resamples"], seed=options["seed"]
     )
-    if len(boot):
-        low, high = np.percentile(boot, [2.5, 97.5], axis=0)
-    else:
-        low = high = np.full(n, np.nan)
-    order = stats.ranks(fit["strength"])
+    low, high = np.full(n, np.nan), np.full(n, np.nan)
+    booted = np.isfinite(boot).all(axis=0) if len(boot) else np.zeros(n, bool)
+    if booted.any():
+        low[booted], high[booted] = np.percentile(boot[:, booted], [2.5, 97.5], axis=0)
+    error = bradley_terry.wald(n, a, b, s, fit)
+    by_wald = np.isfinite(error)
+    low = np.where(by_wald, fit.strength - 1.959964 * error, low)
+    high = np.where(by_wald, fit.strength + 1.959964 * error, high)
+    order = np.zeros(n, int)
+    for c in range(fit.components):
+        members = np.nonzero(fit.component == c)[0]
+        order[members] = stats.ranks(fit.strength[members])
+    several = fit.components > 1
     items = [
         {
             "variant": labels[i],
-            "strength": _round(fit["strength"][i]),
+            "strength": _round(fit.strength[i]),
             "ci_low": _round(low[i]),
             "ci_high": _round(high[i]),
             "rank": int(order[i]),
+            **({"component": int(fit.component[i])} if several else {}),
             **(extra(labels[i]) if extra else {}),
         }
         for i in range(n)
     ]
-    items.sort(key=lambda item: item["rank"])
+    items.sort(key=lambda item: (item.get("component", 0), item["rank"], str(item["variant"])))
     return {
         "items": items,
-        "connected": fit["connected"],
-        "regularized": fit["regularized"],
-        "converged": fit["converged"],
+        "connected": fit.connected,
+        "regularized": bool(fit.regularized.any()),
+        "converged": fit.converged,
+        "components": fit.components,
+        "regularized_components": int((~fit.strongly_connected).sum()),
+        "intervals": "wald"
+        if by_wald.all()
+        else "bootstrap+wald"
+        if by_wald.any()
+        else "bootstrap",
         "resamples": options["resamples"],
         "seed": options["seed"],
     }
@@ -837,6 +853,13 @@ def analyze(scenario: Scenario, *, raters: str = "all", **options: Any) -> dict[
 
 
 def compute(loaded: AnalysisData, *, raters: str = "all", **options: Any) -> dict[str, Any]:
+    # One BLAS thread: the fits are many small matrix operations, which BLAS threads only
+    # slow down (ten times, measured, when the machine's cores are busy).
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _compute(loaded, raters=raters, **options)
+
+
+def _compute(loaded: AnalysisData, *, raters: str = "all", **options: Any) -> dict[str, Any]:
     options = DEFAULTS | {k: v for k, v in options.items() if v is not None}
     scenario, everything, variants = loaded.scenario, loaded.rows, loaded.variants
     keep = rater_filter(raters)

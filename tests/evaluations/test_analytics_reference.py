@@ -20,7 +20,7 @@ from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
 from evalplatform.accounts.roles import Role
-from evaluations.analytics import stats
+from evaluations.analytics import bradley_terry, stats
 from evaluations.analytics.analyze import analyze
 from evaluations.manager.imports import import_judgments
 from scenarios import services as scenario_services
@@ -216,22 +216,31 @@ def test_krippendorff_alpha_with_missing_values_matches_the_reference(level):
 
 
 def test_hand_checked_cases():
+    def fit(wins):
+        found = bradley_terry.fit_matrix(wins)
+        return {
+            "strength": found.strength,
+            "connected": found.connected,
+            "regularized": bool(found.regularized.any()),
+        }
+
     # A perfect cycle: A beats B, B beats C, C beats A; every strength is equal.
     wins = stats.win_matrix(3, np.array([0, 1, 2]), np.array([1, 2, 0]), np.ones(3))
-    fit = stats.bradley_terry(wins)
-    assert fit["connected"] and not fit["regularized"]
-    np.testing.assert_allclose(fit["strength"], 0, atol=1e-9)
-    # A disconnected graph: A beat B, nothing else. Regularized, finite, A above B.
+    result = fit(wins)
+    assert result["connected"] and not result["regularized"]
+    np.testing.assert_allclose(result["strength"], 0, atol=1e-9)
+    # A beat B, C never compared: two components, A and B regularized (finite), C alone.
     wins = stats.win_matrix(3, np.array([0]), np.array([1]), np.ones(1))
-    fit = stats.bradley_terry(wins)
-    assert not fit["connected"] and fit["regularized"] and np.all(np.isfinite(fit["strength"]))
-    assert fit["strength"][0] > fit["strength"][2] > fit["strength"][1]
+    result = fit(wins)
+    assert not result["connected"] and result["regularized"]
+    assert np.all(np.isfinite(result["strength"]))
+    assert result["strength"][0] > result["strength"][2] > result["strength"][1]
     # All ties: equal strengths.
     wins = stats.win_matrix(3, np.array([0, 1, 0]), np.array([1, 2, 2]), np.full(3, 0.5))
-    np.testing.assert_allclose(stats.bradley_terry(wins)["strength"], 0, atol=1e-9)
+    np.testing.assert_allclose(fit(wins)["strength"], 0, atol=1e-9)
     # Two items, 3 wins to 1: log(3) apart.
     wins = stats.win_matrix(2, np.array([0, 0, 0, 1]), np.array([1, 1, 1, 0]), np.ones(4))
-    strength = stats.bradley_terry(wins)["strength"]
+    strength = fit(wins)["strength"]
     assert strength[0] - strength[1] == pytest.approx(np.log(3), abs=1e-9)
     # A single rater: no agreement to measure.
     assert stats.krippendorff_alpha([["x"], ["y"]], "nominal") is None
