@@ -1,13 +1,17 @@
 """Importing judgments collected elsewhere into a scenario, so its analyses cover them.
 
 CSV (with a header) or JSON lines, read row by row by the scenario's type (``scenarios.types``,
-those with ``import_columns``). Comparison scenarios: ``item_id, variant_a, variant_b,
-winner, rater`` (``winner`` is A, B or tie: the variant shown first or second). Rating
-scenarios: ``item_id, variant, rater, dimension, score`` (one row a score; the rows of one
-rater and variant make one judgment). Variants are named by their ``variant_id`` within the
-item. A pair or variant without a task gets one. Raters that are not the team's users become
-external raters. Every bad row is reported by line, and nothing is imported unless all rows
-are valid. Imported judgments take no evaluator places (they are outside assignment).
+those with ``import_columns``), in the columns of its CSV export. Comparison scenarios:
+``item_id, variant_a, variant_b, winner, rater`` (``winner`` is A, B or tie: the variant shown
+first or second). Rating scenarios: ``item_id, variant, rater, dimension, score`` (one row a
+score; the rows of one rater and variant make one judgment). Labeling scenarios: ``item_id,
+variant, rater, labels, text`` (one row a judgment, the labels joined by ``|``). Ranking
+scenarios: ``item_id, rater, variant, rank`` (one row a place; the rows of one rater and item
+make one ranking, of every variant of the item once). Variants are named by their
+``variant_id`` within the item. A pair, variant or ranked item without a task gets one.
+Raters that are not the team's users become external raters. Every bad row is reported by
+line, and nothing is imported unless all rows are valid. Imported judgments take no evaluator
+places (they are outside assignment).
 """
 
 from __future__ import annotations
@@ -26,11 +30,27 @@ from generation import sources
 from scenarios import services as scenario_services
 from scenarios.models import Scenario, Task, Variant
 from scenarios.types import registry
-from scenarios.types.base import ImportedRow
+from scenarios.types.base import ImportedRow, ScenarioKind, TaskSpec
 
 
 def _line(fmt: str, index: int) -> str:
     return f"line {index + 1}" if fmt == "csv" else f"line {index}"
+
+
+def holds_nul(value: Any) -> bool:
+    """Whether a row's value (text, or JSON's lists and objects) holds a NUL character,
+    which PostgreSQL's text and JSON columns refuse."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(holds_nul(k) or holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(holds_nul(v) for v in value)
+    return False
+
+
+# Each judgment read: by rater and the variants it was shown (several rows may make one).
+Read = dict[tuple[str, tuple[Any, ...]], ImportedRow]
 
 
 def import_judgments(*, user: Any, scenario: Scenario, raw: bytes, filename: str = "") -> int:
@@ -39,7 +59,7 @@ def import_judgments(*, user: Any, scenario: Scenario, raw: bytes, filename: str
         raise Forbidden()
     kind = registry.of(scenario)
     if not kind.importable:
-        # Alphabetical: "comparison and rating".
+        # Alphabetical: "comparison, labeling, ranking and rating".
         importable = sorted(k.value for k in registry.every() if k.importable)
         names = registry.listed(importable, "and")
         raise FieldErrors({"scenario": f"Judgments can be imported into {names} scenarios."})
@@ -47,25 +67,40 @@ def import_judgments(*, user: Any, scenario: Scenario, raw: bytes, filename: str
     if fmt not in ("csv", "jsonl"):
         raise FieldErrors({"file": "CSV with a header, or JSON lines."})
     rows = sources.parse_upload(raw, fmt)
-    variants = {
-        (v.item.item_id, v.variant_id): v
-        for v in Variant.objects.filter(scenario=scenario).select_related("item")
-    }
+    variants: dict[tuple[str, str], Variant] = {}
+    of_item: dict[str, list[Variant]] = {}
+    for v in Variant.objects.filter(scenario=scenario).select_related("item"):
+        variants[(v.item.item_id, v.variant_id)] = v
+        of_item.setdefault(v.item.item_id, []).append(v)
+    longest = ExternalRater._meta.get_field("name").max_length or 0
     errors: dict[str, str] = {}
-    # Each judgment, by rater and the variants in the order shown (several rows may make one).
-    judgments: dict[tuple[str, tuple[Any, ...]], ImportedRow] = {}
+    judgments: Read = {}
+    begun: dict[tuple[str, tuple[Any, ...]], str] = {}  # the line of each judgment's first row
     for index, (_, row) in enumerate(rows, 1):
         where = _line(fmt, index)
+        if holds_nul(row):
+            errors[where] = "The row holds a NUL character."
+            if len(errors) >= sources.MAX_ERRORS:
+                break
+            continue
         item = str(row.get("item_id") or "").strip()
         rater = str(row.get("rater") or "").strip()
         problems = [] if rater else ["rater is missing"]
+        if len(rater) > longest:
+            problems.append(f"rater has more than {longest} characters")
         read = kind.read_import_row(
-            row, item=item, variants=variants, config=scenario.config, problems=problems
+            row,
+            item=item,
+            variants=variants,
+            item_variants=of_item.get(item, []),
+            config=scenario.config,
+            problems=problems,
         )
         if read is not None:
             key = (rater, tuple(v.pk for v in read.presented))
             if key not in judgments:
                 judgments[key] = read
+                begun[key] = where
             elif problem := kind.merge_imported(
                 rater=rater, earlier=judgments[key].answer, later=read.answer
             ):
@@ -76,18 +111,28 @@ def import_judgments(*, user: Any, scenario: Scenario, raw: bytes, filename: str
                 break
     if not errors and not rows:
         errors["file"] = "The file has no rows."
+    if not errors:
+        # A judgment of several rows (a ranking) is whole only once all of them are read.
+        for key, read in judgments.items():
+            problem = kind.finish_imported(
+                rater=key[0], answer=read.answer, presented=read.presented
+            )
+            if problem:
+                errors[begun[key]] = problem + "."
+                if len(errors) >= sources.MAX_ERRORS:
+                    break
     if errors:
         raise FieldErrors(errors)
-    return _write(scenario, judgments)
+    return _write(scenario, kind, judgments)
 
 
-def _task_key(read: ImportedRow) -> tuple[int, int | None]:
-    """The task an imported judgment answers: its pair, or its one variant."""
-    first, *others = read.presented
-    return first.pk, others[0].pk if others else None
+def _task_key(spec: TaskSpec) -> tuple[Any, ...]:
+    """A task as imports find it: its one variant or its pair in the order shown, or (a
+    ranking) the set of variants it orders."""
+    return (frozenset(spec.order),) if spec.order else (spec.a, spec.b)
 
 
-def _write(scenario: Scenario, judgments: dict[tuple[str, tuple[Any, ...]], ImportedRow]) -> int:
+def _write(scenario: Scenario, kind: ScenarioKind, judgments: Read) -> int:
     names = {rater for rater, _ in judgments}
     members = set(
         Membership.objects.filter(team=scenario.team).values_list("user__username", flat=True)
@@ -95,42 +140,47 @@ def _write(scenario: Scenario, judgments: dict[tuple[str, tuple[Any, ...]], Impo
     users = {
         u.get_username(): u for u in get_user_model().objects.filter(username__in=names & members)
     }
+    specs = {key: kind.import_task(read.presented) for key, read in judgments.items()}
     with transaction.atomic():
         externals = {
             name: ExternalRater.objects.get_or_create(team=scenario.team, name=name)[0]
             for name in names - set(users)
         }
-        found: dict[tuple[Any, Any], Task] = {}
-        for t in Task.objects.filter(scenario=scenario):
-            if t.variant_b_id:
-                found[(t.variant_a_id, t.variant_b_id)] = t
-            elif t.variant_a_id:
-                found[(t.variant_a_id, None)] = t
-        # A pair or variant without a task gets one, in the order they first appear.
-        missing: dict[tuple[int, int | None], scenario_services.NewTask] = {}
-        for read in judgments.values():
-            key = _task_key(read)
-            if key not in found and key not in missing:
-                missing[key] = scenario_services.NewTask(
-                    item_id=read.presented[0].item_id, variant_a_id=key[0], variant_b_id=key[1]
+        found: dict[tuple[Any, ...], Task] = {
+            _task_key(TaskSpec(None, a=t.variant_a_id, b=t.variant_b_id, order=tuple(t.order))): t
+            for t in Task.objects.filter(scenario=scenario)
+        }
+        # A task a judgment answers that is missing gets one, in the order they first appear.
+        missing: dict[tuple[Any, ...], scenario_services.NewTask] = {}
+        for key, read in judgments.items():
+            spec = specs[key]
+            task_key = _task_key(spec)
+            if task_key not in found and task_key not in missing:
+                missing[task_key] = scenario_services.NewTask(
+                    item_id=read.presented[0].item_id,
+                    variant_a_id=spec.a,
+                    variant_b_id=spec.b,
+                    order=list(spec.order),
                 )
         made_tasks = scenario_services.tasks_add(scenario=scenario, tasks=list(missing.values()))
         found.update(zip(missing, made_tasks, strict=True))
+        tasks = {key: found[_task_key(spec)] for key, spec in specs.items()}
 
         def rater_fields(name: str) -> dict[str, Any]:
             if name in users:
                 return {"rater_kind": RaterKind.HUMAN, "evaluator": users[name]}
             return {"rater_kind": RaterKind.EXTERNAL, "external_rater": externals[name]}
 
+        # A ranking's order shown is not in the file: it is recorded as its task's.
         made = [
             Judgment(
                 scenario=scenario,
-                task=found[_task_key(read)],
-                presented=[v.pk for v in read.presented],
+                task=tasks[key],
+                presented=list(tasks[key].order) or [v.pk for v in read.presented],
                 payload=read.answer,
-                **rater_fields(name),
+                **rater_fields(key[0]),
             )
-            for (name, _), read in judgments.items()
+            for key, read in judgments.items()
         ]
         answered = set(
             Judgment.objects.filter(scenario=scenario, evaluator__isnull=False).values_list(
@@ -140,11 +190,11 @@ def _write(scenario: Scenario, judgments: dict[tuple[str, tuple[Any, ...]], Impo
         for judgment in made:
             if judgment.evaluator_id is None:
                 continue
-            key = (judgment.task_id, judgment.evaluator_id)
-            if key in answered:
+            done = (judgment.task_id, judgment.evaluator_id)
+            if done in answered:
                 raise FieldErrors(
                     {"file": f"{judgment.evaluator} has judged task {judgment.task_id} already."}
                 )
-            answered.add(key)
+            answered.add(done)
         Judgment.objects.bulk_create(made, batch_size=2000)
     return len(made)

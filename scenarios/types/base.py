@@ -79,8 +79,9 @@ DesignItems = Sequence[tuple[Any, Sequence[Any]]]
 
 @dataclass(frozen=True)
 class ImportedRow:
-    """One row of a file of judgments, read: the variants in the order the rater saw them,
-    and the row's part of the answer (several rows may make one judgment)."""
+    """One row of a file of judgments, read: the judgment's variants (in the order the rater
+    saw them; a ranking's, its item's in their order, as the file does not say), and the
+    row's part of the answer (several rows may make one judgment)."""
 
     presented: tuple[Any, ...]  # the ``scenarios.models.Variant``s
     answer: dict[str, Any]
@@ -209,11 +210,13 @@ class ScenarioKind(ABC):
         *,
         item: str,
         variants: Mapping[tuple[str, str], VariantLike],
+        item_variants: Sequence[VariantLike],
         config: Mapping[str, Any],
         problems: list[str],
     ) -> ImportedRow | None:
-        """One row of imported judgments (``variants`` by item and variant id); appends what
-        is wrong to ``problems``. Only for a type with ``import_columns``."""
+        """One row of imported judgments (``variants`` by item and variant id;
+        ``item_variants``: the row's item's, in their order); appends what is wrong to
+        ``problems``. Only for a type with ``import_columns``."""
         raise NotImplementedError(f"{self.value} scenarios take no imported judgments.")
 
     def merge_imported(
@@ -222,6 +225,19 @@ class ScenarioKind(ABC):
         """Add a later row's answer to the judgment an earlier row of the same rater and
         variants began (in place); the problem when they cannot make one judgment."""
         raise NotImplementedError(f"{self.value} scenarios take no imported judgments.")
+
+    def finish_imported(
+        self, *, rater: str, answer: dict[str, Any], presented: Sequence[VariantLike]
+    ) -> str | None:
+        """Complete (in place) the answer of an imported judgment once all its rows are
+        read; the problem when they make no whole answer. By default every row is one."""
+        return None
+
+    def import_task(self, presented: Sequence[VariantLike]) -> TaskSpec:
+        """The task an imported judgment answers, by variant ``pk``: by default its one
+        variant, or its pair in the order shown."""
+        first, *others = presented
+        return TaskSpec(None, a=first.pk, b=others[0].pk if others else None)
 
     def import_config(self, rows: Sequence[Mapping[str, Any]], *, scale: str) -> dict[str, Any]:
         """The configuration of a scenario made from a file of judgments (``--create``)."""

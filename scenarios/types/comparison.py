@@ -248,6 +248,7 @@ class Comparison(ScenarioKind):
         *,
         item: str,
         variants: Mapping[tuple[str, str], VariantLike],
+        item_variants: Sequence[VariantLike],
         config: Mapping[str, Any],
         problems: list[str],
     ) -> ImportedRow | None:

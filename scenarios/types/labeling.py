@@ -1,5 +1,9 @@
 """Labeling: one variant a task; the answer is one label of the scenario's set (or several,
-when it allows them), with free text when it takes some."""
+when it allows them), with free text when it takes some.
+
+Imported judgments are one row each, ``item_id, variant, rater, labels, text``: the labels
+joined by ``|`` as the CSV export writes them (a JSON list in JSON lines also does), the
+text optional."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from evalplatform.errors import FieldErrors
 from scenarios.types.base import (
     JUDGE_PREAMBLE,
     ONE_RESPONSE_TASK,
+    ImportedRow,
     Rejected,
     ScenarioKind,
     TaskLike,
@@ -18,6 +23,31 @@ from scenarios.types.base import (
 )
 
 MAX_LABELS = 100
+MAX_TEXT = 20_000
+# Between the labels of one cell of a file: the CSV export's and the import's separator.
+SEPARATOR = "|"
+
+
+def _labels_of(value: Any) -> list[str] | str:
+    """The labels of an imported row's ``labels`` cell (``a|b``, or a JSON list of names),
+    stripped; the problem as text when they are none or do not parse."""
+    if isinstance(value, str):
+        parts = value.split(SEPARATOR) if value.strip() else []
+    elif isinstance(value, list) and all(isinstance(label, str) for label in value):
+        parts = value
+    elif value is None:
+        parts = []
+    else:
+        return f"labels are names joined by {SEPARATOR} (or a JSON list of names)"
+    labels = [label.strip() for label in parts]
+    if not labels:
+        return "labels is missing"
+    if not all(labels):
+        return f"an empty label (labels are joined by {SEPARATOR})"
+    twice = sorted({label for label in labels if labels.count(label) > 1})
+    if twice:
+        return f"labels given twice: {', '.join(map(repr, twice))}"
+    return labels
 
 
 class Labeling(ScenarioKind):
@@ -30,6 +60,7 @@ class Labeling(ScenarioKind):
     answer_keys = ("labels", "text")
     analysis = "labels"
     export_columns = ("variant", "model", "prompt", "labels", "text")
+    import_columns = (("variant", "model"),)
     judge_prompt = (
         {
             "title": "System",
@@ -98,8 +129,8 @@ class Labeling(ScenarioKind):
         text = answer.get("text", "")
         if text and not config.get("free_text"):
             raise FieldErrors({"answer.text": "This scenario takes no free text."})
-        if not isinstance(text, str) or len(text) > 20_000:
-            raise FieldErrors({"answer.text": "Text of at most 20,000 characters."})
+        if not isinstance(text, str) or len(text) > MAX_TEXT:
+            raise FieldErrors({"answer.text": f"Text of at most {MAX_TEXT:,} characters."})
         return {"labels": labels, "text": text}
 
     def read_verdict(
@@ -143,5 +174,59 @@ class Labeling(ScenarioKind):
         task: TaskLike,
     ) -> Iterator[list[Any]]:
         v = shown[0]
-        labels = "|".join(payload.get("labels") or [])
+        labels = SEPARATOR.join(payload.get("labels") or [])
         yield [v.variant_id, v.model_label, v.prompt_label, labels, payload.get("text", "")]
+
+    def read_import_row(
+        self,
+        row: Mapping[str, Any],
+        *,
+        item: str,
+        variants: Mapping[tuple[str, str], VariantLike],
+        item_variants: Sequence[VariantLike],
+        config: Mapping[str, Any],
+        problems: list[str],
+    ) -> ImportedRow | None:
+        """``item_id, variant, rater, labels, text``: one judgment a row, its labels joined
+        by ``|``; ``text`` optional."""
+        v = variants.get((item, str(row.get("variant") or "").strip()))
+        if v is None:
+            problems.append(f"item {item!r} has no such variant")
+        labels = _labels_of(row.get("labels"))
+        if isinstance(labels, str):
+            problems.append(labels)
+        else:
+            allowed = config.get("labels", [])
+            unknown = [label for label in labels if label not in allowed]
+            if unknown:
+                problems.append(f"not among the scenario's labels: {', '.join(map(repr, unknown))}")
+            elif len(labels) > 1 and not config.get("multiple"):
+                problems.append("this scenario takes one label a judgment")
+        text = row.get("text")
+        text = "" if text is None else text
+        if not isinstance(text, str):
+            problems.append("text is text")
+        elif len(text) > MAX_TEXT:
+            problems.append(f"text has more than {MAX_TEXT:,} characters")
+        elif text.strip() and not config.get("free_text"):
+            problems.append("this scenario takes no free text")
+        if problems or v is None or isinstance(labels, str) or not isinstance(text, str):
+            return None
+        return ImportedRow((v,), {"labels": labels, "text": text.strip()})
+
+    def merge_imported(
+        self, *, rater: str, earlier: dict[str, Any], later: dict[str, Any]
+    ) -> str | None:
+        return f"{rater} labeled this variant twice"
+
+    def import_config(self, rows: Sequence[Mapping[str, Any]], *, scale: str) -> dict[str, Any]:
+        """The labels the rows name, sorted; ``multiple`` when a row has several,
+        ``free_text`` when one has text."""
+        found = [_labels_of(row.get("labels")) for row in rows]
+        read = [labels for labels in found if isinstance(labels, list)]
+        texts = [row.get("text") for row in rows]
+        return {
+            "labels": sorted({label for labels in read for label in labels}),
+            "multiple": any(len(labels) > 1 for labels in read),
+            "free_text": any(isinstance(text, str) and text.strip() for text in texts),
+        }

@@ -1,5 +1,9 @@
 """Ranking: all the variants of an item a task, in a recorded presentation order; the answer
-orders their keys, best first, and is stored as variant ids."""
+orders their keys, best first, and is stored as variant ids.
+
+Imported judgments are one row a place, ``item_id, rater, variant, rank`` (1 the best), as
+the CSV export writes them; the rows of one rater and item make one ranking, which places
+every variant of the item once."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from scenarios.types.base import (
     JUDGE_PREAMBLE,
     KEYS,
     DesignItems,
+    ImportedRow,
     Rejected,
     ScenarioKind,
     TaskLike,
@@ -30,6 +35,7 @@ class Ranking(ScenarioKind):
     swappable = True
     analysis = "rankings"
     export_columns = ("rank", "variant", "model", "prompt")
+    import_columns = (("variant", "model"),)
     judge_prompt = (
         {
             "title": "System",
@@ -101,3 +107,68 @@ class Ranking(ScenarioKind):
         for rank, pk in enumerate(payload.get("ranking") or [], 1):
             v = variants[pk]
             yield [rank, v.variant_id, v.model_label, v.prompt_label]
+
+    def read_import_row(
+        self,
+        row: Mapping[str, Any],
+        *,
+        item: str,
+        variants: Mapping[tuple[str, str], VariantLike],
+        item_variants: Sequence[VariantLike],
+        config: Mapping[str, Any],
+        problems: list[str],
+    ) -> ImportedRow | None:
+        """``item_id, rater, variant, rank``: one place a row, ``rank`` 1 (the best) to the
+        number of the item's variants."""
+        variant_id = str(row.get("variant") or "").strip()
+        raw_rank = row.get("rank")
+        v = variants.get((item, variant_id))
+        if not variant_id:
+            problems.append("variant is missing")
+        elif v is None:
+            problems.append(f"item {item!r} has no such variant")
+        try:
+            rank = None if isinstance(raw_rank, bool) else int(str(raw_rank).strip())
+        except ValueError:
+            rank = None
+        if raw_rank is None or not str(raw_rank).strip():
+            problems.append("rank is missing")
+        elif v is not None and (rank is None or not 1 <= rank <= len(item_variants)):
+            problems.append(f"rank is a whole number from 1 to {len(item_variants)}")
+        if problems or v is None or rank is None:
+            return None
+        # The item's variants, whatever the place: the rows of one rater and item merge.
+        return ImportedRow(tuple(item_variants), {"ranking": {rank: v.variant_id}})
+
+    def merge_imported(
+        self, *, rater: str, earlier: dict[str, Any], later: dict[str, Any]
+    ) -> str | None:
+        places = earlier["ranking"]
+        for rank, variant_id in later["ranking"].items():
+            if rank in places:
+                return f"{rater} gave rank {rank} of this item twice"
+            if variant_id in places.values():
+                return f"{rater} ranked {variant_id} of this item twice"
+            places[rank] = variant_id
+        return None
+
+    def finish_imported(
+        self, *, rater: str, answer: dict[str, Any], presented: Sequence[VariantLike]
+    ) -> str | None:
+        """The places (rank → variant id) as the stored ranking of variant ids, best first;
+        the variants left out when there are some."""
+        places = answer["ranking"]
+        missing = [v.variant_id for v in presented if v.variant_id not in places.values()]
+        if missing:
+            return (
+                f"{rater}'s ranking (its rows from this line on) leaves out "
+                f"{', '.join(missing)}; a ranking places every variant of its item once"
+            )
+        by_id = {v.variant_id: v.pk for v in presented}
+        answer["ranking"] = [by_id[places[rank]] for rank in sorted(places)]
+        return None
+
+    def import_task(self, presented: Sequence[VariantLike]) -> TaskSpec:
+        """The item's task, which orders all its variants (one made for the import shows
+        them in their order in the item)."""
+        return TaskSpec(None, order=tuple(v.pk for v in presented))

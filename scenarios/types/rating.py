@@ -307,6 +307,7 @@ class Rating(ScenarioKind):
         *,
         item: str,
         variants: Mapping[tuple[str, str], VariantLike],
+        item_variants: Sequence[VariantLike],
         config: Mapping[str, Any],
         problems: list[str],
     ) -> ImportedRow | None:

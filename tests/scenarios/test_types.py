@@ -1,7 +1,8 @@
 """The scenario type registry: every type present, in the order of the model's choices, one
 a module; each type's strict answer check (people) and lenient verdict reader (judges) agree
-on the stored answer; the form mapping feeds the strict check; and a fifth type is one new
-module that every generic call site takes without a change."""
+on the stored answer; the form mapping feeds the strict check, and so do the rows of an
+imported file; and a fifth type is one new module that every generic call site takes without a
+change."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import pkgutil
 import sys
 import textwrap
+from dataclasses import dataclass
 
 import pytest
 from django.core.management import call_command
@@ -22,7 +24,7 @@ from evalplatform.accounts.roles import Role
 from evalplatform.errors import FieldErrors
 from evaluations.analytics.analyze import ANALYSES, Analysis, analysis_of
 from evaluations.judges import verdicts
-from evaluations.manager import exports
+from evaluations.manager import exports, imports
 from evaluations.workspace import services
 from scenarios import design, forms
 from scenarios import services as scenario_services
@@ -97,6 +99,74 @@ def test_the_evaluator_form_gives_the_answer_the_check_takes(kind):
     from_form = kind.answer_from_form(QueryDict(fields), config)
     assert kind.check_answer(from_form, config=config, presented=presented) == kind.check_answer(
         answer, config=config, presented=presented
+    )
+
+
+# For each type: the rows of a file of judgments that give the sample answer of SAMPLES (its
+# variants ``v7``, ``v8``, ... with those ids), in the order of the file.
+IMPORT_ROWS = {
+    "rating": [
+        {"variant": "v7", "dimension": "Clarity", "score": "4"},
+        {"variant": "v7", "dimension": "Tone", "score": 0},
+    ],
+    "ranking": [
+        {"variant": "v8", "rank": "3"},
+        {"variant": "v9", "rank": 1},
+        {"variant": "v7", "rank": " 2 "},
+    ],
+    "comparison": [{"variant_a": "v7", "variant_b": "v8", "winner": "B"}],
+    "labeling": [{"variant": "v7", "labels": " bad "}],
+}
+
+
+@dataclass(frozen=True)
+class FakeVariant:
+    pk: int
+    variant_id: str
+    model_label: str = ""
+    prompt_label: str = ""
+
+
+@pytest.mark.parametrize("kind", registry.every(), ids=lambda k: k.value)
+def test_imported_rows_give_the_answer_the_strict_check_gives(kind):
+    """What a file of judgments imports is the answer a person would have given."""
+    assert kind.importable == (kind.value in IMPORT_ROWS), "add the type's rows to IMPORT_ROWS"
+    if not kind.importable:
+        return
+    entered, answer, presented, _ = SAMPLES[kind.value]
+    config = kind.check_config(entered)
+    shown = [FakeVariant(pk, f"v{pk}") for pk in presented]
+    item_variants = sorted(shown, key=lambda v: v.pk)
+    variants = {("q", v.variant_id): v for v in item_variants}
+    judgment = None
+    for row in IMPORT_ROWS[kind.value]:
+        problems: list[str] = []
+        read = kind.read_import_row(
+            row,
+            item="q",
+            variants=variants,
+            item_variants=item_variants,
+            config=config,
+            problems=problems,
+        )
+        assert problems == [] and read is not None
+        if judgment is None:
+            judgment = read
+        else:
+            assert judgment.presented == read.presented
+            assert (
+                kind.merge_imported(rater="r", earlier=judgment.answer, later=read.answer) is None
+            )
+    assert judgment is not None
+    assert (
+        kind.finish_imported(rater="r", answer=judgment.answer, presented=judgment.presented)
+        is None
+    )
+    assert judgment.answer == kind.check_answer(answer, config=config, presented=presented)
+    task = kind.import_task(judgment.presented)
+    assert (task.a, task.b, sorted(task.order)) in (
+        (presented[0], presented[1] if len(presented) == 2 else None, []),
+        (None, None, sorted(presented)),
     )
 
 
@@ -188,6 +258,14 @@ def test_a_fifth_type_is_one_module(fifth_type, member):
     )
     assert Scenario.objects.get(pk=stored.pk).type == "acceptability"
     assert stored.tasks.count() == 2
+    # It takes no imported judgments (it has no import_columns): the import says which do.
+    with pytest.raises(FieldErrors) as refused:
+        imports.import_judgments(user=manager, scenario=stored, raw=b"x\n1\n", filename="j.csv")
+    assert refused.value.errors == {
+        "scenario": [
+            "Judgments can be imported into comparison, labeling, ranking and rating scenarios."
+        ]
+    }
     call_command("makemigrations", "--check", "--dry-run", verbosity=0)  # exits 1 on a change
     # The scenario form offers it (a type without settings has no fieldset).
     client = Client()
