@@ -14,7 +14,7 @@ table. ``raters``: "all", "humans" (evaluators and imported raters), "judges", o
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from itertools import combinations
 from typing import Any
@@ -24,6 +24,7 @@ from scipy import stats as sps
 from threadpoolctl import threadpool_limits
 
 from evaluations.analytics import bradley_terry, data, stats
+from evaluations.analytics.agreement import agreement, category, task_name, unit_values, versus
 from evaluations.analytics.data import AnalysisData, Row
 from evaluations.models import LLMJudge, RaterKind
 from scenarios.models import Scenario, Variant
@@ -499,170 +500,6 @@ def labels(rows: list[Row], variants: dict[int, Variant]) -> dict[str, Any]:
     }
 
 
-# --- agreement ----------------------------------------------------------------------------------
-def _unit_values(
-    rows: list[Row], analysis: Analysis, dimension: str | None = None
-) -> dict[Any, dict[str, list]]:
-    """unit → rater → values, each judgment's unit and value as its analysis reads them
-    (``Analysis.unit_value``)."""
-    units: dict[Any, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    for row in rows:
-        found = analysis.unit_value(row, dimension)
-        if found is not None:
-            unit, value = found
-            units[unit][row.rater].append(value)
-    return units
-
-
-def _agreement_of_people(units: dict[Any, dict[str, list]], metric: str, weights: str | None):
-    values = [[v for per in raters.values() for v in per] for raters in units.values()]
-    result: dict[str, Any] = {
-        "units": sum(1 for v in values if len(v) >= 2),
-        f"krippendorff_alpha_{metric}": _round(stats.krippendorff_alpha(values, metric)),
-    }
-    if metric != "nominal":
-        result["krippendorff_alpha_ordinal"] = _round(stats.krippendorff_alpha(values, "ordinal"))
-    raters = sorted({r for per in units.values() for r in per})
-    result["raters"] = len(raters)
-    if len(raters) == 2:
-        both = [u for u in units.values() if all(r in u for r in raters)]
-        x = [u[raters[0]][0] for u in both]
-        y = [u[raters[1]][0] for u in both]
-        result["cohen_kappa"] = _round(stats.cohen_kappa(x, y))
-        if weights:
-            result["cohen_kappa_weighted"] = _round(stats.cohen_kappa(x, y, weights))
-    else:
-        result["cohen_kappa"] = None
-    # Fleiss: every unit rated the same number of times (two or more).
-    sizes = {len(v) for v in values if v}
-    if len(sizes) == 1 and next(iter(sizes)) >= 2:
-        categories = sorted({v for vs in values for v in vs}, key=repr)
-        index = {c: i for i, c in enumerate(categories)}
-        table = np.zeros((len(values), len(categories)))
-        for row_index, vs in enumerate(values):
-            for v in vs:
-                table[row_index, index[v]] += 1
-        result["fleiss_kappa"] = _round(stats.fleiss_kappa(table))
-    else:
-        result["fleiss_kappa"] = None
-    return result
-
-
-def _category(value: Any, unit: tuple[int, int]) -> str:
-    """A comparison's winner as the first or second variant of its unit (or a tie)."""
-    return "tie" if value == "tie" else ("first" if value == unit[0] else "second")
-
-
-def pairwise(units: dict[Any, dict[str, list]]) -> dict[str, Any]:
-    """Every pair of raters: the share of the units both rated where their (first) values
-    are the same."""
-    raters = sorted({r for per in units.values() for r in per})
-    matrix: list[list[float | None]] = []
-    for one in raters:
-        row: list[float | None] = []
-        for other in raters:
-            both = [u for u in units.values() if one in u and other in u]
-            row.append(
-                _round(float(np.mean([u[one][0] == u[other][0] for u in both]))) if both else None
-            )
-        matrix.append(row)
-    return {"raters": raters, "agreement": matrix}
-
-
-def _majority(values: list[Any]) -> Any:
-    counts = Counter(values).most_common()
-    if not counts or (len(counts) > 1 and counts[0][1] == counts[1][1]):
-        return None
-    return counts[0][0]
-
-
-def agreement(rows: list[Row], analysis: Analysis, config: dict) -> dict[str, Any]:
-    """Between people (evaluators and imported raters), and between people and each judge.
-    The top-level figures are the people's agreement on the verdicts (comparisons), labels
-    (labeling) or scores (ratings: every dimension's scores together, a unit being a task
-    and a dimension; ``by_dimension`` has each one)."""
-    people = [r for r in rows if r.kind != RaterKind.JUDGE]
-    judges = sorted({r.rater for r in rows if r.kind == RaterKind.JUDGE})
-    rating = analysis.scored
-    metric = "interval" if rating else "nominal"
-    weights = "quadratic" if rating else None
-    if rating:
-        dimensions = [d["name"] for d in config.get("dimensions", [])]
-        pooled: dict[Any, dict[str, list]] = {}
-        by_dimension: dict[str, Any] = {}
-        versus: dict[str, dict[str, Any]] = defaultdict(dict)
-        for dimension in dimensions:
-            units = _unit_values(people, analysis, dimension)
-            pooled |= {(unit, dimension): raters for unit, raters in units.items()}
-            by_dimension[dimension] = _agreement_of_people(units, metric, weights)
-            for judge in judges:
-                judged = _unit_values([r for r in rows if r.rater == judge], analysis, dimension)
-                versus[judge][dimension] = _versus(units, judged, scored=True)
-        everyone: dict[Any, dict[str, list]] = {}
-        for dimension in dimensions:
-            everyone |= {
-                (unit, dimension): raters
-                for unit, raters in _unit_values(rows, analysis, dimension).items()
-            }
-        return _agreement_of_people(pooled, metric, weights) | {
-            "pairwise": pairwise(everyone),
-            "by_dimension": by_dimension,
-            "human_vs_judge": dict(versus),
-        }
-    units = _unit_values(people, analysis)
-    return _agreement_of_people(units, metric, weights) | {
-        "pairwise": pairwise(_unit_values(rows, analysis)),
-        "human_vs_judge": {
-            judge: _versus(
-                units, _unit_values([r for r in rows if r.rater == judge], analysis), scored=False
-            )
-            for judge in judges
-        },
-    }
-
-
-def _versus(humans: dict, judged: dict, *, scored: bool) -> dict[str, Any]:
-    """A judge against the people on the units both judged: for verdicts and labels the
-    people's majority against the judge's most frequent verdict; for scores (``scored``)
-    the people's mean against the judge's mean."""
-    common = [u for u in judged if u in humans]
-    if scored:
-        x = np.array([np.mean([v for vs in humans[u].values() for v in vs]) for u in common])
-        y = np.array([np.mean([v for vs in judged[u].values() for v in vs]) for u in common])
-        entry: dict[str, Any] = {"units": len(common)}
-        if len(common) >= 3 and x.std() > 0 and y.std() > 0:
-            entry["spearman"] = _round(float(sps.spearmanr(x, y).statistic))
-            entry["kendall_tau"] = _round(float(sps.kendalltau(x, y).statistic))
-        else:
-            entry["spearman"] = entry["kendall_tau"] = None
-        entry["krippendorff_alpha_interval"] = _round(
-            stats.krippendorff_alpha([[a, b] for a, b in zip(x, y, strict=False)], "interval")
-        )
-        entry["cohen_kappa_weighted"] = (
-            _round(stats.cohen_kappa([round(v) for v in x], [round(v) for v in y], "quadratic"))
-            if len(common)
-            else None
-        )
-        return entry
-    pairs = []
-    for unit in common:
-        majority = _majority([v for vs in humans[unit].values() for v in vs])
-        mode = _majority([v for vs in judged[unit].values() for v in vs])
-        if majority is not None and mode is not None:
-            pairs.append((majority, mode))
-    first, second = [p[0] for p in pairs], [p[1] for p in pairs]
-    return {
-        "units": len(pairs),
-        "agreement_with_human_majority": _round(float(np.mean([a == b for a, b in pairs])))
-        if pairs
-        else None,
-        "cohen_kappa": _round(stats.cohen_kappa(first, second)) if pairs else None,
-        "krippendorff_alpha_nominal": _round(
-            stats.krippendorff_alpha([[a, b] for a, b in pairs], "nominal")
-        ),
-    }
-
-
 # --- judges -------------------------------------------------------------------------------------
 def judges_table(
     scenario: Scenario,
@@ -717,6 +554,8 @@ class Analysis:
     # The values are scores on the dimensions of a rubric: agreement is interval-scaled and
     # per dimension, and a judge is compared with the people by correlation.
     scored = False
+    # The values are sets of labels: agreement is also given per label.
+    label_sets = False
 
     def results(
         self, rows: list[Row], variants: dict[int, Variant], config: dict, options: dict
@@ -724,8 +563,11 @@ class Analysis:
         """The type's sections of the analysis (``win_matrix``, ``ratings``, ...)."""
         return {}
 
-    def unit_value(self, row: Row, dimension: str | None) -> tuple[Any, Any] | None:
-        """A judgment's unit of agreement and its value there; None: it has none."""
+    def unit_value(
+        self, row: Row, dimension: str | None, names: Mapping[int, str]
+    ) -> tuple[Any, Any] | None:
+        """A judgment's unit of agreement (named by ``names`` of its variants, never by
+        database ids) and its value there; None: it has none."""
         return None
 
     def stability(self, rater: str, rows: list[Row], config: dict) -> list[dict[str, Any] | None]:
@@ -748,12 +590,15 @@ class PairwiseAnalysis(Analysis):
     ) -> dict[str, Any]:
         return comparisons(rows, variants, options)
 
-    def unit_value(self, row: Row, dimension: str | None) -> tuple[Any, Any] | None:
-        # The unit is the unordered pair of variants, its value "first", "second" (the pair's
-        # variant of the lower or higher id won) or "tie", so that categories mean the same
-        # in every unit.
-        unit = tuple(sorted(row.presented))
-        return unit, _category(_winner_variant(row), unit)  # type: ignore[arg-type]
+    def unit_value(
+        self, row: Row, dimension: str | None, names: Mapping[int, str]
+    ) -> tuple[Any, Any] | None:
+        # The unit is the unordered pair of variants by their names in sorted order, its
+        # value "first", "second" (the pair's variant whose name sorts first or second won)
+        # or "tie": categories mean the same in every unit, whatever the ids or the order.
+        unit = tuple(sorted(names[pk] for pk in row.presented))
+        winner = _winner_variant(row)
+        return unit, category("tie" if winner == "tie" else names[winner], unit)
 
     def stability(self, rater: str, rows: list[Row], config: dict) -> list[dict[str, Any] | None]:
         return [_verdict_stability(rater, rows)]
@@ -763,13 +608,13 @@ class PairwiseAnalysis(Analysis):
     ) -> dict[str, Any]:
         position = _position(subset)["overall"]
         consistency = _consistency(_reverse_pairs(subset), options | {"resamples": 0})
-        versus = _versus(_unit_values(people, self), _unit_values(subset, self), scored=self.scored)
+        against = versus(unit_values(people, self), unit_values(subset, self), scored=False)
         return {
             "reverse_consistency": consistency["share"],
             "reverse_pairs": consistency["pairs"],
             "first_position_share": _round(position["share"]),
             "first_position_p_value": _round(position["p_value"]),
-            "agreement_with_human_majority": versus["agreement_with_human_majority"],
+            "agreement_with_human_majority": against["agreement_with_human_majority"],
         }
 
 
@@ -784,9 +629,11 @@ class RatingsAnalysis(Analysis):
     ) -> dict[str, Any]:
         return {"ratings": ratings(rows, variants, config)}
 
-    def unit_value(self, row: Row, dimension: str | None) -> tuple[Any, Any] | None:
+    def unit_value(
+        self, row: Row, dimension: str | None, names: Mapping[int, str]
+    ) -> tuple[Any, Any] | None:
         value = (row.payload.get("scores") or {}).get(dimension)
-        return None if value is None else (row.task, value)
+        return None if value is None else (task_name(row, names), value)
 
     def stability(self, rater: str, rows: list[Row], config: dict) -> list[dict[str, Any] | None]:
         return [_rating_stability(rater, dim["name"], rows) for dim in config.get("dimensions", [])]
@@ -796,13 +643,13 @@ class RatingsAnalysis(Analysis):
     ) -> dict[str, Any]:
         rhos = []
         for dim in config.get("dimensions", []):
-            versus = _versus(
-                _unit_values(people, self, dim["name"]),
-                _unit_values(subset, self, dim["name"]),
-                scored=self.scored,
+            against = versus(
+                unit_values(people, self, dim["name"]),
+                unit_values(subset, self, dim["name"]),
+                scored=True,
             )
-            if versus.get("spearman") is not None:
-                rhos.append(versus["spearman"])
+            if against.get("spearman") is not None:
+                rhos.append(against["spearman"])
         return {"mean_spearman_with_humans": _round(float(np.mean(rhos))) if rhos else None}
 
 
@@ -817,21 +664,26 @@ class RankingsAnalysis(Analysis):
 
 
 class LabelsAnalysis(Analysis):
-    """Labels: their counts, overall and by model; agreement on the label set of a task."""
+    """Labels: their counts, overall and by model; agreement on the label set of a task,
+    and on each label."""
+
+    label_sets = True
 
     def results(
         self, rows: list[Row], variants: dict[int, Variant], config: dict, options: dict
     ) -> dict[str, Any]:
         return {"labels": labels(rows, variants)}
 
-    def unit_value(self, row: Row, dimension: str | None) -> tuple[Any, Any] | None:
-        return row.task, "|".join(sorted(row.payload.get("labels") or []))
+    def unit_value(
+        self, row: Row, dimension: str | None, names: Mapping[int, str]
+    ) -> tuple[Any, Any] | None:
+        return task_name(row, names), tuple(sorted(row.payload.get("labels") or []))
 
     def judge_figures(
         self, subset: list[Row], people: list[Row], config: dict, options: dict
     ) -> dict[str, Any]:
-        versus = _versus(_unit_values(people, self), _unit_values(subset, self), scored=self.scored)
-        return {"agreement_with_human_majority": versus["agreement_with_human_majority"]}
+        against = versus(unit_values(people, self), unit_values(subset, self), scored=False)
+        return {"agreement_with_human_majority": against["agreement_with_human_majority"]}
 
 
 ANALYSES: dict[str, Analysis] = {
@@ -886,7 +738,7 @@ def _compute(loaded: AnalysisData, *, raters: str = "all", **options: Any) -> di
         "labels": None,
     }
     result |= analysis.results(rows, variants, scenario.config, options)
-    result["agreement"] = agreement(rows, analysis, scenario.config)
+    result["agreement"] = agreement(rows, analysis, scenario.config, variants, options)
     result["judges"] = judges_table(
         scenario, loaded.judges, everything, loaded.unparseable, options
     )

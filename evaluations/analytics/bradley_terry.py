@@ -191,7 +191,7 @@ def newton_dense(
     batch, n, _ = wins.shape
     prior = np.broadcast_to(np.asarray(prior, float), (batch, n))
     theta = np.zeros((batch, n)) if start is None else np.array(start, float)
-    free = ~(prior > 0).any(axis=1)  # fits blind to a common shift
+    free = np.asarray(~(prior > 0).any(axis=1))  # fits blind to a common shift
     active = np.arange(batch)
     idx = np.arange(n)
     step_limit = max(1, _BATCH_CELLS // max(1, n * n))
@@ -199,8 +199,8 @@ def newton_dense(
         if not len(active):
             return _centred_rows(theta), True
         done = []
-        for start in range(0, len(active), step_limit):
-            rows = active[start : start + step_limit]
+        for offset in range(0, len(active), step_limit):
+            rows = active[offset : offset + step_limit]
             w = wins[rows]
             games = w + np.transpose(w, (0, 2, 1))
             t = theta[rows]
@@ -233,8 +233,11 @@ def _newton_sparse(
     i, j = edges.i[mask], edges.j[mask]
     wij, wji = edges.wij[mask], edges.wji[mask]
     games = wij + wji
-    won = np.bincount(i, weights=wij, minlength=n) + np.bincount(j, weights=wji, minlength=n)
-    won = won + prior / 2
+    won = (
+        np.bincount(i, weights=wij, minlength=n)
+        + np.bincount(j, weights=wji, minlength=n)
+        + prior / 2
+    )
     free = _free_nodes(nodes, component, prior)
     theta = np.zeros(n)
     for _ in range(iterations):

@@ -2,13 +2,12 @@
 
 Every function here is validated against a reference implementation in the tests (choix,
 krippendorff, statsmodels, scikit-learn, scipy) or by hand on small cases; docs/analytics.md
-says how each figure is computed.
+says how each figure is computed. The agreement statistics are in agreement_stats.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +16,9 @@ from scipy import stats as sps
 from scipy.sparse.csgraph import connected_components
 
 from evaluations.analytics import bradley_terry
+from evaluations.analytics.agreement_stats import cohen_kappa as cohen_kappa
+from evaluations.analytics.agreement_stats import fleiss_kappa as fleiss_kappa
+from evaluations.analytics.agreement_stats import krippendorff_alpha as krippendorff_alpha
 from evaluations.analytics.bradley_terry import REGULARIZATION
 
 # --- Bradley-Terry ------------------------------------------------------------------------------
@@ -128,96 +130,7 @@ def bootstrap_share(flags: np.ndarray, *, resamples: int = 1000, seed: int = 0) 
 
 
 # --- agreement ----------------------------------------------------------------------------------
-def _distance(metric: str, values: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Krippendorff's squared distances between the distinct values."""
-    if metric == "nominal":
-        return (values[:, None] != values[None, :]).astype(float)
-    if metric == "interval":
-        return (values[:, None] - values[None, :]) ** 2
-    if metric == "ordinal":
-        # Distance between ranks c < k: (sum of n_g for g in c..k minus (n_c + n_k) / 2)^2.
-        cum = np.concatenate([[0], np.cumsum(counts)])
-        idx = np.arange(len(values))
-        lo, hi = np.minimum.outer(idx, idx), np.maximum.outer(idx, idx)
-        between = cum[hi + 1] - cum[lo] - (counts[lo] + counts[hi]) / 2
-        return between**2
-    raise ValueError(metric)
-
-
-def krippendorff_alpha(units: Sequence[Sequence[Any]], metric: str = "nominal") -> float | None:
-    """Krippendorff's alpha from the values each unit received (missing values left out;
-    units with fewer than two values do not count). Values are numbers for the interval and
-    ordinal metrics, anything hashable for nominal."""
-    pairable = [list(u) for u in units if len(u) >= 2]
-    if not pairable:
-        return None
-    if metric == "nominal":
-        labels = sorted({v for u in pairable for v in u}, key=repr)
-        index = {v: i for i, v in enumerate(labels)}
-        values = np.arange(len(labels), dtype=float)
-        coded = [[index[v] for v in u] for u in pairable]
-    else:
-        values = np.array(sorted({float(v) for u in pairable for v in u}))
-        index = {v: i for i, v in enumerate(values)}
-        coded = [[index[float(v)] for v in u] for u in pairable]
-    m = len(values)
-    coincidence = np.zeros((m, m))
-    for unit in coded:
-        counts = np.bincount(unit, minlength=m).astype(float)
-        coincidence += (np.outer(counts, counts) - np.diag(counts)) / (len(unit) - 1)
-    totals = coincidence.sum(axis=1)
-    total = totals.sum()
-    if total <= 1:
-        return None
-    delta = _distance(metric, values, totals)
-    observed = (coincidence * delta).sum()
-    expected = (np.outer(totals, totals) * delta).sum() / (total - 1)
-    if expected == 0:
-        return 1.0 if observed == 0 else None
-    return float(1 - observed / expected)
-
-
-def cohen_kappa(x: Sequence[Any], y: Sequence[Any], weights: str | None = None) -> float | None:
-    """Cohen's kappa of two raters over the same units; ``weights`` "linear" or "quadratic"
-    for ordered (numeric) categories."""
-    if len(x) == 0:
-        return None
-    labels = sorted(set(x) | set(y), key=lambda v: (not isinstance(v, int | float), v))
-    index = {v: i for i, v in enumerate(labels)}
-    m = len(labels)
-    table = np.zeros((m, m))
-    for u, v in zip(x, y, strict=True):
-        table[index[u], index[v]] += 1
-    table /= table.sum()
-    if weights is None:
-        w = 1 - np.eye(m)
-    else:
-        positions = np.arange(m)
-        gap = np.abs(positions[:, None] - positions[None, :])
-        w = gap if weights == "linear" else gap**2
-        w = w / max(1, (m - 1) ** (1 if weights == "linear" else 2))
-    expected = np.outer(table.sum(axis=1), table.sum(axis=0))
-    denominator = (w * expected).sum()
-    if denominator == 0:
-        return None
-    return float(1 - (w * table).sum() / denominator)
-
-
-def fleiss_kappa(counts: np.ndarray) -> float | None:
-    """Fleiss' kappa from a (units x categories) table of how many raters chose each
-    category; every unit must have the same number of ratings (two or more)."""
-    if counts.size == 0:
-        return None
-    raters = counts.sum(axis=1)
-    if raters.min() != raters.max() or raters[0] < 2:
-        return None
-    n = raters[0]
-    p_j = counts.sum(axis=0) / counts.sum()
-    p_i = ((counts * (counts - 1)).sum(axis=1)) / (n * (n - 1))
-    p_bar, p_e = p_i.mean(), (p_j**2).sum()
-    if p_e == 1:
-        return None
-    return float((p_bar - p_e) / (1 - p_e))
+# Krippendorff's alpha, Cohen's and Fleiss' kappa are in agreement_stats (imported above).
 
 
 def kendall_w(ranks_matrix: np.ndarray) -> float | None:

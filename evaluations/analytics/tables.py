@@ -17,6 +17,7 @@ TABLES = (
     "rankings",
     "labels",
     "agreement",
+    "agreement_by_item",
     "judges",
 )
 
@@ -39,6 +40,8 @@ def _flat(prefix: str, value: Any, into: dict[str, Any]) -> None:
 
 def rows(result: dict[str, Any], table: str) -> list[dict[str, Any]]:
     """The rows of one table (each a flat dict); empty when the scenario's type has none."""
+    if table == "agreement_by_item":
+        return [_disputed(entry) for entry in (result.get("agreement") or {}).get("by_item", [])]
     part = result.get(table)
     if part is None:
         return []
@@ -95,22 +98,46 @@ def rows(result: dict[str, Any], table: str) -> list[dict[str, Any]]:
     if table == "labels":
         return [{"label": k, "count": v} for k, v in part["overall"].items()]
     if table == "agreement":
-        top = {
-            k: v for k, v in part.items() if k not in ("human_vs_judge", "by_dimension", "pairwise")
-        }
-        out = [{"between": "people", "dimension": "", **_flat_row(top)}]
+        nested = ("human_vs_judge", "by_dimension", "pairwise", "pairwise_kappa", "by_label")
+        top = {k: v for k, v in part.items() if k not in nested}
+        out = [{"between": "people", "dimension": "", **_figures(top)}]
         for dimension, figures in (part.get("by_dimension") or {}).items():
-            out.append({"between": "people", "dimension": dimension, **_flat_row(figures)})
+            out.append({"between": "people", "dimension": dimension, **_figures(figures)})
+        for figures in part.get("by_label") or []:
+            out.append({"between": "people", "dimension": "", **_figures(figures)})
         for judge, figures in part["human_vs_judge"].items():
-            nested = (
+            nested_figures = (
                 figures if all(isinstance(v, dict) for v in figures.values()) else {"": figures}
             )
-            for dimension, values in nested.items():
+            for dimension, values in nested_figures.items():
                 out.append(
-                    {"between": f"people and {judge}", "dimension": dimension, **_flat_row(values)}
+                    {"between": f"people and {judge}", "dimension": dimension, **_figures(values)}
                 )
         return out
     return []
+
+
+AGREEMENT_LISTS = ("by_category", "by_item", "warnings")  # in their own table, or on the page
+
+
+def _figures(figures: dict[str, Any]) -> dict[str, Any]:
+    """Agreement figures as columns: each ``…_ci`` interval as ``…_ci_low`` and
+    ``…_ci_high``; the lists left out."""
+    flat: dict[str, Any] = {}
+    for key, value in figures.items():
+        if key in AGREEMENT_LISTS:
+            continue
+        if key.endswith("_ci"):
+            flat[f"{key}_low"], flat[f"{key}_high"] = value if value else (None, None)
+        else:
+            flat[key] = value
+    return _flat_row(flat)
+
+
+def _disputed(entry: dict[str, Any]) -> dict[str, Any]:
+    """A disputed unit as a row, its values as ``value: count`` pairs."""
+    values = "; ".join(f"{value}: {count}" for value, count in entry["values"].items())
+    return _flat_row({k: v for k, v in entry.items() if k != "variants"} | {"values": values})
 
 
 def _flat_row(row: dict[str, Any], skip: str = "") -> dict[str, Any]:

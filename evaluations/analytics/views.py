@@ -45,6 +45,47 @@ def _versus_rows(versus: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+AGREEMENT_FIGURES = (
+    ("krippendorff_alpha_nominal", "Krippendorff's alpha (nominal)"),
+    ("krippendorff_alpha_interval", "Krippendorff's alpha (interval)"),
+    ("krippendorff_alpha_ordinal", "Krippendorff's alpha (ordinal)"),
+    ("icc2_1", "ICC(2,1): absolute agreement, one rater"),
+    ("icc3_1", "ICC(3,1): consistency, one rater"),
+    ("fleiss_kappa", "Fleiss' kappa"),
+    ("cohen_kappa", "Cohen's kappa"),
+    ("cohen_kappa_linear", "Cohen's kappa, linear weights"),
+    ("cohen_kappa_quadratic", "Cohen's kappa, quadratic weights"),
+    ("conger_kappa", "Conger's kappa"),
+    ("light_kappa", "Light's kappa (mean of the pairs' Cohen's kappa)"),
+    ("gwet_ac1", "Gwet's AC1"),
+    ("gwet_ac2", "Gwet's AC2, quadratic weights"),
+)
+
+
+def _agreement_figures(figures: dict[str, Any]) -> list[dict[str, Any]]:
+    """The agreement figures a set of units has, named, each with its interval."""
+    return [
+        {"key": key, "name": name, "value": figures[key], "ci": figures.get(f"{key}_ci")}
+        for key, name in AGREEMENT_FIGURES
+        if figures.get(key) is not None
+    ]
+
+
+def _agreement_view(agreement: dict[str, Any]) -> dict[str, Any]:
+    """The agreement part of the page: the people's figures, by dimension and by label."""
+    return {
+        "figures": _agreement_figures(agreement),
+        "by_dimension": [
+            {"dimension": name, "units": f["units"], "figures": _agreement_figures(f)}
+            for name, f in (agreement.get("by_dimension") or {}).items()
+        ],
+        "by_label": [
+            entry | {"figures": _agreement_figures(entry)}
+            for entry in agreement.get("by_label") or []
+        ],
+    }
+
+
 @login_required
 def analytics_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
     try:
@@ -73,6 +114,7 @@ def analytics_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
             "query": f"?{query}" if query else "",
             "can_export": policy.may(request.user, EVALUATIONS_EXPORT, scenario),
             "versus": _versus_rows(result["agreement"]["human_vs_judge"]),
+            "agreement": _agreement_view(result["agreement"]),
         },
     )
 
