@@ -266,3 +266,44 @@ class Invitation(models.Model):
         if self.expires_at <= timezone.now():
             return "expired"
         return "pending"
+
+
+class AnalysisStatus(models.TextChoices):
+    PENDING = "pending", "Waiting for a worker"
+    RUNNING = "running", "Computing"
+    DONE = "done", "Computed"
+    FAILED = "failed", "Failed"
+
+
+class StoredAnalysis(models.Model):
+    """A scenario's analytics for one set of options, computed once and kept: ``result``
+    is the JSON of the judgments ``fingerprint`` names (their count and newest id, the
+    judges'); new judgments make it stale, and the next request has it recomputed in the
+    background while the last result is still shown."""
+
+    team_lookup = "scenario__team"
+
+    scenario = models.ForeignKey(Scenario, on_delete=models.CASCADE, related_name="analyses")
+    key = models.CharField(max_length=64)  # the options, hashed
+    options = models.JSONField(default=dict)
+    status = models.CharField(
+        max_length=10, choices=AnalysisStatus.choices, default=AnalysisStatus.PENDING
+    )
+    # What is being (or was last) computed, and what ``result`` is of.
+    wanted = models.CharField(max_length=100, blank=True)
+    fingerprint = models.CharField(max_length=100, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    judgments = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    requested_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    computed_at = models.DateTimeField(null=True, blank=True)
+    seconds = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["scenario", "key"], name="one_analysis_per_options")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scenario} analysis {self.key[:8]}"

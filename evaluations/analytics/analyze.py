@@ -403,7 +403,7 @@ def _temperature_tests(per_item_sd: dict[Any, dict[tuple, float]]) -> list[dict[
             "paired_t_p": None,
         }
         if len(common) >= 2 and np.any(x != y):
-            entry["wilcoxon_p"] = _round(float(sps.wilcoxon(x, y).pvalue))
+            entry["wilcoxon_p"] = _round(stats.wilcoxon_p(x, y))
             entry["paired_t_p"] = _round(float(sps.ttest_rel(x, y).pvalue))
         tests.append(entry)
     return tests

@@ -24,8 +24,9 @@ from evalplatform.accounts.roles import (
 )
 from evalplatform.api.uploads import download
 from evalplatform.errors import FieldErrors, NotFound
-from evaluations.analytics import tables
-from evaluations.analytics.analyze import analyze, rater_filter
+from evaluations.analytics import results, tables
+from evaluations.analytics.analyze import rater_filter
+from evaluations.models import AnalysisStatus
 from scenarios.models import Scenario
 
 MAX_RESAMPLES = 10_000
@@ -80,15 +81,51 @@ PARAMETERS = [
 ]
 
 
+ANSWERS = {
+    200: OpenApiTypes.OBJECT,
+    202: OpenApiTypes.OBJECT,
+    503: OpenApiTypes.OBJECT,
+}
+
+
+def not_ready(request, state: results.State) -> Response:
+    """No result yet: 202 while it is computed (ask the same URL again), 503 when the last
+    computation failed (new judgments or other options compute it again)."""
+    failed = state.analysis.status == AnalysisStatus.FAILED
+    return Response(
+        {
+            "detail": "The analysis failed." if failed else "The analysis is being computed.",
+            "status_url": request.build_absolute_uri(),
+            "analysis": state.describe(),
+        },
+        status=503 if failed else 202,
+        headers={} if failed else {"Retry-After": "2"},
+    )
+
+
 class AnalyticsView(APIView):
-    @extend_schema(parameters=PARAMETERS, responses=OpenApiTypes.OBJECT)
+    @extend_schema(parameters=PARAMETERS, responses=ANSWERS)
     def get(self, request, pk: int):
+        """The analytics JSON with ``analysis`` (its status, when it was computed and from how
+        many judgments). Computed once per state of the judgments: a large one is computed
+        in the background, and until then the last result (``fresh`` false) or a 202 comes
+        back."""
         scenario = scenario_for(request.user, pk, EVALUATIONS_VIEW_ALL)
-        return Response(analyze(scenario, **options_from(request.query_params)))
+        state = results.current(scenario, options_from(request.query_params))
+        if state.analysis.result is None:
+            return not_ready(request, state)
+        return Response(state.analysis.result | {"analysis": state.describe()})
 
 
 class AnalyticsTableView(APIView):
-    @extend_schema(parameters=PARAMETERS, responses={(200, "text/csv"): OpenApiTypes.STR})
+    @extend_schema(
+        parameters=PARAMETERS,
+        responses={
+            (200, "text/csv"): OpenApiTypes.STR,
+            (202, "application/json"): OpenApiTypes.OBJECT,
+            (503, "application/json"): OpenApiTypes.OBJECT,
+        },
+    )
     def get(self, request, pk: int, table: str):
         if table not in tables.TABLES:
             raise NotFound()
@@ -100,8 +137,10 @@ class AnalyticsTableView(APIView):
             target=scenario,
             table=table,
         )
-        result = analyze(scenario, **options_from(request.query_params))
-        rows = tables.rows(result, table)
+        state = results.current(scenario, options_from(request.query_params))
+        if state.analysis.result is None:
+            return not_ready(request, state)
+        rows = tables.rows(state.analysis.result, table)
         columns: list[str] = []
         for row in rows:
             columns += [c for c in row if c not in columns]

@@ -101,6 +101,34 @@ def elo(
     return {"rating": single, "median": median, "ci_low": low, "ci_high": high}
 
 
+# --- paired tests -------------------------------------------------------------------------------
+EXACT_WILCOXON = 25  # nonzero differences: up to this many, without ties, the exact test
+
+
+def wilcoxon_p(x: np.ndarray, y: np.ndarray) -> float | None:
+    """The two-sided Wilcoxon signed-rank test of paired ``x`` and ``y``, its method fixed
+    (SciPy's default changed between versions): zero differences dropped; up to
+    ``EXACT_WILCOXON`` nonzero differences without ties, the exact distribution; otherwise
+    the normal approximation with the tie correction of the variance, no continuity
+    correction."""
+    d = np.asarray(y, float) - np.asarray(x, float)
+    d = d[d != 0]
+    n = len(d)
+    if n == 0:
+        return None
+    magnitude = np.abs(d)
+    if n <= EXACT_WILCOXON and len(np.unique(magnitude)) == n:
+        return float(sps.wilcoxon(d, method="exact").pvalue)
+    ranked = sps.rankdata(magnitude)
+    positive = ranked[d > 0].sum()
+    _, ties = np.unique(magnitude, return_counts=True)
+    variance = n * (n + 1) * (2 * n + 1) / 24 - (ties**3 - ties).sum() / 48
+    if variance <= 0:
+        return None
+    z = (positive - n * (n + 1) / 4) / math.sqrt(variance)
+    return float(2 * sps.norm.sf(abs(z)))
+
+
 # --- position -----------------------------------------------------------------------------------
 def binomial(successes: int, trials: int) -> dict[str, Any]:
     """The share of successes with its exact (Clopper-Pearson) 95% interval and the exact

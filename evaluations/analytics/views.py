@@ -16,8 +16,7 @@ from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_EXPORT, EVALUATIONS_VIEW_ALL, SCENARIOS_MANAGE
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
 from evalplatform.web.fields import number_or_text
-from evaluations.analytics import tables
-from evaluations.analytics.analyze import analyze
+from evaluations.analytics import results, tables
 from evaluations.analytics.api import options_from, scenario_for
 from evaluations.judges import selectors as judge_selectors
 
@@ -99,14 +98,23 @@ def analytics_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
         options = options_from(request.GET)
     except FieldErrors as exc:
         errors, options = exc.errors, {}
-    result = analyze(scenario, **options)
+    state = results.current(scenario, options)
+    result = state.analysis.result
     query = request.GET.urlencode()
+    if result is None:
+        return render(
+            request,
+            "evaluations/analytics_pending.html",
+            {"scenario": scenario, "state": state, "errors": errors},
+            status=202 if state.analysis.status != "failed" else 503,
+        )
     return render(
         request,
         "evaluations/analytics.html",
         {
             "scenario": scenario,
             "result": result,
+            "state": state,
             "errors": errors,
             "options": options,
             "judges": judge_selectors.scenario_judges(scenario).order_by("pk"),

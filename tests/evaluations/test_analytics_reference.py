@@ -313,3 +313,17 @@ def test_pandalm_imported_with_the_command_and_read_on_its_analytics_page(
     codes = np.array([[row[f"annotator{n}"] for row in judgments] for n in (1, 2, 3)], float)
     alpha = krippendorff.alpha(reliability_data=codes, level_of_measurement="nominal")
     assert f"{alpha:.3f}" in html
+
+
+def test_the_wilcoxon_method_is_fixed_and_matches_scipy_for_that_method():
+    rng = np.random.default_rng(7)
+    # Few differences, no ties: the exact test.
+    x, y = rng.normal(0, 1, 12), rng.normal(0.5, 1, 12)
+    assert stats.wilcoxon_p(x, y) == pytest.approx(sps.wilcoxon(y - x, method="exact").pvalue)
+    # Many differences with ties and zeros: the normal approximation, zeros dropped.
+    x = rng.integers(0, 4, 80).astype(float)
+    y = x + rng.choice([-1.0, 0.0, 1.0, 2.0], 80)
+    d = (y - x)[y != x]
+    reference = sps.wilcoxon(d, method="asymptotic", correction=False).pvalue
+    assert stats.wilcoxon_p(x, y) == pytest.approx(reference, rel=1e-9)
+    assert stats.wilcoxon_p(x, x) is None

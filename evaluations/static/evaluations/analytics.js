@@ -17,7 +17,10 @@
     }
 
     plot("bt", function (el) {
-      var rows = (data.bradley_terry || []).slice(0, 40).reverse();
+      // Outputs compared in separate groups (items) have no common scale: plot the models.
+      var fit = data.bradley_terry_fit || {};
+      var source = fit.components > 1 && data.by_model ? data.by_model.bradley_terry : data.bradley_terry;
+      var rows = (source || []).slice(0, 40).reverse();
       if (!rows.length) return;
       Plotly.newPlot(el, [{
         type: "scatter", mode: "markers", x: rows.map(function (r) { return r.strength; }),

@@ -1,0 +1,134 @@
+"""Analyses computed once, not per request.
+
+``current(scenario, options)`` answers at once: the stored result when it is of the
+scenario's judgments as they are; otherwise, when the work is small (judgments x resamples
+up to ``INLINE_WORK``), the result computed there and stored; otherwise the last result (if
+any) with the recomputation queued for a worker (``compute``, django-q2), once per state of
+the judgments however many ask. The page and the API show which.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Max
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from evaluations.analytics.analyze import DEFAULTS, analyze
+from evaluations.models import AnalysisStatus, Judgment, LLMJudge, StoredAnalysis
+from scenarios.models import Scenario
+
+# Judgments x (resamples + 1) computed in the request: about half a second here.
+INLINE_WORK = 1_000_000
+
+
+@dataclass
+class State:
+    """What a request gets: the stored analysis, whether its result is of the judgments as
+    they are (``fresh``), and the number of judgments now."""
+
+    analysis: StoredAnalysis
+    fresh: bool
+    judgments: int
+
+    def describe(self) -> dict[str, Any]:
+        """The ``analysis`` block of the JSON: status, when and from how many judgments."""
+        analysis = self.analysis
+        return {
+            "status": analysis.status if not self.fresh else AnalysisStatus.DONE,
+            "fresh": self.fresh,
+            "computed_at": analysis.computed_at.isoformat() if analysis.computed_at else None,
+            "judgments": analysis.judgments if analysis.result is not None else None,
+            "judgments_now": self.judgments,
+            "seconds": analysis.seconds,
+            "error": analysis.error or None,
+        }
+
+
+def _key(options: dict[str, Any]) -> str:
+    canonical = DEFAULTS | {"raters": "all"} | {k: v for k, v in options.items() if v is not None}
+    return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
+
+
+def fingerprint(scenario: Scenario) -> tuple[str, int]:
+    """The state of what an analysis reads (its judgments and judges) in one string, and
+    the number of judgments."""
+    judged = Judgment.objects.filter(scenario=scenario).aggregate(n=Count("pk"), last=Max("pk"))
+    judges = LLMJudge.objects.filter(scenario=scenario).aggregate(n=Count("pk"), last=Max("pk"))
+    state = f"{judged['n']}:{judged['last']}:{judges['n']}:{judges['last']}"
+    return state, judged["n"]
+
+
+def current(scenario: Scenario, options: dict[str, Any]) -> State:
+    key = _key(options)
+    state, judgments = fingerprint(scenario)
+    analysis = _stored(scenario, key, options)
+    if analysis.status == AnalysisStatus.DONE and analysis.fingerprint == state:
+        return State(analysis, True, judgments)
+    resamples = options.get("resamples", DEFAULTS["resamples"])
+    if judgments * (resamples + 1) <= INLINE_WORK:
+        _run(analysis, state)
+        return State(analysis, analysis.fingerprint == state, judgments)
+    with transaction.atomic():
+        locked = StoredAnalysis.objects.select_for_update().get(pk=analysis.pk)
+        waiting = locked.status in (AnalysisStatus.PENDING, AnalysisStatus.RUNNING)
+        if not (waiting and locked.wanted == state) and not (
+            locked.status == AnalysisStatus.FAILED and locked.wanted == state
+        ):
+            locked.status, locked.wanted = AnalysisStatus.PENDING, state
+            locked.requested_at, locked.error = timezone.now(), ""
+            locked.save(update_fields=["status", "wanted", "requested_at", "error"])
+            transaction.on_commit(
+                lambda: async_task(
+                    "evaluations.analytics.results.compute",
+                    locked.pk,
+                    task_name=f"analysis-{locked.pk}-{time.time_ns()}",
+                )
+            )
+    return State(locked, False, judgments)
+
+
+def _stored(scenario: Scenario, key: str, options: dict[str, Any]) -> StoredAnalysis:
+    found = StoredAnalysis.objects.filter(scenario=scenario, key=key).first()
+    if found is not None:
+        return found
+    try:
+        with transaction.atomic():
+            return StoredAnalysis.objects.create(scenario=scenario, key=key, options=options)
+    except IntegrityError:  # made by a request at the same moment
+        return StoredAnalysis.objects.get(scenario=scenario, key=key)
+
+
+def compute(analysis_id: int) -> None:
+    """The task: compute a stored analysis of the judgments as they are now."""
+    analysis = StoredAnalysis.objects.select_related("scenario__team").filter(pk=analysis_id)
+    found = analysis.first()
+    if found is None:
+        return
+    state, _ = fingerprint(found.scenario)
+    _run(found, state)
+
+
+def _run(analysis: StoredAnalysis, state: str) -> None:
+    StoredAnalysis.objects.filter(pk=analysis.pk).update(
+        status=AnalysisStatus.RUNNING, started_at=timezone.now(), wanted=state
+    )
+    began = time.perf_counter()
+    try:
+        result = analyze(analysis.scenario, **analysis.options)
+    except Exception as exc:  # stored for the page; the worker's log has the traceback
+        analysis.status, analysis.error = AnalysisStatus.FAILED, f"{type(exc).__name__}: {exc}"
+        analysis.save(update_fields=["status", "error"])
+        raise
+    analysis.result = json.loads(json.dumps(result, default=str))
+    analysis.status, analysis.fingerprint, analysis.wanted = AnalysisStatus.DONE, state, state
+    analysis.judgments = int(state.split(":")[0])
+    analysis.computed_at, analysis.error = timezone.now(), ""
+    analysis.seconds = round(time.perf_counter() - began, 3)
+    analysis.save()
