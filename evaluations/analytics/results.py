@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -115,6 +116,17 @@ def compute(analysis_id: int) -> None:
     _run(found, state)
 
 
+def _plain(value: Any) -> Any:
+    """JSON as every database stores it: no NaN or infinity (PostgreSQL refuses them)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
 def _run(analysis: StoredAnalysis, state: str) -> None:
     StoredAnalysis.objects.filter(pk=analysis.pk).update(
         status=AnalysisStatus.RUNNING, started_at=timezone.now(), wanted=state
@@ -126,7 +138,7 @@ def _run(analysis: StoredAnalysis, state: str) -> None:
         analysis.status, analysis.error = AnalysisStatus.FAILED, f"{type(exc).__name__}: {exc}"
         analysis.save(update_fields=["status", "error"])
         raise
-    analysis.result = json.loads(json.dumps(result, default=str))
+    analysis.result = _plain(json.loads(json.dumps(result, default=str)))
     analysis.status, analysis.fingerprint, analysis.wanted = AnalysisStatus.DONE, state, state
     analysis.judgments = int(state.split(":")[0])
     analysis.computed_at, analysis.error = timezone.now(), ""
