@@ -23,7 +23,7 @@ import numpy as np
 from scipy import stats as sps
 from threadpoolctl import threadpool_limits
 
-from evaluations.analytics import bradley_terry, data, stats
+from evaluations.analytics import bradley_terry, data, plackett_luce, stats
 from evaluations.analytics.agreement import agreement, category, task_name, unit_values, versus
 from evaluations.analytics.data import AnalysisData, Row
 from evaluations.models import LLMJudge, RaterKind
@@ -468,11 +468,10 @@ def rankings(rows: list[Row], variants: dict[int, Variant], options) -> dict[str
         "kendall_w_mean": _round(float(np.mean(per_task_w))) if per_task_w else None,
         "kendall_w_tasks": len(per_task_w),
     }
-    for name, key in (("bradley_terry", None), ("by_model", "model_label")):
-        mapped = {
-            pk: (label[pk] if key is None else getattr(v, key) or "(none)")
-            for pk, v in variants.items()
-        }
+    result["bradley_terry"] = _plackett_luce_table(rows, variants, label, options)
+    # The models: Bradley-Terry of the pairs the rankings imply, between different models.
+    for name, key in (("by_model", "model_label"),):
+        mapped = {pk: getattr(v, key) or "(none)" for pk, v in variants.items()}
         labels: dict[Any, int] = {}
         a, b = [], []
         for better, worse in zip(pairs_a, pairs_b, strict=False):
@@ -485,6 +484,51 @@ def rankings(rows: list[Row], variants: dict[int, Variant], options) -> dict[str
         )
         result[name] = table["items"]
     return result
+
+
+def _plackett_luce_table(
+    rows: list[Row], variants: dict[int, Variant], label: dict[int, str], options
+) -> list[dict[str, Any]]:
+    """Each item's variants by Plackett-Luce, fitted per item and bootstrapped by whole
+    rankings (``plackett_luce``); ranks within the item, which each row names."""
+    groups: dict[tuple, list[list[int]]] = defaultdict(list)
+    for row in rows:
+        ranking = [pk for pk in row.payload.get("ranking") or [] if pk in variants]
+        if len(ranking) >= 2:
+            groups[tuple(sorted(ranking, key=lambda pk: label[pk]))].append(ranking)
+    keys = sorted(groups, key=lambda members: [label[pk] for pk in members])
+    local = [{pk: i for i, pk in enumerate(members)} for members in keys]
+    fits = plackett_luce.fit(
+        [
+            [[index[pk] for pk in r] for r in groups[members]]
+            for members, index in zip(keys, local, strict=True)
+        ],
+        resamples=options["resamples"],
+        seed=options["seed"],
+    )
+    table = []
+    for component, (members, fitted) in enumerate(zip(keys, fits, strict=True)):
+        strength, boot = fitted.strength, fitted.boot
+        low, high = np.full(len(strength), np.nan), np.full(len(strength), np.nan)
+        if len(boot):
+            low, high = np.percentile(boot, [2.5, 97.5], axis=0)
+        order = stats.ranks(strength)
+        for i, pk in enumerate(members):
+            table.append(
+                {
+                    "variant": label[pk],
+                    "strength": _round(strength[i]),
+                    "ci_low": _round(low[i]),
+                    "ci_high": _round(high[i]),
+                    "rank": int(order[i]),
+                    "component": component,
+                    "model": variants[pk].model_label,
+                    "prompt": variants[pk].prompt_label,
+                    "regularized": fitted.regularized,
+                }
+            )
+    table.sort(key=lambda item: (item["component"], item["rank"], item["variant"]))
+    return table
 
 
 def labels(rows: list[Row], variants: dict[int, Variant]) -> dict[str, Any]:

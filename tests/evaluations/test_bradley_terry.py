@@ -161,3 +161,47 @@ def test_the_same_judgments_in_another_row_order_give_the_same_rankings(member, 
         results.append((result["bradley_terry"], result["bradley_terry_fit"], result["by_model"]))
     assert results[0] == results[1]
     assert results[0][1]["components"] == 30
+
+
+def _plackett_luce_reference(rankings, m):
+    def minus_loglik(theta):
+        total = 0.0
+        for order in rankings:
+            order = np.array(order)
+            for t in range(m - 1):
+                total += theta[order[t]] - np.log(np.exp(theta[order[t:]]).sum())
+        return -total
+
+    found = minimize(minus_loglik, np.zeros(m), method="BFGS", options={"gtol": 1e-10}).x
+    return found - found.mean()
+
+
+def test_rankings_get_plackett_luce_bootstrapped_by_whole_rankings():
+    from evaluations.analytics import plackett_luce
+
+    rng = np.random.default_rng(0)
+    truth = np.array([1.0, 0.5, 0.0, -0.5, -1.0])
+
+    def draw(count):
+        return [list(np.argsort(-(truth + rng.gumbel(size=5)))) for _ in range(count)]
+
+    rankings = draw(60)
+    fitted = plackett_luce.fit([rankings, [[0, 1]] * 7 + [[1, 0]] * 3], resamples=300)
+    np.testing.assert_allclose(fitted[0].strength, _plackett_luce_reference(rankings, 5), atol=1e-5)
+    # Two variants: Plackett-Luce is Bradley-Terry, log(7/3) apart.
+    assert fitted[1].strength[0] - fitted[1].strength[1] == pytest.approx(np.log(7 / 3))
+    # Whole rankings resampled: each resample is one of the distinct rankings' weightings,
+    # refitted; a variant always last is regularized (finite).
+    assert fitted[0].boot.shape == (300, 5) and np.isfinite(fitted[0].boot).all()
+    last = plackett_luce.fit([[[0, 1, 2], [1, 0, 2]]], resamples=50)[0]
+    assert last.regularized and np.isfinite(last.strength).all()
+    assert last.strength[2] < min(last.strength[0], last.strength[1])
+    # Coverage of simulated items of 20 rankings each, near the nominal 95%.
+    covered = total = 0
+    for seed in range(30):
+        item = plackett_luce.fit([draw(20)], resamples=300, seed=seed)[0]
+        low, high = np.percentile(item.boot, [2.5, 97.5], axis=0)
+        centred = truth - truth.mean()
+        covered += int(((low <= centred) & (centred <= high)).sum())
+        total += 5
+    assert covered / total >= 0.88
