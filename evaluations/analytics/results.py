@@ -14,6 +14,7 @@ import json
 import math
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -27,6 +28,9 @@ from scenarios.models import Scenario
 
 # Judgments x (resamples + 1) computed in the request: about half a second here.
 INLINE_WORK = 1_000_000
+# A computation queued (or started) this long ago and not done is taken as lost (a worker
+# killed, a queue flushed) and queued again.
+LOST_AFTER = timedelta(minutes=15)
 
 
 @dataclass
@@ -79,9 +83,11 @@ def current(scenario: Scenario, options: dict[str, Any]) -> State:
     with transaction.atomic():
         locked = StoredAnalysis.objects.select_for_update().get(pk=analysis.pk)
         waiting = locked.status in (AnalysisStatus.PENDING, AnalysisStatus.RUNNING)
-        if not (waiting and locked.wanted == state) and not (
-            locked.status == AnalysisStatus.FAILED and locked.wanted == state
-        ):
+        since = locked.started_at if locked.status == AnalysisStatus.RUNNING else None
+        lost = waiting and (since or locked.requested_at) < timezone.now() - LOST_AFTER
+        # Queued, running or failed for these judgments already: not again (unless lost).
+        asked = locked.wanted == state and (waiting or locked.status == AnalysisStatus.FAILED)
+        if lost or not asked:
             locked.status, locked.wanted = AnalysisStatus.PENDING, state
             locked.requested_at, locked.error = timezone.now(), ""
             locked.save(update_fields=["status", "wanted", "requested_at", "error"])

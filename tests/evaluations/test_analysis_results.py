@@ -4,8 +4,11 @@ ask; new judgments make a result stale."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from evalplatform.accounts.roles import Role
 from evaluations.analytics import results
@@ -100,6 +103,32 @@ def test_a_large_analysis_is_computed_by_a_worker_and_queued_once(
     results.compute(stored.pk)
     fresh = api(manager).get(url).json()
     assert fresh["analysis"]["fresh"] is True and fresh["raters"]["judgments"] == 13
+
+
+@pytest.mark.django_db
+def test_a_lost_computation_is_queued_again(
+    api, member, team_a, monkeypatch, django_capture_on_commit_callbacks
+):
+    monkeypatch.setattr(results, "INLINE_WORK", 0)
+    manager = member(team_a, Role.MANAGER)
+    scenario = judged(manager, team_a)
+    url = f"/api/scenarios/{scenario.pk}/analytics?resamples=50"
+    with django_capture_on_commit_callbacks() as queued:
+        api(manager).get(url)
+        api(manager).get(url)
+    assert len(queued) == 1
+    # The worker died with it: long after, the next request queues it again.
+    long_ago = timezone.now() - results.LOST_AFTER - timedelta(seconds=1)
+    StoredAnalysis.objects.filter(scenario=scenario).update(
+        status=AnalysisStatus.RUNNING, started_at=timezone.now()
+    )
+    with django_capture_on_commit_callbacks() as queued:
+        assert api(manager).get(url).status_code == 202
+    assert not queued  # running, and not for long
+    StoredAnalysis.objects.filter(scenario=scenario).update(started_at=long_ago)
+    with django_capture_on_commit_callbacks() as queued:
+        assert api(manager).get(url).status_code == 202
+    assert len(queued) == 1
 
 
 @pytest.mark.django_db
