@@ -472,15 +472,19 @@ def rankings(rows: list[Row], variants: dict[int, Variant], options) -> dict[str
     # The models: Bradley-Terry of the pairs the rankings imply, between different models.
     for name, key in (("by_model", "model_label"),):
         mapped = {pk: getattr(v, key) or "(none)" for pk, v in variants.items()}
-        labels: dict[Any, int] = {}
-        a, b = [], []
-        for better, worse in zip(pairs_a, pairs_b, strict=False):
-            x, y = mapped[better], mapped[worse]
-            if x != y:
-                a.append(labels.setdefault(x, len(labels)))
-                b.append(labels.setdefault(y, len(labels)))
+        implied = [
+            (mapped[better], mapped[worse])
+            for better, worse in zip(pairs_a, pairs_b, strict=False)
+            if mapped[better] != mapped[worse]
+        ]
+        names = sorted({x for pair in implied for x in pair}, key=str)  # any row order
+        index = {name: i for i, name in enumerate(names)}
         table = _bt_table(
-            list(labels), np.array(a, int), np.array(b, int), np.ones(len(a)), options
+            names,
+            np.array([index[x] for x, _ in implied], int),
+            np.array([index[y] for _, y in implied], int),
+            np.ones(len(implied)),
+            options,
         )
         result[name] = table["items"]
     return result
@@ -698,13 +702,26 @@ class RatingsAnalysis(Analysis):
 
 
 class RankingsAnalysis(Analysis):
-    """Rankings: mean ranks, Kendall's W, Bradley-Terry of the pairs they imply."""
+    """Rankings: mean ranks, Kendall's W, Plackett-Luce per item, Bradley-Terry of the
+    models from the pairs the rankings imply."""
 
     def results(
         self, rows: list[Row], variants: dict[int, Variant], config: dict, options: dict
     ) -> dict[str, Any]:
         found = rankings(rows, variants, options)
-        return {"rankings": found, "bradley_terry": found["bradley_terry"]}
+        table = found["bradley_terry"]
+        return {
+            "rankings": found,
+            "bradley_terry": table,
+            "bradley_terry_fit": {
+                "model": "plackett_luce",
+                "components": len({row["component"] for row in table}),
+                "regularized": any(row["regularized"] for row in table),
+                "intervals": "bootstrap",
+                "resamples": options["resamples"],
+                "seed": options["seed"],
+            },
+        }
 
 
 class LabelsAnalysis(Analysis):

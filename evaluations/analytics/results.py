@@ -11,26 +11,34 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 from django_q.tasks import async_task
 
-from evaluations.analytics.analyze import DEFAULTS, analyze
+from evaluations.analytics.analyze import DEFAULTS, ELO_ROUNDS, analyze
 from evaluations.models import AnalysisStatus, Judgment, LLMJudge, StoredAnalysis
 from scenarios.models import Scenario
 
-# Judgments x (resamples + 1) computed in the request: about half a second here.
+logger = logging.getLogger(__name__)
+
+# Judgments x (resamples + 1, at least Elo's rounds) computed in the request: about half a
+# second here; and never more judgments than INLINE_JUDGMENTS.
 INLINE_WORK = 1_000_000
+INLINE_JUDGMENTS = 20_000
 # A computation queued (or started) this long ago and not done is taken as lost (a worker
-# killed, a queue flushed) and queued again.
-LOST_AFTER = timedelta(minutes=15)
+# killed, a queue flushed) and queued again: past the task queue's own timeout.
+LOST_AFTER = timedelta(seconds=settings.Q_CLUSTER.get("timeout", 3600) + 300)
+# Part of every key: a new version of the analyses makes every stored result stale.
+VERSION = 1
 
 
 @dataclass
@@ -58,6 +66,7 @@ class State:
 
 def _key(options: dict[str, Any]) -> str:
     canonical = DEFAULTS | {"raters": "all"} | {k: v for k, v in options.items() if v is not None}
+    canonical["version"] = VERSION
     return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
 
 
@@ -65,9 +74,14 @@ def fingerprint(scenario: Scenario) -> tuple[str, int]:
     """The state of what an analysis reads (its judgments and judges) in one string, and
     the number of judgments."""
     judged = Judgment.objects.filter(scenario=scenario).aggregate(n=Count("pk"), last=Max("pk"))
-    judges = LLMJudge.objects.filter(scenario=scenario).aggregate(n=Count("pk"), last=Max("pk"))
-    state = f"{judged['n']}:{judged['last']}:{judges['n']}:{judges['last']}"
-    return state, judged["n"]
+    judges = list(
+        LLMJudge.objects.filter(scenario=scenario)
+        .order_by("pk")
+        .values_list("pk", "name", "params", "prompt_version_id", "llm_model_id", "temperatures")
+    )
+    shown = json.dumps([scenario.name, scenario.config, judges], sort_keys=True, default=str)
+    digest = hashlib.sha256(shown.encode()).hexdigest()[:16]
+    return f"{judged['n']}:{judged['last']}:{digest}", judged["n"]
 
 
 def current(scenario: Scenario, options: dict[str, Any]) -> State:
@@ -76,10 +90,13 @@ def current(scenario: Scenario, options: dict[str, Any]) -> State:
     analysis = _stored(scenario, key, options)
     if analysis.status == AnalysisStatus.DONE and analysis.fingerprint == state:
         return State(analysis, True, judgments)
-    resamples = options.get("resamples", DEFAULTS["resamples"])
-    if judgments * (resamples + 1) <= INLINE_WORK:
-        _run(analysis, state)
-        return State(analysis, analysis.fingerprint == state, judgments)
+    resamples = max(options.get("resamples", DEFAULTS["resamples"]), ELO_ROUNDS)
+    if judgments <= INLINE_JUDGMENTS and judgments * (resamples + 1) <= INLINE_WORK:
+        try:
+            _run(analysis, state)
+        except Exception:  # stored as failed: the API answers 503 with the reason
+            logger.exception("analysis %s failed", analysis.pk)
+        return State(analysis, analysis.status == AnalysisStatus.DONE, judgments)
     with transaction.atomic():
         locked = StoredAnalysis.objects.select_for_update().get(pk=analysis.pk)
         waiting = locked.status in (AnalysisStatus.PENDING, AnalysisStatus.RUNNING)
@@ -119,6 +136,8 @@ def compute(analysis_id: int) -> None:
     if found is None:
         return
     state, _ = fingerprint(found.scenario)
+    if found.status == AnalysisStatus.DONE and found.fingerprint == state:
+        return  # done meanwhile (in a request, or by another task)
     _run(found, state)
 
 
@@ -142,11 +161,23 @@ def _run(analysis: StoredAnalysis, state: str) -> None:
         result = analyze(analysis.scenario, **analysis.options)
     except Exception as exc:  # stored for the page; the worker's log has the traceback
         analysis.status, analysis.error = AnalysisStatus.FAILED, f"{type(exc).__name__}: {exc}"
-        analysis.save(update_fields=["status", "error"])
+        StoredAnalysis.objects.filter(pk=analysis.pk).update(
+            status=analysis.status, error=analysis.error
+        )
         raise
     analysis.result = _plain(json.loads(json.dumps(result, default=str)))
     analysis.status, analysis.fingerprint, analysis.wanted = AnalysisStatus.DONE, state, state
     analysis.judgments = int(state.split(":")[0])
     analysis.computed_at, analysis.error = timezone.now(), ""
     analysis.seconds = round(time.perf_counter() - began, 3)
-    analysis.save()
+    # An update, not a save: a scenario deleted meanwhile takes its analyses with it.
+    StoredAnalysis.objects.filter(pk=analysis.pk).update(
+        result=analysis.result,
+        status=analysis.status,
+        fingerprint=state,
+        wanted=state,
+        judgments=analysis.judgments,
+        computed_at=analysis.computed_at,
+        error="",
+        seconds=analysis.seconds,
+    )

@@ -144,3 +144,27 @@ def _browser(user):
     client = Client()
     client.force_login(user)
     return client
+
+
+@pytest.mark.django_db
+def test_a_failed_analysis_is_a_503_and_stores_no_nan(api, member, team_a, monkeypatch):
+    manager = member(team_a, Role.MANAGER)
+    scenario = judged(manager, team_a)
+    url = f"/api/scenarios/{scenario.pk}/analytics?resamples=20"
+
+    def broken(*args, **kwargs):
+        raise ValueError("no luck")
+
+    monkeypatch.setattr(results, "analyze", broken)
+    failed = api(manager).get(url)
+    assert failed.status_code == 503
+    assert failed.json()["analysis"]["error"] == "ValueError: no luck"
+    page = _browser(manager).get(f"/scenarios/{scenario.pk}/analytics?resamples=20")
+    assert page.status_code == 503 and "The analysis failed" in page.content.decode()
+    # NaN and infinities are stored as null (PostgreSQL's JSON refuses them).
+    monkeypatch.setattr(
+        results, "analyze", lambda *a, **k: {"raters": {"judgments": 12}, "x": [float("nan")]}
+    )
+    import_rows(manager, scenario, [["q0", "b", "a", "A", "cy"]])
+    body = api(manager).get(url).json()
+    assert body["x"] == [None] and body["analysis"]["fresh"] is True

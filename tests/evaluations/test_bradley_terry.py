@@ -126,8 +126,8 @@ def test_large_components_get_wald_intervals_close_to_the_bootstrap(monkeypatch)
 
 
 def test_simulated_intervals_cover_the_truth():
-    """Per-output intervals of many small items (three judgments each, a design users run)
-    and of one 20-variant component cover the true (centred) strengths near 95%."""
+    """The intervals of a 20-variant component cover the true (centred) strengths near
+    95%, over six simulations."""
     covered = total = 0
     for seed in range(6):
         truth, a, b, s = simulate(20, 1500, seed=seed)
@@ -204,4 +204,4 @@ def test_rankings_get_plackett_luce_bootstrapped_by_whole_rankings():
         centred = truth - truth.mean()
         covered += int(((low <= centred) & (centred <= high)).sum())
         total += 5
-    assert covered / total >= 0.88
+    assert 0.88 <= covered / total <= 0.995

@@ -19,7 +19,8 @@
     plot("bt", function (el) {
       // Outputs compared in separate groups (items) have no common scale: plot the models.
       var fit = data.bradley_terry_fit || {};
-      var source = fit.components > 1 && data.by_model ? data.by_model.bradley_terry : data.bradley_terry;
+      var models = data.by_model || (data.rankings && { bradley_terry: data.rankings.by_model });
+      var source = fit.components > 1 ? (models && models.bradley_terry) : data.bradley_terry;
       var rows = (source || []).slice(0, 40).reverse();
       if (!rows.length) return;
       Plotly.newPlot(el, [{
