@@ -174,7 +174,10 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": "evalplatform:"},
+            # A page's socket buffers up to ``capacity`` events while its consumer is busy
+            # (channels_redis drops what is over, 100 by default: under load a 2,000-cell
+            # job's last event was lost in CI).
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": "evalplatform:", "capacity": 2000},
         }
     }
 else:
