@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
+from evaluations.analytics import stats
 from evaluations.analytics.bradley_terry import REGULARIZATION, RIDGE
 
 
@@ -72,11 +71,13 @@ def _newton(
 
 
 def _connected(orders: np.ndarray, m: int) -> bool:
-    above = [(r[i], r[j]) for r in orders for i in range(m) for j in range(i + 1, m)]
-    rows, cols = zip(*above, strict=True) if above else ((), ())
-    graph = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(m, m)).tocsr()
-    count, _ = connected_components(graph, directed=True, connection="strong")
-    return bool(count == 1)
+    """Whether every variant is ranked above some other and below some other, through
+    chains: the "ranked above" graph is strongly connected (else no finite maximum)."""
+    above = np.zeros((m, m))
+    for order in orders:
+        for i in range(m):
+            above[order[i], order[i + 1 :]] = 1
+    return stats.strongly_connected(above)
 
 
 def fit(
