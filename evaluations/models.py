@@ -299,6 +299,9 @@ class StoredAnalysis(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     computed_at = models.DateTimeField(null=True, blank=True)
     seconds = models.FloatField(null=True, blank=True)
+    # While running in the background: what is being computed and the share done (0 to 1).
+    stage = models.CharField(max_length=100, blank=True)
+    progress = models.FloatField(default=0.0)
 
     class Meta:
         constraints = [

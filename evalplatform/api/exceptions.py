@@ -2,7 +2,8 @@
 
 Validation failures are 400 ``{"detail": "Invalid input.", "errors": {field: [messages]}}``
 whether they come from a serializer, a model's ``full_clean`` or a service's ``FieldErrors``;
-a delete that other rows forbid (``on_delete=PROTECT``) is 409.
+a body in a format the endpoint does not read is a 400 too, naming the ones it reads; a
+delete that other rows forbid (``on_delete=PROTECT``) is 409.
 """
 
 from __future__ import annotations
@@ -41,6 +42,16 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response(
             {"detail": "Other objects use this one, so it cannot be deleted."},
             status=status.HTTP_409_CONFLICT,
+        )
+    if isinstance(exc, exceptions.UnsupportedMediaType):
+        view = context.get("view")
+        accepted = [parser.media_type for parser in getattr(view, "parser_classes", [])]
+        return Response(
+            {
+                "detail": "Invalid input.",
+                "errors": {"body": [f"Send the body as {' or '.join(accepted) or 'JSON'}."]},
+            },
+            status=status.HTTP_400_BAD_REQUEST,
         )
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(as_serializer_error(exc))

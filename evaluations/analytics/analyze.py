@@ -8,7 +8,9 @@ and ranks, Elo, position bias, reverse-order consistency (by variant, and aggreg
 and by prompt); ratings by dimension, model and prompt with repeat-call stability; rankings;
 labels; agreement between people and between people and each judge; the judge comparison
 table. ``raters``: "all", "humans" (evaluators and imported raters), "judges", or
-"judge:<id>".
+"judge:<id>"; by default "humans" when the scenario has people's judgments, else "all"
+(``default_raters``). Stability and agreement are each judge's and the people's whatever
+the filter (a judge filter narrows them to that judge).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from threadpoolctl import threadpool_limits
 from evaluations.analytics import bradley_terry, data, plackett_luce, stats
 from evaluations.analytics.agreement import agreement, category, task_name, unit_values, versus
 from evaluations.analytics.data import AnalysisData, Row
-from evaluations.models import LLMJudge, RaterKind
+from evaluations.models import Judgment, LLMJudge, RaterKind
 from scenarios.models import Scenario, Variant
 from scenarios.types import registry
 
@@ -89,11 +91,19 @@ def _bt_table(labels, a, b, s, options, extra: Callable[[Any], dict] | None = No
     boot = bradley_terry.bootstrap(
         n, a, b, s, fit, resamples=options["resamples"], seed=options["seed"]
     )
+    return _strength_table(labels, fit, boot, bradley_terry.wald(n, a, b, s, fit), options, extra)
+
+
+def _strength_table(
+    labels, fit, boot, error, options, extra: Callable[[Any], dict] | None = None
+) -> dict:
+    """The rows and the fit block of strengths ``fit`` with bootstrap resamples ``boot``
+    (B, n) and Wald standard errors ``error`` (n,; NaN where the bootstrap gives them)."""
+    n = len(labels)
     low, high = np.full(n, np.nan), np.full(n, np.nan)
     booted = np.isfinite(boot).all(axis=0) if len(boot) else np.zeros(n, bool)
     if booted.any():
         low[booted], high[booted] = np.percentile(boot[:, booted], [2.5, 97.5], axis=0)
-    error = bradley_terry.wald(n, a, b, s, fit)
     by_wald = np.isfinite(error)
     low = np.where(by_wald, fit.strength - 1.959964 * error, low)
     high = np.where(by_wald, fit.strength + 1.959964 * error, high)
@@ -130,6 +140,40 @@ def _bt_table(labels, a, b, s, options, extra: Callable[[Any], dict] | None = No
         "resamples": options["resamples"],
         "seed": options["seed"],
     }
+
+
+def describe(variant: Variant) -> dict[str, Any]:
+    """What names an output in the tables: its item, the model and prompt that made it,
+    its repetition and temperature when a generation job made it, and its own id."""
+    meta = variant.meta if isinstance(variant.meta, dict) else {}
+    return {
+        "item": variant.item.item_id,
+        "model": variant.model_label,
+        "prompt": variant.prompt_label,
+        **{key: meta[key] for key in ("repetition", "temperature") if key in meta},
+        "variant_id": variant.variant_id,
+    }
+
+
+def configuration(variant: Variant) -> str:
+    """What made an output but its repetition: model (configuration), prompt, temperature."""
+    meta = variant.meta if isinstance(variant.meta, dict) else {}
+    parts = [variant.model_label or "(none)", variant.prompt_label or "(none)"]
+    if meta.get("temperature") is not None:
+        parts.append(f"t={meta['temperature']}")
+    return " · ".join(parts)
+
+
+def groupings(variants: dict[int, Variant]) -> list[tuple[str, dict[int, str]]]:
+    """The groups the model-level answers rank: ``by_model``, ``by_prompt`` and, when it
+    tells more than either, ``by_configuration`` (each a label for every variant)."""
+    model = {pk: v.model_label or "(none)" for pk, v in variants.items()}
+    prompt = {pk: v.prompt_label or "(none)" for pk, v in variants.items()}
+    found = [("by_model", model), ("by_prompt", prompt)]
+    config = {pk: configuration(v) for pk, v in variants.items()}
+    if len(set(config.values())) > max(len(set(model.values())), len(set(prompt.values()))):
+        found.append(("by_configuration", config))
+    return found
 
 
 MATRIX_LIMIT = 50  # variants: above, the matrix is given as the list of compared pairs
@@ -265,34 +309,48 @@ def _reverse_consistency(rows: list[Row], options) -> dict[str, Any]:
 
 def comparisons(rows: list[Row], variants: dict[int, Variant], options) -> dict[str, Any]:
     label = {pk: f"{v.item.item_id}/{v.variant_id}" for pk, v in variants.items()}
-
-    def describe(name: str) -> dict[str, str]:
-        variant = by_label.get(name)
-        return {"model": variant.model_label, "prompt": variant.prompt_label} if variant else {}
-
     by_label = {label[pk]: v for pk, v in variants.items()}
+
+    def named(name: str) -> dict[str, Any]:
+        variant = by_label.get(name)
+        return describe(variant) if variant else {}
+
     labels, a, b, s, used = _comparison_arrays(rows, lambda pk: label[pk])
-    table = _bt_table(labels, a, b, s, options, describe)
+    table = _bt_table(labels, a, b, s, options, named)
     result: dict[str, Any] = {
         "win_matrix": _win_matrix(labels, a, b, s),
         "bradley_terry": table["items"],
         "bradley_terry_fit": {k: v for k, v in table.items() if k != "items"}
         | {"resamples": options["resamples"], "seed": options["seed"]},
-        "elo": _elo(labels, a, b, s, options),
+        "elo": [item | named(item["variant"]) for item in _elo(labels, a, b, s, options)],
         "position_bias": _position(used),
         "reverse_consistency": _reverse_consistency(used, options),
     }
-    for name, attribute in (("by_model", "model_label"), ("by_prompt", "prompt_label")):
-        group = {pk: getattr(v, attribute) or "(none)" for pk, v in variants.items()}
+    for name, group in groupings(variants):
         g_labels, ga, gb, gs, _ = _comparison_arrays(rows, group.__getitem__)
         table = _bt_table(g_labels, ga, gb, gs, options)
         result[name] = {
-            "bradley_terry": table["items"],
+            "bradley_terry": _with_win_rates(table["items"], g_labels, ga, gb, gs),
             "connected": table["connected"],
             "regularized": table["regularized"],
+            "intervals": table.get("intervals"),
+            "judgments": len(ga),
             "win_matrix": _win_matrix(g_labels, ga, gb, gs),
         }
     return result
+
+
+def _with_win_rates(items: list[dict], labels, a, b, s) -> list[dict[str, Any]]:
+    """Each group's judgments against other groups and its win rate (ties as halves)."""
+    index = {label: i for i, label in enumerate(labels)}
+    n = len(labels)
+    games = np.bincount(a, minlength=n) + np.bincount(b, minlength=n)
+    wins = np.bincount(a, weights=s, minlength=n) + np.bincount(b, weights=1 - s, minlength=n)
+    for item in items:
+        i = index[item["variant"]]
+        item["judgments"] = int(games[i])
+        item["win_rate"] = _round(wins[i] / games[i]) if games[i] else None
+    return items
 
 
 # --- ratings ------------------------------------------------------------------------------------
@@ -318,10 +376,10 @@ def ratings(rows: list[Row], variants: dict[int, Variant], config: dict) -> dict
                 str(k): v for k, v in sorted(Counter(score for _, score in values).items())
             },
         }
-        for key, attribute in (("by_model", "model_label"), ("by_prompt", "prompt_label")):
+        for key, group in groupings(variants):
             groups: dict[str, list[float]] = defaultdict(list)
             for row, score in values:
-                groups[getattr(variants[row.presented[0]], attribute) or "(none)"].append(score)
+                groups[group[row.presented[0]]].append(score)
             entry[key] = [
                 {"group": group, **_summary(scores), "distribution": dict(Counter(scores))}
                 for group, scores in sorted(groups.items())
@@ -445,8 +503,7 @@ def rankings(rows: list[Row], variants: dict[int, Variant], options) -> dict[str
         (
             {
                 "variant": label[pk],
-                "model": variants[pk].model_label,
-                "prompt": variants[pk].prompt_label,
+                **describe(variants[pk]),
                 "mean_rank": _round(float(np.mean(v))),
                 "n": len(v),
             }
@@ -469,25 +526,90 @@ def rankings(rows: list[Row], variants: dict[int, Variant], options) -> dict[str
         "kendall_w_tasks": len(per_task_w),
     }
     result["bradley_terry"] = _plackett_luce_table(rows, variants, label, options)
-    # The models: Bradley-Terry of the pairs the rankings imply, between different models.
-    for name, key in (("by_model", "model_label"),):
-        mapped = {pk: getattr(v, key) or "(none)" for pk, v in variants.items()}
-        implied = [
-            (mapped[better], mapped[worse])
-            for better, worse in zip(pairs_a, pairs_b, strict=False)
-            if mapped[better] != mapped[worse]
-        ]
-        names = sorted({x for pair in implied for x in pair}, key=str)  # any row order
-        index = {name: i for i, name in enumerate(names)}
-        table = _bt_table(
-            names,
-            np.array([index[x] for x, _ in implied], int),
-            np.array([index[y] for _, y in implied], int),
-            np.ones(len(implied)),
-            options,
-        )
-        result[name] = table["items"]
-    return result
+    models = {}
+    for name, group in groupings(variants):
+        models[name] = _ranked_groups(rows, group, options)
+    # Kept in the rankings block too, as before: the rows of the models' table.
+    result["by_model"] = models["by_model"]["bradley_terry"]
+    return {"rankings": result, **models}
+
+
+# Distinct rankings x resamples drawn at once (memory bound of the rankings' bootstrap).
+_RANKING_CELLS = 2_000_000
+
+
+def _ranked_groups(rows: list[Row], group: dict[int, str], options) -> dict[str, Any]:
+    """Bradley-Terry of groups (models, prompts) from the pairs each ranking implies between
+    outputs of different groups. A ranking's pairs are not independent judgments, so the
+    intervals resample whole rankings (each resample's implied pairs refitted by Newton's
+    method from the fit), not pairs."""
+    orders = [
+        tuple(group[pk] for pk in row.payload.get("ranking") or [] if pk in group) for row in rows
+    ]
+    names = sorted({name for order in orders for name in order}, key=str)
+    index = {name: i for i, name in enumerate(names)}
+    g = len(names)
+    empty: dict[str, Any] = {
+        "bradley_terry": [],
+        "connected": None,
+        "regularized": False,
+        "judgments": 0,
+    }
+    if g < 2:
+        return empty
+    distinct: dict[tuple[int, ...], int] = Counter(
+        tuple(index[name] for name in order) for order in orders
+    )
+    keys = [k for k in sorted(distinct) if len(set(k)) > 1]
+    if not keys:
+        return empty
+    counts = np.array([distinct[k] for k in keys], float)
+    implied = np.zeros((len(keys), g, g))  # each distinct ranking's wins between groups
+    for d, order in enumerate(keys):
+        for x, y in combinations(order, 2):
+            if x != y:
+                implied[d, x, y] += 1
+    wins = np.tensordot(counts, implied, axes=1)
+    fit = bradley_terry.fit_matrix(wins)
+    resamples = options["resamples"] if g <= bradley_terry.SMALL else 0
+    boot = np.zeros((0, g))
+    if resamples:
+        rng = np.random.default_rng(options["seed"])
+        prior = np.where(fit.regularized, bradley_terry.REGULARIZATION, bradley_terry.RIDGE)
+        total = int(counts.sum())
+        chunk = max(1, _RANKING_CELLS // max(len(keys), g * g))
+        parts = []
+        for start in range(0, resamples, chunk):
+            size = min(chunk, resamples - start)
+            drawn = rng.multinomial(total, counts / total, size=size).astype(float)
+            batch = np.tensordot(drawn, implied, axes=1)  # (size, g, g)
+            theta, _ = bradley_terry.newton_dense(
+                batch, prior[None, :], start=np.repeat(fit.strength[None, :], size, 0)
+            )
+            parts.append(theta)
+        boot = np.concatenate(parts)
+        # Centred within each component, like the fit.
+        sizes = np.bincount(fit.component)
+        means = np.stack([np.bincount(fit.component, weights=row) / sizes for row in boot])
+        boot = boot - means[:, fit.component]
+    table = _strength_table(names, fit, boot, np.full(g, np.nan), options)
+    a, b = np.nonzero(wins)
+    weights = wins[a, b]
+    items = _with_win_rates(
+        table["items"],
+        names,
+        np.repeat(a, weights.astype(int)),
+        np.repeat(b, weights.astype(int)),
+        np.ones(int(weights.sum())),
+    )
+    return {
+        "bradley_terry": items,
+        "connected": table["connected"],
+        "regularized": table["regularized"],
+        "intervals": "bootstrap of whole rankings" if resamples else None,
+        "judgments": len(orders),
+        "win_matrix": None,
+    }
 
 
 def _plackett_luce_table(
@@ -526,8 +648,7 @@ def _plackett_luce_table(
                     "ci_high": _round(high[i]),
                     "rank": int(order[i]),
                     "component": component,
-                    "model": variants[pk].model_label,
-                    "prompt": variants[pk].prompt_label,
+                    **describe(variants[pk]),
                     "regularized": fitted.regularized,
                 }
             )
@@ -703,15 +824,15 @@ class RatingsAnalysis(Analysis):
 
 class RankingsAnalysis(Analysis):
     """Rankings: mean ranks, Kendall's W, Plackett-Luce per item, Bradley-Terry of the
-    models from the pairs the rankings imply."""
+    models (prompts, configurations) from the pairs the rankings imply, bootstrapped by
+    whole rankings."""
 
     def results(
         self, rows: list[Row], variants: dict[int, Variant], config: dict, options: dict
     ) -> dict[str, Any]:
         found = rankings(rows, variants, options)
-        table = found["bradley_terry"]
-        return {
-            "rankings": found,
+        table = found["rankings"]["bradley_terry"]
+        return found | {
             "bradley_terry": table,
             "bradley_terry_fit": {
                 "model": "plackett_luce",
@@ -761,18 +882,47 @@ def analysis_of(scenario: Scenario) -> Analysis:
 
 
 # --- everything ---------------------------------------------------------------------------------
-def analyze(scenario: Scenario, *, raters: str = "all", **options: Any) -> dict[str, Any]:
-    return compute(data.load(scenario), raters=raters, **options)
+def analyze(
+    scenario: Scenario, *, raters: str | None = None, progress: Progress | None = None, **options
+) -> dict[str, Any]:
+    return compute(
+        data.load(scenario), raters=raters or default_raters(scenario), progress=progress, **options
+    )
 
 
-def compute(loaded: AnalysisData, *, raters: str = "all", **options: Any) -> dict[str, Any]:
+Progress = Callable[[str, float], None]  # (what is being computed, share done so far)
+
+
+def default_raters(scenario: Scenario) -> str:
+    """People when there are people's judgments (what users ask first), else everyone."""
+    people = Judgment.objects.filter(scenario=scenario).exclude(rater_kind=RaterKind.JUDGE)
+    return "humans" if people.exists() else "all"
+
+
+def compute(
+    loaded: AnalysisData, *, raters: str = "all", progress: Progress | None = None, **options
+) -> dict[str, Any]:
     # One BLAS thread: the fits are many small matrix operations, which BLAS threads only
     # slow down (ten times, measured, when the machine's cores are busy).
     with threadpool_limits(limits=1, user_api="blas"):
-        return _compute(loaded, raters=raters, **options)
+        return _compute(loaded, raters, progress or (lambda stage, share: None), options)
 
 
-def _compute(loaded: AnalysisData, *, raters: str = "all", **options: Any) -> dict[str, Any]:
+def whose(raters: str, judges: Iterable[LLMJudge]) -> str:
+    """Whose judgments a filter keeps, in words (every table says it)."""
+    if raters == "humans":
+        return "people's judgments (evaluators and imported raters)"
+    if raters == "judges":
+        return "the LLM judges' judgments"
+    if raters.startswith("judge:"):
+        names = {f"judge:{j.pk}": j.name for j in judges}
+        return f"judge {names.get(raters, raters[6:])}'s judgments"
+    return "everyone's judgments (people and LLM judges together)"
+
+
+def _compute(
+    loaded: AnalysisData, raters: str, progress: Progress, options: dict[str, Any]
+) -> dict[str, Any]:
     options = DEFAULTS | {k: v for k, v in options.items() if v is not None}
     scenario, everything, variants = loaded.scenario, loaded.rows, loaded.variants
     keep = rater_filter(raters)
@@ -782,6 +932,7 @@ def _compute(loaded: AnalysisData, *, raters: str = "all", **options: Any) -> di
         "scenario": {"id": scenario.pk, "name": scenario.name, "type": scenario.type},
         "raters": {
             "filter": raters,
+            "label": whose(raters, loaded.judges),
             "judgments": len(rows),
             "by_rater": dict(sorted(Counter(r.rater for r in rows).items())),
         },
@@ -793,13 +944,24 @@ def _compute(loaded: AnalysisData, *, raters: str = "all", **options: Any) -> di
         "reverse_consistency": None,
         "by_model": None,
         "by_prompt": None,
+        "by_configuration": None,
         "ratings": None,
-        "stability": stability(rows, scenario.config, analysis),
+        "stability": None,
         "rankings": None,
         "labels": None,
     }
+    progress("strengths, rankings and bootstrap intervals", 0.05)
     result |= analysis.results(rows, variants, scenario.config, options)
-    result["agreement"] = agreement(rows, analysis, scenario.config, variants, options)
+    progress("repeat-call stability", 0.6)
+    # Stability is each judge's, agreement between people and between people and each
+    # judge, whatever the filter (the filter narrows them only to some judges).
+    judged = rows if raters.startswith("judge") else everything
+    result["stability"] = stability(judged, scenario.config, analysis)
+    progress("agreement between raters", 0.65)
+    people = [r for r in everything if r.kind != RaterKind.JUDGE]
+    among = people + [r for r in judged if r.kind == RaterKind.JUDGE]
+    result["agreement"] = agreement(among, analysis, scenario.config, variants, options)
+    progress("the judges compared", 0.9)
     result["judges"] = judges_table(
         scenario, loaded.judges, everything, loaded.unparseable, options
     )

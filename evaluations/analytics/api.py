@@ -1,6 +1,7 @@
 """``GET /api/scenarios/{id}/analytics`` (``feature:evaluations:view_all``): the analytics
 JSON; ``GET /api/scenarios/{id}/analytics/{table}.csv`` (``feature:evaluations:export``):
-one of its tables. Query parameters: ``raters`` (all, humans, judges, judge:<id>),
+one of its tables. Query parameters: ``raters`` (all, humans, judges, judge:<id>; by
+default humans when the scenario has people's judgments, else all),
 ``resamples`` (0 to 10,000), ``seed``, ``elo_k``, ``elo_order`` (chronological, random)."""
 
 from __future__ import annotations
@@ -25,17 +26,18 @@ from evalplatform.accounts.roles import (
 from evalplatform.api.uploads import download
 from evalplatform.errors import FieldErrors, NotFound
 from evaluations.analytics import results, tables
-from evaluations.analytics.analyze import rater_filter
+from evaluations.analytics.analyze import default_raters, rater_filter
 from evaluations.models import AnalysisStatus
 from scenarios.models import Scenario
 
 MAX_RESAMPLES = 10_000
 
 
-def options_from(query: Any) -> dict[str, Any]:
-    """The analysis options of a query string (or form); field errors for bad values."""
+def options_from(query: Any, scenario: Scenario) -> dict[str, Any]:
+    """The analysis options of a query string (or form); field errors for bad values.
+    ``raters`` defaults to the people's judgments when the scenario has some."""
     errors: dict[str, str] = {}
-    options: dict[str, Any] = {"raters": query.get("raters", "all") or "all"}
+    options: dict[str, Any] = {"raters": query.get("raters") or default_raters(scenario)}
     try:
         rater_filter(options["raters"])
     except ValueError:
@@ -73,7 +75,12 @@ def scenario_for(user: Any, pk: int, feature: str) -> Scenario:
 
 
 PARAMETERS = [
-    OpenApiParameter("raters", str, description="all, humans, judges or judge:<id>"),
+    OpenApiParameter(
+        "raters",
+        str,
+        description="all, humans, judges or judge:<id> (default: humans when there are "
+        "people's judgments, else all)",
+    ),
     OpenApiParameter("resamples", int, description="bootstrap resamples (default 1000)"),
     OpenApiParameter("seed", int),
     OpenApiParameter("elo_k", float),
@@ -111,7 +118,7 @@ class AnalyticsView(APIView):
         in the background, and until then the last result (``fresh`` false) or a 202 comes
         back."""
         scenario = scenario_for(request.user, pk, EVALUATIONS_VIEW_ALL)
-        state = results.current(scenario, options_from(request.query_params))
+        state = results.current(scenario, options_from(request.query_params, scenario))
         if state.analysis.result is None:
             return not_ready(request, state)
         return Response(state.analysis.result | {"analysis": state.describe()})
@@ -137,7 +144,7 @@ class AnalyticsTableView(APIView):
             target=scenario,
             table=table,
         )
-        state = results.current(scenario, options_from(request.query_params))
+        state = results.current(scenario, options_from(request.query_params, scenario))
         if state.analysis.result is None:
             return not_ready(request, state)
         rows = tables.rows(state.analysis.result, table)

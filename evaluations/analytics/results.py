@@ -38,7 +38,7 @@ INLINE_JUDGMENTS = 20_000
 # killed, a queue flushed) and queued again: past the task queue's own timeout.
 LOST_AFTER = timedelta(seconds=settings.Q_CLUSTER.get("timeout", 3600) + 300)
 # Part of every key: a new version of the analyses makes every stored result stale.
-VERSION = 1
+VERSION = 2
 
 
 @dataclass
@@ -61,6 +61,11 @@ class State:
             "judgments_now": self.judgments,
             "seconds": analysis.seconds,
             "error": analysis.error or None,
+            **(
+                {"stage": analysis.stage or None, "progress": analysis.progress}
+                if analysis.status == AnalysisStatus.RUNNING and not self.fresh
+                else {}
+            ),
         }
 
 
@@ -138,7 +143,7 @@ def compute(analysis_id: int) -> None:
     state, _ = fingerprint(found.scenario)
     if found.status == AnalysisStatus.DONE and found.fingerprint == state:
         return  # done meanwhile (in a request, or by another task)
-    _run(found, state)
+    _run(found, state, report=True)
 
 
 def _plain(value: Any) -> Any:
@@ -152,13 +157,25 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _run(analysis: StoredAnalysis, state: str) -> None:
-    StoredAnalysis.objects.filter(pk=analysis.pk).update(
-        status=AnalysisStatus.RUNNING, started_at=timezone.now(), wanted=state
+def _run(analysis: StoredAnalysis, state: str, *, report: bool = False) -> None:
+    """Compute and store; ``report``: keep ``stage`` and ``progress`` up to date for the
+    page (a background computation)."""
+    stored = StoredAnalysis.objects.filter(pk=analysis.pk)
+    stored.update(
+        status=AnalysisStatus.RUNNING,
+        started_at=timezone.now(),
+        wanted=state,
+        stage="loading the judgments",
+        progress=0.0,
     )
+
+    def progress(stage: str, share: float) -> None:
+        stored.update(stage=stage[:100], progress=round(share, 3))
+
     began = time.perf_counter()
     try:
-        result = analyze(analysis.scenario, **analysis.options)
+        shown = progress if report else None
+        result = analyze(analysis.scenario, progress=shown, **analysis.options)
     except Exception as exc:  # stored for the page; the worker's log has the traceback
         analysis.status, analysis.error = AnalysisStatus.FAILED, f"{type(exc).__name__}: {exc}"
         StoredAnalysis.objects.filter(pk=analysis.pk).update(
@@ -180,4 +197,6 @@ def _run(analysis: StoredAnalysis, state: str) -> None:
         computed_at=analysis.computed_at,
         error="",
         seconds=analysis.seconds,
+        stage="",
+        progress=1.0,
     )

@@ -12,6 +12,7 @@ TABLES = (
     "reverse_consistency",
     "by_model",
     "by_prompt",
+    "by_configuration",
     "ratings",
     "stability",
     "rankings",
@@ -57,8 +58,8 @@ def rows(result: dict[str, Any], table: str) -> list[dict[str, Any]]:
         return [_flat_row(r) for r in part]
     if table == "win_matrix":
         return _matrix(part)
-    if table in ("by_model", "by_prompt"):
-        group = "model" if table == "by_model" else "prompt"
+    if table in ("by_model", "by_prompt", "by_configuration"):
+        group = table[3:]
         return [
             {group: r["variant"], **_flat_row(r, skip="variant")} for r in part["bradley_terry"]
         ]
@@ -69,8 +70,8 @@ def rows(result: dict[str, Any], table: str) -> list[dict[str, Any]]:
     if table == "ratings":
         out = []
         for dim in part["dimensions"]:
-            for key in ("by_model", "by_prompt"):
-                for group in dim[key]:
+            for key in ("by_model", "by_prompt", "by_configuration"):
+                for group in dim.get(key) or []:
                     out.append(
                         {
                             "dimension": dim["dimension"],

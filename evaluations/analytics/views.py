@@ -8,6 +8,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Page, Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -85,6 +86,37 @@ def _agreement_view(agreement: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+PER_PAGE = 50
+# The per-output fields the search box looks in.
+SEARCHED = ("item", "model", "prompt", "variant_id", "variant")
+
+
+def per_output(request: HttpRequest, rows: list[dict[str, Any]] | None, name: str) -> Page | None:
+    """One page of a per-output table, narrowed by the search box (``q``: every word must be
+    in the output's item id, model, prompt or id), its page number the ``<name>_page``
+    parameter."""
+    if not rows:
+        return None
+    words = (request.GET.get("q") or "").lower().split()
+    if words:
+        rows = [
+            row
+            for row in rows
+            if all(
+                any(word in str(row.get(field) or "").lower() for field in SEARCHED)
+                for word in words
+            )
+        ]
+    return Paginator(rows, PER_PAGE).get_page(request.GET.get(f"{name}_page"))
+
+
+def _page_links(request: HttpRequest, name: str) -> str:
+    """The query string of the page without this table's page number (links add theirs)."""
+    query = request.GET.copy()
+    query.pop(f"{name}_page", None)
+    return query.urlencode()
+
+
 @login_required
 def analytics_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
     try:
@@ -95,7 +127,7 @@ def analytics_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
         raise PermissionDenied from exc
     errors: dict[str, list[str]] = {}
     try:
-        options = options_from(request.GET)
+        options = options_from(request.GET, scenario)
     except FieldErrors as exc:
         errors, options = exc.errors, {}
     state = results.current(scenario, options)
@@ -122,6 +154,24 @@ def analytics_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
             "query": f"?{query}" if query else "",
             "can_export": policy.may(request.user, EVALUATIONS_EXPORT, scenario),
             "versus": _versus_rows(result["agreement"]["human_vs_judge"]),
+            "search": request.GET.get("q", ""),
+            "outputs": per_output(request, result.get("bradley_terry"), "outputs"),
+            "outputs_query": _page_links(request, "outputs"),
+            "elo": per_output(request, result.get("elo"), "elo"),
+            "elo_query": _page_links(request, "elo"),
+            "mean_rank": per_output(
+                request, (result.get("rankings") or {}).get("mean_rank"), "ranks"
+            ),
+            "ranks_query": _page_links(request, "ranks"),
+            "groups": [
+                (title, column, result[key])
+                for key, title, column in (
+                    ("by_model", "Models", "Model"),
+                    ("by_prompt", "Prompts", "Prompt"),
+                    ("by_configuration", "Configurations", "Model · prompt · temperature"),
+                )
+                if result.get(key)
+            ],
             "agreement": _agreement_view(result["agreement"]),
         },
     )

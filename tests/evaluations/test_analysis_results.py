@@ -11,6 +11,7 @@ from django.test import Client
 from django.utils import timezone
 
 from evalplatform.accounts.roles import Role
+from evaluations.analytics import analyze as analyze_module
 from evaluations.analytics import results
 from evaluations.models import AnalysisStatus, StoredAnalysis
 from tests.evaluations.test_analytics_reference import comparison_scenario, import_rows
@@ -78,9 +79,21 @@ def test_a_large_analysis_is_computed_by_a_worker_and_queued_once(
     assert "Computing the analysis of 12 judgments" in page.content.decode()
     assert 'http-equiv="refresh"' in page.content.decode()
 
-    # The worker runs the task.
+    # The worker runs the task; while it runs, the page and the API show how far it got.
     stored = StoredAnalysis.objects.get(scenario=scenario)
+    seen = {}
+    real_stability = analyze_module.stability
+
+    def watched(*args, **kwargs):
+        seen["api"] = api(manager).get(url).json()["analysis"]
+        seen["page"] = _browser(manager).get(f"/scenarios/{scenario.pk}/analytics?resamples=50")
+        return real_stability(*args, **kwargs)
+
+    monkeypatch.setattr(analyze_module, "stability", watched)
     results.compute(stored.pk)
+    assert seen["api"]["status"] == "running"
+    assert seen["api"]["stage"] == "repeat-call stability" and seen["api"]["progress"] == 0.6
+    assert "60% done: repeat-call stability" in seen["page"].content.decode()
     done = api(manager).get(url)
     assert done.status_code == 200 and done.json()["analysis"]["fresh"] is True
     assert done.json()["analysis"]["status"] == AnalysisStatus.DONE
@@ -140,6 +153,12 @@ def test_another_teams_analysis_is_a_404(api, member, team_a, team_b):
     assert not StoredAnalysis.objects.exists()
 
 
+def _section(html: str, name: str) -> str:
+    """The page's section of that id, up to the next section."""
+    start = html.index(f'id="{name}"')
+    return html[start : html.find("<section", start)]
+
+
 def _browser(user):
     client = Client()
     client.force_login(user)
@@ -168,3 +187,87 @@ def test_a_failed_analysis_is_a_503_and_stores_no_nan(api, member, team_a, monke
     import_rows(manager, scenario, [["q0", "b", "a", "A", "cy"]])
     body = api(manager).get(url).json()
     assert body["x"] == [None] and body["analysis"]["fresh"] is True
+
+
+@pytest.mark.django_db
+def test_the_page_leads_with_the_models_and_pages_the_outputs(member, team_a):
+    manager = member(team_a, Role.MANAGER)
+    items = {f"item-{k:02d}": {"a": "Alpha", "b": "Beta", "c": "Gamma"} for k in range(40)}
+    scenario = comparison_scenario(manager, team_a, "Many outputs", items)
+    rows = [
+        [item, first, second, "A", rater]
+        for item in items
+        for first, second in (("a", "b"), ("b", "c"), ("a", "c"))
+        for rater in ("ann", "bob")
+    ]
+    rows[0][3] = "B"  # Beta wins once: no model is unbeaten
+    import_rows(manager, scenario, rows)
+    url = f"/scenarios/{scenario.pk}/analytics?resamples=20"
+    html = _browser(manager).get(url).content.decode()
+    # The models first, then the 120 outputs by item and model, 50 to a page.
+    assert html.index("Models, prompts") < html.index("strengths of each output")
+    models = html[html.index("Models, prompts") : html.index("strengths of each output")]
+    assert models.index("Alpha") < models.index("Beta") < models.index("Gamma")
+    assert "From people&#x27;s judgments" in html
+    outputs = _section(html, "outputs")
+    assert "1\u201350 of 120" in outputs and "item-00" in outputs and "item-39" not in outputs
+    last = _browser(manager).get(url + "&outputs_page=3").content.decode()
+    assert "101\u2013120 of 120" in _section(last, "outputs")
+    assert "item-39" in _section(last, "outputs")
+    found = _browser(manager).get(url + "&q=item-07+gamma").content.decode()
+    table = _section(found, "outputs")
+    assert "1 output matching" in table and table.count("<tr><td>item-07</td>") == 1
+    assert "Gamma" in table and "Alpha" not in table
+    assert _section(found, "elo").count("<tr><td>item-07</td>") == 1  # the search is the page's
+    # The search and the page number are not options: one stored analysis serves them all.
+    assert StoredAnalysis.objects.filter(scenario=scenario).count() == 1
+
+
+@pytest.mark.django_db
+def test_configurations_are_ranked_when_they_tell_more_than_models_or_prompts(api, member, team_a):
+    import json
+
+    from scenarios import services as scenario_services
+
+    manager = member(team_a, Role.MANAGER)
+    made = {"a": ("Alpha", "short"), "b": ("Alpha", "long"), "c": ("Beta", "short"),
+            "d": ("Beta", "long")}  # fmt: skip
+    rows = [
+        {"item_id": f"q{k}", "variant_id": v, "content": f"{v} {k}", "model": m, "prompt": p}
+        for k in range(5)
+        for v, (m, p) in made.items()
+    ]
+    scenario = scenario_services.scenario_from_upload(
+        user=manager,
+        team=team_a,
+        data={"name": "Grid", "type": "comparison", "config": {}, "format": "jsonl"},
+        raw="\n".join(json.dumps(r) for r in rows).encode(),
+    )
+    # "b" (Alpha, long) beats everything; "c" (Beta, short) loses to everything.
+    order = ["b", "a", "d", "c"]
+    judged = [
+        [f"q{k}", x, y, "A" if order.index(x) < order.index(y) else "B", rater]
+        for k in range(5)
+        for x, y in (("a", "b"), ("c", "d"), ("a", "c"), ("b", "d"), ("a", "d"), ("b", "c"))
+        for rater in ("ann", "bob")
+    ]
+    judged[0][3] = "A"  # a beats b once: nobody is unbeaten
+    import_rows(manager, scenario, judged)
+    body = api(manager).get(f"/api/scenarios/{scenario.pk}/analytics?resamples=50").json()
+    configurations = body["by_configuration"]["bradley_terry"]
+    assert [r["variant"] for r in configurations] == [
+        "Alpha · long",
+        "Alpha · short",
+        "Beta · long",
+        "Beta · short",
+    ]
+    assert configurations[0]["win_rate"] > 0.9 and configurations[-1]["win_rate"] == 0.0
+    assert [r["variant"] for r in body["by_model"]["bradley_terry"]] == ["Alpha", "Beta"]
+    table = api(manager).get(
+        f"/api/scenarios/{scenario.pk}/analytics/by_configuration.csv?resamples=50"
+    )
+    text = b"".join(table.streaming_content).decode()
+    assert text.splitlines()[0].startswith("configuration,") and "Alpha · long" in text
+    page = _browser(manager).get(f"/scenarios/{scenario.pk}/analytics?resamples=50")
+    models = _section(page.content.decode(), "models")
+    assert "Configurations" in models and "Beta · short" in models

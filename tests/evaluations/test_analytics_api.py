@@ -59,12 +59,28 @@ def test_the_analytics_json_names_its_parts(api, people, judged):
         "judges",
     ):
         assert key in data
-    assert data["raters"]["judgments"] == Judgment.objects.count() == 9 + 18
+    # People judged: by default the figures are theirs, and say so; the judge's own figures
+    # (its table, stability, agreement with the people) are there all the same.
+    assert Judgment.objects.count() == 9 + 18
+    assert data["raters"]["filter"] == "humans" and data["raters"]["judgments"] == 9
+    assert data["raters"]["label"].startswith("people's judgments")
+    assert data["judges"][0]["judgments"] == 18
+    everyone = api(people["viewer"]).get(
+        f"/api/scenarios/{scenario.pk}/analytics?resamples=50&raters=all"
+    )
+    assert everyone.json()["raters"]["judgments"] == 27
+    assert everyone.json()["raters"]["label"].startswith("everyone's")
     entry = data["bradley_terry"][0]
     assert set(entry) >= {"variant", "strength", "ci_low", "ci_high", "rank"}
+    # Outputs are named by their item and what made them, not only by internal ids.
+    assert set(entry) >= {"item", "model", "prompt", "variant_id"}
+    assert entry["variant"] == f"{entry['item']}/{entry['variant_id']}"
+    models = data["by_model"]["bradley_terry"]
+    assert {"rank", "strength", "ci_low", "ci_high", "win_rate", "judgments"} <= set(models[0])
     # The evaluator always chose the first shown: position bias p-value is small.
     humans = data["position_bias"]["by_rater"][people["evaluator"].username]
     assert humans["share"] == 1.0 and humans["p_value"] < 0.01
+    assert "judge:J" not in data["position_bias"]["by_rater"]
     judge_row = data["judges"][0]
     assert judge_row["name"] == "J" and judge_row["reverse_pairs"] == 9
     assert data["agreement"]["human_vs_judge"]["judge:J"]["units"] >= 1
@@ -184,6 +200,11 @@ def test_rankings_and_labels_analytics_from_a_judge(api, people, team_a, mock_ju
     assert len(rankings["mean_rank"]) == 9 and rankings["kendall_w_tasks"] == 3
     assert rankings["kendall_w_mean"] == 1.0  # at temperature 0 both orders agree
     assert len(rankings["by_model"]) == 3 and data["bradley_terry"]
+    # The models lead, as for comparisons; bootstrapped by whole rankings.
+    assert data["by_model"]["bradley_terry"] == rankings["by_model"]
+    assert data["by_model"]["intervals"] == "bootstrap of whole rankings"
+    assert data["by_model"]["judgments"] == 6
+    assert data["raters"]["filter"] == "all"  # no people's judgments: everyone's
     labeled = make_scenario(people, team_a, "labeling", {"labels": ["good", "bad"]})
     judge = create_judge(api, people["manager"], labeled, name="L", model=mock_judge.pk)
     run(

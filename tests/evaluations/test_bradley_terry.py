@@ -205,3 +205,36 @@ def test_rankings_get_plackett_luce_bootstrapped_by_whole_rankings():
         covered += int(((low <= centred) & (centred <= high)).sum())
         total += 5
     assert 0.88 <= covered / total <= 0.995
+
+
+def test_the_models_of_rankings_are_bootstrapped_by_whole_rankings():
+    """A ranking's implied pairs are not independent: the models' intervals resample whole
+    rankings. Plackett-Luce's pairwise marginals are Bradley-Terry in the same strengths,
+    so the fit of the implied pairs targets the truth; simulated coverage is near 95%
+    (resampling the pairs instead gives about 85%)."""
+    from types import SimpleNamespace
+
+    from evaluations.analytics.analyze import _ranked_groups
+
+    truth = np.array([0.6, 0.2, -0.2, -0.6])
+    centred = truth - truth.mean()
+    group = {pk: f"m{pk % 4}" for pk in range(8)}  # two outputs of each model per item
+    covered = total = 0
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        rows = []
+        for _ in range(25):
+            utility = np.concatenate([truth, truth]) + rng.gumbel(size=8)
+            rows.append(SimpleNamespace(payload={"ranking": list(np.argsort(-utility))}))
+        found = _ranked_groups(rows, group, {"resamples": 300, "seed": seed})
+        assert found["intervals"] == "bootstrap of whole rankings"
+        assert found["judgments"] == 25
+        for row in found["bradley_terry"]:
+            true = centred[int(row["variant"][1:])]
+            covered += row["ci_low"] <= true <= row["ci_high"]
+            total += 1
+    assert 0.9 <= covered / total <= 0.995
+    # The same rankings in another order: the same figures.
+    rows.reverse()
+    again = _ranked_groups(rows, group, {"resamples": 300, "seed": 59})
+    assert again["bradley_terry"] == found["bradley_terry"]

@@ -20,7 +20,10 @@ class Command(BaseCommand):
         parser.add_argument("scenario", help="The scenario's id or name.")
         parser.add_argument("--json", action="store_true", help="Print the JSON (the default).")
         parser.add_argument("--team", help="The team's slug, when several teams use the name.")
-        parser.add_argument("--raters", default="all", help="all, humans, judges, judge:<id>")
+        parser.add_argument(
+            "--raters",
+            help="all, humans, judges, judge:<id> (default: humans when people judged, else all)",
+        )
         parser.add_argument("--resamples", help="Bootstrap resamples (default 1000).")
         parser.add_argument("--seed", help="Seed of the bootstraps (default 0).")
         parser.add_argument("--elo-k", dest="elo_k")
@@ -43,7 +46,7 @@ class Command(BaseCommand):
             if options.get(k) is not None
         }
         try:
-            chosen = options_from(query)
+            chosen = options_from(query, matches[0])
         except FieldErrors as exc:
             problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.errors.items())
             raise CommandError(problems) from exc

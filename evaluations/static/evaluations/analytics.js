@@ -19,13 +19,21 @@
     plot("bt", function (el) {
       // Outputs compared in separate groups (items) have no common scale: plot the models.
       var fit = data.bradley_terry_fit || {};
-      var models = data.by_model || (data.rankings && { bradley_terry: data.rankings.by_model });
+      var models = data.by_model;
       var source = fit.components > 1 ? (models && models.bradley_terry) : data.bradley_terry;
       var rows = (source || []).slice(0, 40).reverse();
       if (!rows.length) return;
+      // An output by its item, model and prompt (its id only when it has none of them).
+      var name = function (r) {
+        if (r.item === undefined) return r.variant;
+        var parts = [r.item, r.model, r.prompt].filter(function (p) { return p; });
+        if (r.repetition !== undefined) parts.push("r" + r.repetition);
+        if (r.temperature !== undefined && r.temperature !== null) parts.push("t=" + r.temperature);
+        return parts.length > 1 ? parts.join(" · ") : r.variant;
+      };
       Plotly.newPlot(el, [{
         type: "scatter", mode: "markers", x: rows.map(function (r) { return r.strength; }),
-        y: rows.map(function (r) { return r.variant; }),
+        y: rows.map(name),
         error_x: {
           type: "data", symmetric: false,
           array: rows.map(function (r) { return r.ci_high === null ? 0 : r.ci_high - r.strength; }),
@@ -35,7 +43,8 @@
     });
 
     plot("heatmap", function (el) {
-      var m = data.win_matrix;
+      // The models' win rates (the outputs' when the scenario names no models).
+      var m = (data.by_model && data.by_model.win_matrix) || data.win_matrix;
       if (!m || !m.wins || m.variants.length > 50) return;
       var rate = m.wins.map(function (row, i) {
         return row.map(function (w, j) {
