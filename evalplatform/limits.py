@@ -15,9 +15,19 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+# Paths whose bodies may be larger: the judge files upload (``JUDGE_FILE_MAX_BYTES``).
+LARGE_BODY_PATHS = ("/v1/files",)
 
-def _message(size: int | None) -> str:
-    limit = settings.REQUEST_MAX_BYTES
+
+def limit_for(path: str) -> int:
+    """The most bytes a request to ``path`` may send."""
+    if path.rstrip("/") in LARGE_BODY_PATHS:
+        return settings.JUDGE_FILE_MAX_BYTES + 1024 * 1024
+    return settings.REQUEST_MAX_BYTES
+
+
+def _message(size: int | None, limit: int | None = None) -> str:
+    limit = limit or settings.REQUEST_MAX_BYTES
     if size is None:
         return f"The request body is over the limit of {limit:,} bytes."
     return f"The request body has {size:,} bytes; the limit is {limit:,}."
@@ -44,10 +54,10 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = settings.REQUEST_MAX_BYTES
+        limit = limit_for(scope.get("path", ""))
         declared = _declared_length(dict(scope.get("headers") or ()).get(b"content-length"))
         if declared is not None and declared > limit:
-            await self._refuse(send, declared)
+            await self._refuse(send, declared, limit)
             return
         received = 0
         started = False
@@ -70,11 +80,11 @@ class BodyLimit:
             await self.app(scope, counting_receive, watching_send)
         except _TooLarge:
             if not started:
-                await self._refuse(send, None)
+                await self._refuse(send, None, limit)
 
     @staticmethod
-    async def _refuse(send: Any, size: int | None) -> None:
-        body = json.dumps({"detail": _message(size)}).encode()
+    async def _refuse(send: Any, size: int | None, limit: int) -> None:
+        body = json.dumps({"detail": _message(size, limit)}).encode()
         await send(
             {
                 "type": "http.response.start",
@@ -98,6 +108,7 @@ class RequestSizeLimitMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         declared = _declared_length(request.META.get("CONTENT_LENGTH"))
-        if declared is not None and declared > settings.REQUEST_MAX_BYTES:
-            return JsonResponse({"detail": _message(declared)}, status=413)
+        limit = limit_for(request.path_info)
+        if declared is not None and declared > limit:
+            return JsonResponse({"detail": _message(declared, limit)}, status=413)
         return self.get_response(request)

@@ -297,6 +297,10 @@ UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 50 * 1024 * 1024)
 # A job's cells are written in one transaction when it is created (about 10 s for 50,000 on
 # SQLite here); the cap keeps that under the SQLite busy timeout.
 GENERATION_MAX_CELLS = env_int("GENERATION_MAX_CELLS", 50_000)
+# Judge files (the OpenAI Files + Batches API): the upload, its lines, one line.
+JUDGE_FILE_MAX_BYTES = env_int("JUDGE_FILE_MAX_BYTES", 200 * 1024 * 1024)
+JUDGE_FILE_MAX_LINES = env_int("JUDGE_FILE_MAX_LINES", 50_000)
+JUDGE_FILE_MAX_LINE_BYTES = env_int("JUDGE_FILE_MAX_LINE_BYTES", 4 * 1024 * 1024)
 # A runner renews its lease on a job every step; a job whose lease ran out is recovered.
 GENERATION_LEASE_S = env_int("GENERATION_LEASE_S", 60)
 # Batch mode: at most this many cells in one provider batch (providers allow 50,000+; smaller

@@ -15,13 +15,17 @@ urlpatterns = [
     path("api/", include("evaluations.judges.urls")),
     path("api/", include("evaluations.analytics.urls")),
     path("api/evaluations/", include("evaluations.workspace.urls")),
+    path("api/", include("evaluations.judgefiles.urls")),
     path("api/", include("evalplatform.api.urls")),
+    # The OpenAI Files + Batches API of judge files (the official SDK's base URL: /v1).
+    path("v1/", include("evaluations.judgefiles.openai_urls")),
     # The pages. The manager's after the other scenarios/<id>/… pages (its
     # scenarios/<id>/<action> would take them); the scenarios app's before generation's (its
     # jobs/<id>/<action> would take generation/jobs/<id>/to-scenario).
     path("", include("evaluations.analytics.page_urls")),
     path("", include("evaluations.invitations.page_urls")),
     path("", include("evaluations.judges.page_urls")),
+    path("", include("evaluations.judgefiles.page_urls")),
     path("", include("evaluations.manager.page_urls")),
     path("generation/", include("scenarios.page_urls")),
     path("generation/", include("generation.page_urls")),

@@ -12,3 +12,8 @@ class EvaluationsConfig(AppConfig):
 
         sources.register(judges.SOURCE_KIND, judges.judge_source, internal=True)
         results.register(judges.SOURCE_KIND, judges.JudgeResults())
+        # Judge files: jobs whose rows carry their own requests; replies read as verdicts.
+        from evaluations.judgefiles.services import JudgeFileResults
+        from generation.models import SourceKind
+
+        results.register(SourceKind.JUDGE_FILE, JudgeFileResults())

@@ -24,7 +24,8 @@ from evalplatform.providers.estimate import estimate_tokens
 from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
 from evalplatform.providers.models import LLMModel
 from generation import events, results
-from generation.models import GenerationJob, GenerationOutput, OutputStatus
+from generation.models import GenerationJob, GenerationOutput, OutputStatus, SourceKind
+from generation.requests import RowRequest
 
 # Without max_tokens, replies are capped at this many tokens (and the reservation assumes it).
 UNCAPPED_RESERVE_TOKENS = 4096
@@ -41,7 +42,7 @@ class CellRef(NamedTuple):
     prompt_id: int
     model_config_id: int
     repetition: int
-    temperature: float
+    temperature: float | None
     item_id: str
     item_data: Any
 
@@ -73,6 +74,7 @@ class JobCells:
     def __init__(self, job: GenerationJob) -> None:
         self.job_id = job.pk
         self.max_tokens = job.max_tokens
+        self.own_requests = job.source_kind == SourceKind.JUDGE_FILE
         self.prompts = {
             p.pk: _Prompt(
                 [Block(b["title"], b["body"]) for b in snap["blocks"]],
@@ -97,6 +99,11 @@ class JobCells:
         return {pk: model for pk, (model, _) in self.models.items()}
 
     def request_for(self, cell: CellRef) -> tuple[LLMRequest, LLMModel]:
+        if self.own_requests:  # a judge file's row: its own messages, to the model it named
+            model, _ = self.models[cell.model_config_id]
+            row = RowRequest.from_data(cell.item_data["request"])
+            default = self.max_tokens or UNCAPPED_RESERVE_TOKENS
+            return row.to_llm(model.model_id, default), model
         prompt = self.prompts[cell.prompt_id]
         rendered = render(prompt.blocks, cell.item_data, prompt.defaults, item_id=cell.item_id)
         model, params = self.models[cell.model_config_id]

@@ -95,7 +95,12 @@ def announce(job: GenerationJob, event: str = JOB_PROGRESS) -> None:
 
 
 def cell_fields(
-    output_id: int, item_id: str, prompt: str, model: str, repetition: int, temperature: float
+    output_id: int,
+    item_id: str,
+    prompt: str,
+    model: str,
+    repetition: int,
+    temperature: float | None,
 ) -> dict[str, Any]:
     """A cell as ``generation:item:started`` and the snapshot show it."""
     return {

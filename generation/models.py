@@ -42,6 +42,7 @@ class SourceKind(models.TextChoices):
     MANUAL = "manual", "Manual upload"
     PROMPT_ONLY = "prompt_only", "Prompt only"
     JUDGE = "judge", "Tasks of a scenario, for an LLM judge"
+    JUDGE_FILE = "judge_file", "A judge file: each row its own request"
 
 
 class GenerationJob(models.Model):
@@ -140,7 +141,10 @@ class JobPrompt(models.Model):
 
     job = models.ForeignKey(GenerationJob, on_delete=models.CASCADE, related_name="prompts")
     position = models.PositiveIntegerField()
-    prompt_version = models.ForeignKey(PromptVersion, on_delete=models.PROTECT, related_name="+")
+    # None: the rows carry their own requests (a judge file), no prompt is rendered.
+    prompt_version = models.ForeignKey(
+        PromptVersion, on_delete=models.PROTECT, related_name="+", null=True, blank=True
+    )
     label = models.CharField(max_length=250)
 
     class Meta:
@@ -189,7 +193,7 @@ class GenerationOutput(models.Model):
     prompt = models.ForeignKey(JobPrompt, on_delete=models.CASCADE, related_name="outputs")
     model_config = models.ForeignKey(JobModel, on_delete=models.CASCADE, related_name="outputs")
     repetition = models.PositiveIntegerField(default=0)
-    temperature = models.FloatField()
+    temperature = models.FloatField(null=True, blank=True)  # None: none was sent
     custom_id = models.CharField(max_length=64)
     status = models.CharField(
         max_length=20, choices=OutputStatus.choices, default=OutputStatus.PENDING

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
@@ -15,6 +16,7 @@ from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import GENERATION_MANAGE
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
 from evalplatform.prompts import services as prompt_services
+from evalplatform.providers.estimate import estimate_cost
 from evalplatform.runs.models import ProviderBatch
 from generation import lifecycle
 from generation.models import (
@@ -22,9 +24,11 @@ from generation.models import (
     GenerationItem,
     GenerationJob,
     GenerationOutput,
+    JobMode,
     JobModel,
     JobPrompt,
     JobStatus,
+    SourceKind,
 )
 from generation.planning import JobPlan, job_estimate
 
@@ -228,3 +232,187 @@ def job_delete(*, user: Any, job: GenerationJob) -> None:
             )
         audit.record(user=user, team=job.team_id, action="generation.job.delete", target=job)
         job.delete()
+
+
+# --- jobs of rows that carry their own requests (judge files) -------------------------------
+OWN_MESSAGES = "Each row's own messages"
+
+
+class RowsJob:
+    """A job whose rows carry their own requests (``generation.requests.RowRequest``), one
+    cell per row to the model the row names, written as the rows come (never all held in
+    memory): ``add`` each row, then ``finish``. Call inside one transaction: nothing of it
+    exists unless all of it does. The job is batch mode when every model it ends up with
+    has a batch API here (and ``live`` is not asked), else live."""
+
+    def __init__(
+        self,
+        *,
+        user: Any,
+        team: Any,
+        name: str,
+        budget_usd: Any = None,
+        max_retries: int = 3,
+        concurrency: int = 8,
+        live: bool = False,
+        source_meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.live = live
+        self.job = GenerationJob.objects.create(
+            team=team,
+            owner=user,
+            name=name[:200],
+            mode=JobMode.LIVE,
+            source_kind=SourceKind.JUDGE_FILE,
+            source_meta=dict(source_meta or {}),
+            repetitions=1,
+            temperatures=[],
+            budget_usd=budget_usd,
+            max_retries=max_retries,
+            concurrency=concurrency,
+            config={},
+        )
+        self.prompt = JobPrompt.objects.create(
+            job=self.job, position=0, prompt_version=None, label=OWN_MESSAGES
+        )
+        self.configs: dict[int, JobModel] = {}
+        self.models: dict[int, Any] = {}
+        self.pending: list[tuple[str, dict[str, Any], int]] = []
+        self.position = 0
+        self.prompts: dict[int, list[tuple[str, str]]] = {}
+        self.estimates: dict[int, list[Any]] = {}
+
+    def add(self, item_id: str, data: dict[str, Any], llm_model: Any) -> None:
+        """A row: its id (the user's, up to 200 characters), its item data (holding its
+        ``request``) and the team's model it goes to."""
+        if llm_model.pk not in self.configs:
+            self.configs[llm_model.pk] = JobModel.objects.create(
+                job=self.job,
+                position=len(self.configs),
+                llm_model=llm_model,
+                label=f"{llm_model.display_name} ({llm_model.model_id})"[:250],
+                params={},
+            )
+            self.models[llm_model.pk] = llm_model
+        self.pending.append((item_id, data, llm_model.pk))
+        if len(self.pending) >= BULK:
+            self._flush()
+
+    def _flush(self) -> None:
+        items = GenerationItem.objects.bulk_create(
+            [
+                GenerationItem(job=self.job, position=self.position + n, item_id=item_id, data=data)
+                for n, (item_id, data, _) in enumerate(self.pending)
+            ]
+        )
+        cells = []
+        by_model: dict[int, list[tuple[str, str]]] = {}
+        for item, (_, data, model_pk) in zip(items, self.pending, strict=True):
+            config = self.configs[model_pk]
+            request = data["request"]
+            cells.append(
+                GenerationOutput(
+                    job=self.job,
+                    item=item,
+                    prompt=self.prompt,
+                    model_config=config,
+                    repetition=0,
+                    temperature=request.get("temperature"),
+                    custom_id=custom_id(self.job.pk, item.position, 0, config.position, 0, 0),
+                )
+            )
+            earlier = "\n".join(text for _, text in request.get("turns") or [])
+            by_model.setdefault(model_pk, []).append(
+                (f"{request.get('system', '')}\n{earlier}", request["user"])
+            )
+        GenerationOutput.objects.bulk_create(cells)
+        for model_pk, prompts in by_model.items():
+            self.estimates.setdefault(model_pk, []).append(
+                estimate_cost(model=self.models[model_pk], prompts=prompts)
+            )
+        self.position += len(self.pending)
+        self.pending = []
+
+    def finish(self) -> GenerationJob:
+        """Write what is left and the job's totals, frozen configuration and estimate."""
+        if self.pending:
+            self._flush()
+        models = list(self.models.values())
+        batch = (
+            bool(models)
+            and not self.live
+            and all(m.supports_batch and m.connection.kind != "mock" for m in models)
+        )
+        job = self.job
+        job.mode = JobMode.BATCH if batch else JobMode.LIVE
+        job.total_cells = self.position
+        per_model = []
+        for model_pk, config in self.configs.items():
+            found = self.estimates.get(model_pk, [])
+            model = self.models[model_pk]
+
+            def total(name: str, found: list[Any] = found) -> Any:
+                return sum((getattr(e, name) for e in found), Decimal(0))
+
+            per_model.append(
+                {
+                    "model": model.pk,
+                    "label": config.label,
+                    "requests": int(total("requests")),
+                    "input_tokens": int(total("input_tokens")),
+                    "output_tokens": int(total("output_tokens_typical")),
+                    "output_tokens_high": int(total("output_tokens_high")),
+                    **{
+                        key: str(total(key).quantize(Decimal("0.000001")))
+                        for key in ("live_usd", "batch_usd", "live_usd_high", "batch_usd_high")
+                    },
+                    "calibrated": False,
+                }
+            )
+        sums = {
+            key: str(sum((Decimal(m[key]) for m in per_model), Decimal(0)))
+            for key in ("live_usd", "batch_usd", "live_usd_high", "batch_usd_high")
+        }
+        kind = "batch" if batch else "live"
+        job.estimate = {
+            "cells": self.position,
+            "mode": job.mode,
+            "per_model": per_model,
+            "total": sums,
+            "estimated_usd": sums[f"{kind}_usd"],
+            "estimated_usd_high": sums[f"{kind}_usd_high"],
+        }
+        job.config = {
+            "prompts": [
+                {
+                    "id": None,
+                    "template": OWN_MESSAGES,
+                    "number": 0,
+                    "blocks": [],
+                    "default_variables": {},
+                }
+            ],
+            "models": [
+                {
+                    "id": m.pk,
+                    "model_id": m.model_id,
+                    "label": self.configs[m.pk].label,
+                    "params": {},
+                    "connection": m.connection_id,
+                    "input_price_per_mtok": str(m.input_price_per_mtok),
+                    "output_price_per_mtok": str(m.output_price_per_mtok),
+                    "batch_discount": str(m.batch_discount),
+                }
+                for m in models
+            ],
+            "repetitions": 1,
+            "temperatures": [],
+            "max_tokens": None,
+            "max_retries": job.max_retries,
+            "concurrency": job.concurrency,
+            "mode": job.mode,
+            "finish_live": False,
+            "budget_usd": str(job.budget_usd) if job.budget_usd is not None else None,
+        }
+        job.save(update_fields=["mode", "total_cells", "estimate", "config", "updated_at"])
+        return job

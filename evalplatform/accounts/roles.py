@@ -24,6 +24,7 @@ EVALUATIONS_VIEW_ALL = "feature:evaluations:view_all"
 EVALUATIONS_SUBMIT = "feature:evaluations:submit"
 EVALUATIONS_JUDGE = "feature:evaluations:judge"
 EVALUATIONS_EXPORT = "feature:evaluations:export"
+EVALUATIONS_JUDGE_FILES = "feature:evaluations:judge_files"
 # --- prompts ---
 PROMPTS_VIEW = "feature:prompts:view"
 PROMPTS_EDIT = "feature:prompts:edit"
@@ -49,6 +50,7 @@ FEATURES: dict[str, str] = {
     EVALUATIONS_SUBMIT: "Answer the evaluation tasks assigned to you",
     EVALUATIONS_JUDGE: "Configure and run LLM judges",
     EVALUATIONS_EXPORT: "Export judgments and analytics",
+    EVALUATIONS_JUDGE_FILES: "Upload judge files and run them as batches",
     PROMPTS_VIEW: "View prompt templates",
     PROMPTS_EDIT: "Create and edit prompt templates",
     PROVIDERS_VIEW: "View models and their prices",
@@ -87,6 +89,7 @@ _CREATOR = _VIEW | {
     EVALUATIONS_SUBMIT,
     EVALUATIONS_JUDGE,
     EVALUATIONS_EXPORT,
+    EVALUATIONS_JUDGE_FILES,
     PROMPTS_EDIT,
 }
 _MANAGER = _CREATOR | {SCENARIOS_MANAGE, PROVIDERS_MANAGE, ADMIN_ACCESS}

@@ -31,7 +31,10 @@ class AnthropicAdapter(HTTPAdapter):
         body: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
-            "messages": [{"role": "user", "content": request.user}],
+            "messages": [
+                *({"role": role, "content": text} for role, text in request.turns),
+                {"role": "user", "content": request.user},
+            ],
         }
         if request.system:
             body["system"] = request.system

@@ -24,7 +24,13 @@ class GeminiAdapter(HTTPAdapter):
         return join_url(self.base_url, "/v1beta", f"/models/{quote(request.model)}:{method}")
 
     def body(self, request: LLMRequest, *, stream: bool) -> dict[str, Any]:
-        body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": request.user}]}]}
+        earlier = [
+            {"role": "model" if role == "assistant" else "user", "parts": [{"text": text}]}
+            for role, text in request.turns
+        ]
+        body: dict[str, Any] = {
+            "contents": [*earlier, {"role": "user", "parts": [{"text": request.user}]}]
+        }
         if request.system:
             body["systemInstruction"] = {"parts": [{"text": request.system}]}
         config: dict[str, Any] = {}

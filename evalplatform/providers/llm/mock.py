@@ -119,6 +119,7 @@ def request_key(request: LLMRequest, seed: int) -> str:
             seed,
             request.model,
             request.system,
+            *([list(request.turns)] if request.turns else []),  # keys without turns unchanged
             request.user,
             request.temperature,
             request.max_tokens,
@@ -192,7 +193,13 @@ def answer(request: LLMRequest, settings: MockSettings, *, key: str = "") -> tup
         payload = _rate(prompt, request.user, rng, noise)
     elif '"labels"' in prompt:
         payload = _label(prompt, request.user, rng, noise)
+    elif '"score"' in prompt:  # a judge file's rubric row: {"score", "rationale"}
+        payload = _score(prompt, request.user, rng, noise)
     if payload is None:
+        if "A or B" in prompt:  # a judge file's pairwise row: the choice, then a sentence
+            winner = _compare(request.user, rng, noise, settings)["winner"]
+            winner = winner if winner != "tie" else "A"
+            return f"{winner}. Answer {winner} is more complete.", "stop"
         return _prose(request, rng)
     text = json.dumps(payload)
     if rng.random() < settings.fenced_json_rate:
@@ -262,6 +269,16 @@ def _rate(prompt: str, user: str, rng: random.Random, noise: float) -> dict[str,
         value = lo + (base + 0.3 * offset) * (hi - lo) + rng.gauss(0, noise)
         scores[name] = int(min(hi, max(lo, round(value))))
     return {"scores": scores, "rationale": "Scored against each dimension."}
+
+
+def _score(prompt: str, user: str, rng: random.Random, noise: float) -> dict[str, Any]:
+    """One score from 1 to 5 (or the range the prompt names, "1-5")."""
+    found = re.search(r"\b(\d+)\s*(?:-|to)\s*(\d+)\b", prompt)
+    lo, hi = (int(found.group(1)), int(found.group(2))) if found else (1, 5)
+    if lo >= hi:
+        lo, hi = 1, 5
+    value = lo + quality(user) * (hi - lo) + rng.gauss(0, noise)
+    return {"score": int(min(hi, max(lo, round(value)))), "rationale": "Scored on the rubric."}
 
 
 def _label(prompt: str, user: str, rng: random.Random, noise: float) -> dict[str, Any]:

@@ -26,6 +26,7 @@ class OpenAIAdapter(HTTPAdapter):
         messages = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
+        messages += [{"role": role, "content": text} for role, text in request.turns]
         messages.append({"role": "user", "content": request.user})
         body: dict[str, Any] = {"model": request.model, "messages": messages}
         if request.temperature is not None:

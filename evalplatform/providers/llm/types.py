@@ -10,12 +10,15 @@ class LLMRequest:
     """What to ask, independent of the provider.
 
     ``params`` is deep-merged into the provider's request body last, for settings the neutral
-    fields do not cover (thinking / reasoning, ``top_p``, response formats, ...).
+    fields do not cover (thinking / reasoning, ``top_p``, response formats, ...). ``turns``:
+    the conversation before the final ``user`` message, as (role, text) pairs with role
+    "user" or "assistant" (a judge file's multi-turn rows).
     """
 
     model: str
     user: str
     system: str = ""
+    turns: tuple[tuple[str, str], ...] = ()
     temperature: float | None = None
     max_tokens: int | None = None
     params: Mapping[str, Any] = field(default_factory=dict)

@@ -1,0 +1,142 @@
+"""The platform's own API of judge files (``/api/judge-files/{batch id}/…``, the batch's
+OpenAI id): its verdicts (JSON, or CSV), re-submitting its failed rows, and the regression
+report of two batches. Reading needs ``feature:evaluations:view_all``; re-submitting
+``feature:evaluations:judge_files``; another team's batch is a 404."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evalplatform.accounts import audit, policy
+from evalplatform.accounts.roles import EVALUATIONS_JUDGE_FILES, EVALUATIONS_VIEW_ALL
+from evalplatform.api.uploads import download
+from evalplatform.errors import FieldErrors
+from evaluations.judgefiles import services
+from evaluations.judgefiles.compare import compare
+from evaluations.judgefiles.openai_api import batch_object
+from evaluations.models import JudgeBatch, JudgeVerdict
+
+VERDICT_COLUMNS = ["custom_id", "line", "score", "verdict", "rationale", "parsed", "problem",
+                   "fields", "reply"]  # fmt: skip
+MAX_PAGE = 1000
+
+
+def batch_for(user: Any, batch_id: str, feature: str = EVALUATIONS_VIEW_ALL) -> JudgeBatch:
+    return policy.access(
+        user,
+        feature,
+        JudgeBatch.objects.select_related("input_file", "output_file", "error_file", "parent"),
+        view_feature=EVALUATIONS_VIEW_ALL,
+        public_id=batch_id,
+    )
+
+
+def verdict_row(v: JudgeVerdict) -> dict[str, Any]:
+    return {
+        "custom_id": v.custom_id,
+        "line": v.line,
+        "score": v.score,
+        "verdict": v.verdict,
+        "rationale": v.rationale,
+        "parsed": v.parsed,
+        "problem": v.problem,
+        "fields": v.fields,
+        "reply": v.output.content if not v.parsed else None,
+    }
+
+
+def _csv(rows: Iterator[dict[str, Any]], columns: list[str]) -> Iterator[str]:
+    """CSV as it is made; cells that a spreadsheet would run as formulas are quoted."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    yield buffer.getvalue()
+    for row in rows:
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerow({k: _inert(v) for k, v in row.items()})
+        yield buffer.getvalue()
+
+
+def _inert(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+class VerdictsView(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("offset", int), OpenApiParameter("limit", int)],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request, batch_id: str, fmt: str = ""):
+        """The batch's verdicts in line order; ``.csv`` for all of them as CSV."""
+        batch = services.sync(batch_for(request.user, batch_id))
+        verdicts = JudgeVerdict.objects.filter(batch=batch).select_related("output")
+        if fmt == "csv":
+            return download(
+                _csv((verdict_row(v) for v in verdicts.iterator(2000)), VERDICT_COLUMNS),
+                "text/csv; charset=utf-8",
+                f"{batch.public_id}-verdicts.csv",
+            )
+        errors: dict[str, str] = {}
+        try:
+            offset = int(request.query_params.get("offset") or 0)
+            limit = int(request.query_params.get("limit") or 100)
+        except ValueError:
+            offset, limit = -1, -1
+        if not 0 <= offset <= 10**9:
+            errors["offset"] = "A whole number from 0."
+        if not 1 <= limit <= MAX_PAGE:
+            errors["limit"] = f"A whole number from 1 to {MAX_PAGE}."
+        if errors:
+            raise FieldErrors(errors)
+        page = list(verdicts.order_by("line")[offset : offset + limit])
+        return Response(
+            {
+                "batch": batch_object(batch),
+                "count": verdicts.count(),
+                "parsed": verdicts.filter(parsed=True).count(),
+                "offset": offset,
+                "verdicts": [verdict_row(v) for v in page],
+            }
+        )
+
+
+class ResubmitView(APIView):
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request, batch_id: str):
+        """A new batch of exactly the rows of this one that failed, linked to it."""
+        batch = batch_for(request.user, batch_id, EVALUATIONS_JUDGE_FILES)
+        made = services.resubmit(user=request.user, batch=services.sync(batch))
+        return Response(batch_object(made), status=status.HTTP_201_CREATED)
+
+
+class CompareView(APIView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, batch_id: str, other_id: str, fmt: str = ""):
+        """The regression report of two batches by ``custom_id``; ``.csv`` for its rows."""
+        a = batch_for(request.user, batch_id)
+        b = batch_for(request.user, other_id)
+        report = compare(services.sync(a), services.sync(b))
+        audit.record(
+            user=request.user, team=a.team_id, action="judge_files.compare", target=a,
+            other=b.public_id,
+        )  # fmt: skip
+        if fmt == "csv":
+            columns = list(report["rows"][0]) if report["rows"] else ["custom_id"]
+            return download(
+                _csv(iter(report["rows"]), columns),
+                "text/csv; charset=utf-8",
+                f"{a.public_id}-vs-{b.public_id}.csv",
+            )
+        return Response(report)

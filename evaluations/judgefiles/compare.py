@@ -1,0 +1,102 @@
+"""The regression report: two batches' verdicts row by row, by ``custom_id`` (each batch
+with its re-submissions merged, ``services.combined``).
+
+``compare(a, b)`` gives ``summary``: the rows of each and of both, the rows only in one
+(``only_in_a``, ``only_in_b``), the rows whose score or verdict changed, the mean score
+shift (b - a) with its 95% t interval, the share of A/B verdicts that flipped, Cohen's kappa
+between the two runs' verdicts and the quadratic-weighted kappa between their whole-number
+scores (each with the number of rows it rests on); and ``rows``: per ``custom_id`` both
+scores and verdicts and whether it ``changed``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy import stats as sps
+
+from evaluations.analytics.agreement_stats import cohen_kappa
+from evaluations.judgefiles.services import combined
+from evaluations.models import JudgeBatch
+
+
+def _round(value: float | None, digits: int = 6) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return round(float(value), digits)
+
+
+def compare(a: JudgeBatch, b: JudgeBatch) -> dict[str, Any]:
+    old, new = combined(a), combined(b)
+    both = sorted(set(old) & set(new))
+    rows = []
+    shifts, flips, verdict_pairs, score_pairs = [], [], [], []
+    for custom_id in both:
+        x, y = old[custom_id], new[custom_id]
+        changed = x.score != y.score or x.verdict.strip().upper() != y.verdict.strip().upper()
+        rows.append(
+            {
+                "custom_id": custom_id,
+                "score_a": x.score,
+                "score_b": y.score,
+                "verdict_a": x.verdict,
+                "verdict_b": y.verdict,
+                "parsed_a": x.parsed,
+                "parsed_b": y.parsed,
+                "changed": changed,
+            }
+        )
+        if x.score is not None and y.score is not None:
+            shifts.append(y.score - x.score)
+            if float(x.score).is_integer() and float(y.score).is_integer():
+                score_pairs.append((int(x.score), int(y.score)))
+        if x.verdict and y.verdict:
+            va, vb = x.verdict.strip().upper(), y.verdict.strip().upper()
+            verdict_pairs.append((va, vb))
+            if va in ("A", "B") and vb in ("A", "B"):
+                flips.append(va != vb)
+    shift: dict[str, Any] = {"rows": len(shifts), "mean": None, "ci_low": None, "ci_high": None}
+    if shifts:
+        values = np.array(shifts, float)
+        mean = float(values.mean())
+        shift["mean"] = _round(mean)
+        if len(values) > 1:
+            error = float(values.std(ddof=1)) / math.sqrt(len(values))
+            half = float(sps.t.ppf(0.975, len(values) - 1)) * error
+            shift["ci_low"], shift["ci_high"] = _round(mean - half), _round(mean + half)
+    summary = {
+        "batch_a": a.public_id,
+        "batch_b": b.public_id,
+        "rows_a": len(old),
+        "rows_b": len(new),
+        "rows_both": len(both),
+        "only_in_a": sorted(set(old) - set(new)),
+        "only_in_b": sorted(set(new) - set(old)),
+        "changed": sum(1 for r in rows if r["changed"]),
+        "score_shift": shift,
+        "verdicts_flipped": {
+            "rows": len(flips),
+            "share": _round(sum(flips) / len(flips)) if flips else None,
+        },
+        "verdict_kappa": {
+            "rows": len(verdict_pairs),
+            "kappa": _round(
+                cohen_kappa([p[0] for p in verdict_pairs], [p[1] for p in verdict_pairs])
+            )
+            if verdict_pairs
+            else None,
+        },
+        "score_kappa_quadratic": {
+            "rows": len(score_pairs),
+            "kappa": _round(
+                cohen_kappa(
+                    [p[0] for p in score_pairs], [p[1] for p in score_pairs], weights="quadratic"
+                )
+            )
+            if score_pairs
+            else None,
+        },
+    }
+    return {"summary": summary, "rows": rows}

@@ -1,0 +1,805 @@
+"""Judge files: one JSONL of Chat Completions requests in, a JSONL of replies and one of
+errors out, through the OpenAI Files + Batches API the platform serves (``openai_api``).
+
+- ``file_create``: an upload, read as it streams (never whole in memory) into its lines.
+- ``batch_create``: a batch of a file, ``validating``; a task (``validate``) reads the file
+  line by line: a line that cannot run becomes a ``JudgeRowError`` (its line number, its
+  ``custom_id`` when it has one, why), the others the cells of one generation job
+  (``generation.services.RowsJob``: each row its own messages, to the team's model its
+  ``body.model`` names), started at once: ``in_progress``. The job runs like any other
+  (live, or through the providers' batch APIs when every model has one; retries, budget,
+  crash recovery, events, its page).
+- ``sync``: on every read, the batch follows its job; once the job is over, ``finalizing``,
+  and a task (``finalize``) writes the output file (one line per reply, OpenAI's batch
+  output shape, ``custom_id`` echoed) and the error file (refused rows and model errors),
+  then ``completed`` (or ``cancelled``, ``expired``, ``failed``).
+- Each reply is read into a ``JudgeVerdict`` as it is recorded (``JudgeFileResults``).
+- ``resubmit``: a new batch of exactly the rows that failed; ``compare``: two batches row
+  by row, by ``custom_id``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from evalplatform import validation
+from evalplatform.accounts import audit, policy
+from evalplatform.accounts.roles import EVALUATIONS_JUDGE_FILES
+from evalplatform.errors import Conflict, FieldErrors, Forbidden
+from evalplatform.providers.models import LLMModel
+from evaluations.judgefiles.verdicts import read_reply
+from evaluations.models import (
+    BatchStatus,
+    FilePurpose,
+    JudgeBatch,
+    JudgeFile,
+    JudgeFileLine,
+    JudgeRowError,
+    JudgeVerdict,
+)
+from generation import lifecycle
+from generation.models import GenerationJob, GenerationOutput, JobStatus, OutputStatus
+from generation.requests import BadRow, chat_request
+from generation.services import RowsJob
+
+logger = logging.getLogger(__name__)
+
+ENDPOINT = "/v1/chat/completions"
+WINDOWS = {"24h": timedelta(hours=24)}
+CHUNK = 2000
+# A validating or finalizing batch whose task has not finished this long after it was
+# queued is taken as lost (a worker died) and queued again.
+LOST_AFTER = timedelta(seconds=settings.Q_CLUSTER.get("timeout", 3600) + 300)
+FINISHED_JOB = {JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED}
+OPEN = {BatchStatus.VALIDATING, BatchStatus.IN_PROGRESS, BatchStatus.FINALIZING,
+        BatchStatus.CANCELLING}  # fmt: skip
+# HTTP status of a model error, for the error file (OpenAI's shape carries one).
+ERROR_STATUS = {
+    "rate_limit": 429,
+    "quota": 429,
+    "auth": 401,
+    "permission": 403,
+    "not_found": 404,
+    "bad_request": 400,
+    "too_large": 413,
+    "content_filter": 400,
+    "timeout": 504,
+    "connection": 502,
+    "malformed": 502,
+    "overloaded": 503,
+    "server": 500,
+    "conflict": 409,
+}
+
+
+def _may(user: Any, team: Any) -> None:
+    if not policy.has_feature(user, EVALUATIONS_JUDGE_FILES, team):
+        raise Forbidden()
+
+
+# --- files --------------------------------------------------------------------------------------
+def _lines(chunks: Iterator[bytes]) -> Iterator[tuple[int, bytes, bool]]:
+    """(number from 1, text, cut) of each line that is not blank, as the chunks arrive; a
+    line over ``JUDGE_FILE_MAX_LINE_BYTES`` is cut there (and refused when validated)."""
+    cap = settings.JUDGE_FILE_MAX_LINE_BYTES
+    number, rest, cut = 0, b"", False
+    for chunk in chunks:
+        rest += chunk
+        while (end := rest.find(b"\n")) != -1:
+            number += 1
+            line, rest = rest[:end], rest[end + 1 :]
+            if not cut:
+                yield number, line, False
+            else:
+                yield number, b"", True
+            cut = False
+        if len(rest) > cap:
+            rest, cut = rest[:cap], True
+    if rest or cut:
+        yield number + 1, rest, cut
+
+
+def _clean(raw: bytes) -> str:
+    """Text every database stores: invalid UTF-8 and NUL characters become U+FFFD."""
+    return raw.decode("utf-8", errors="replace").rstrip("\r").replace("\x00", "\ufffd")
+
+
+CUT = "\ufffd[cut: over the line limit]"
+
+
+def file_create(*, user: Any, team: Any, upload: Any, purpose: Any) -> JudgeFile:
+    """Store an uploaded batch input file, line by line (every line or none)."""
+    _may(user, team)
+    errors: dict[str, str] = {}
+    if purpose != FilePurpose.BATCH:
+        errors["purpose"] = 'Only "batch" files are accepted here.'
+    if upload is None:
+        errors["file"] = "Upload the JSONL file as the multipart field file."
+    elif (upload.size or 0) > settings.JUDGE_FILE_MAX_BYTES:
+        errors["file"] = (
+            f"The file has {upload.size:,} bytes; the limit is {settings.JUDGE_FILE_MAX_BYTES:,}."
+        )
+    if errors:
+        raise FieldErrors(errors)
+    name = (upload.name or "batch.jsonl").replace("\x00", "")[:255] or "batch.jsonl"
+    limit = settings.JUDGE_FILE_MAX_LINES
+    with transaction.atomic():
+        stored = JudgeFile.objects.create(
+            team=team,
+            purpose=FilePurpose.BATCH,
+            filename=name,
+            bytes=upload.size or 0,
+            created_by=user,
+        )
+        buffer: list[JudgeFileLine] = []
+        count = 0
+        for number, raw, cut in _lines(upload.chunks()):
+            text = CUT if cut else _clean(raw)
+            if not text.strip():
+                continue
+            count += 1
+            if count > limit:
+                raise FieldErrors({"file": f"The file has over {limit:,} requests (lines)."})
+            buffer.append(JudgeFileLine(file=stored, number=number, text=text))
+            if len(buffer) >= CHUNK:
+                JudgeFileLine.objects.bulk_create(buffer)
+                buffer = []
+        JudgeFileLine.objects.bulk_create(buffer)
+        if not count:
+            raise FieldErrors({"file": "The file has no lines."})
+        stored.lines = count
+        stored.save(update_fields=["lines"])
+        audit.record(
+            user=user, team=team.pk, action="judge_files.file.create", target=stored, lines=count
+        )
+    return stored
+
+
+def file_lines(file: JudgeFile) -> Iterator[str]:
+    """The file's content, a line at a time (each ending with a newline)."""
+    last = 0
+    while True:
+        rows = list(
+            JudgeFileLine.objects.filter(file=file, number__gt=last)
+            .order_by("number")
+            .values_list("number", "text")[:CHUNK]
+        )
+        if not rows:
+            return
+        for _, text in rows:
+            yield text + "\n"
+        last = rows[-1][0]
+
+
+# --- batches ------------------------------------------------------------------------------------
+def _metadata(value: Any, errors: dict[str, str]) -> dict[str, str]:
+    if value is None:
+        return {}
+    if (
+        not isinstance(value, dict)
+        or len(value) > 16
+        or not all(
+            isinstance(k, str) and isinstance(v, str) and len(k) <= 64 and len(v) <= 512
+            for k, v in value.items()
+        )
+        or any("\x00" in k or "\x00" in v for k, v in value.items())
+    ):
+        errors["metadata"] = "At most 16 pairs of text: keys up to 64 characters, values up to 512."
+        return {}
+    return dict(value)
+
+
+def batch_create(*, user: Any, team: Any, data: Mapping[str, Any]) -> JudgeBatch:
+    """A batch of an uploaded file (or of another batch's error file: its failed rows),
+    ``validating`` until its task has read every line."""
+    _may(user, team)
+    errors: dict[str, str] = {}
+    file_id = data.get("input_file_id")
+    source = (
+        JudgeFile.objects.filter(team=team, public_id=file_id).first()
+        if isinstance(file_id, str)
+        else None
+    )
+    parent = None
+    if source is None:
+        errors["input_file_id"] = "The id of one of the team's files."
+    elif source.purpose != FilePurpose.BATCH:
+        parent = JudgeBatch.objects.filter(team=team, error_file=source).first()
+        if parent is None:
+            errors["input_file_id"] = "A batch input file, or a batch's error file."
+    if data.get("endpoint") != ENDPOINT:
+        errors["endpoint"] = f"Only {ENDPOINT}."
+    window = data.get("completion_window", "24h")
+    if window not in WINDOWS:
+        errors["completion_window"] = "Only 24h."
+    metadata = _metadata(data.get("metadata"), errors)
+    budget = (
+        validation.usd(data.get("budget_usd"), errors=errors)
+        if data.get("budget_usd") not in (None, "")
+        else None
+    )
+    live = validation.flag(data.get("live"), name="live", errors=errors, default=False)
+    if errors:
+        raise FieldErrors(errors)
+    assert source is not None
+    if parent is not None:
+        return resubmit(user=user, batch=parent, metadata=metadata, budget_usd=budget, live=live)
+    return _new_batch(user, team, source, metadata, budget, live, window)
+
+
+def _new_batch(
+    user: Any,
+    team: Any,
+    source: JudgeFile,
+    metadata: dict[str, str],
+    budget: Any,
+    live: bool,
+    window: str = "24h",
+    parent: JudgeBatch | None = None,
+) -> JudgeBatch:
+    now = timezone.now()
+    with transaction.atomic():
+        batch = JudgeBatch.objects.create(
+            team=team,
+            created_by=user,
+            input_file=source,
+            completion_window=window,
+            metadata=metadata,
+            budget_usd=budget,
+            live=live,
+            parent=parent,
+            total=len(failed_lines(parent)) if parent is not None else source.lines,
+            created_at=now,
+            expires_at=now + WINDOWS[window],
+        )
+        audit.record(
+            user=user, team=team.pk, action="judge_files.batch.create", target=batch,
+            file=source.public_id,
+        )  # fmt: skip
+        transaction.on_commit(lambda: _queue("validate", batch.pk))
+    return batch
+
+
+def _queue(task: str, batch_id: int) -> None:
+    async_task(
+        f"evaluations.judgefiles.services.{task}",
+        batch_id,
+        task_name=f"judge-batch-{task}-{batch_id}-{timezone.now().timestamp()}",
+    )
+
+
+def _models(team: Any) -> dict[str, list[LLMModel]]:
+    """The team's active models by every name a row may use: the model id, the display
+    name, and "<connection name>/<model id>"."""
+    names: dict[str, list[LLMModel]] = {}
+    for model in LLMModel.objects.filter(connection__team=team, active=True).select_related(
+        "connection"
+    ):
+        qualified = f"{model.connection.name}/{model.model_id}"
+        for name in {model.model_id, model.display_name, qualified}:
+            names.setdefault(name, []).append(model)
+    return names
+
+
+def _row(
+    number: int, text: str, models: Mapping[str, list[LLMModel]], seen: set[str]
+) -> tuple[str, dict[str, Any], LLMModel] | JudgeRowError:
+    """A line as a row to run, or the error it goes to the error file with."""
+
+    def refused(code: str, message: str, custom_id: str = "") -> JudgeRowError:
+        return JudgeRowError(line=number, custom_id=custom_id[:200], code=code, message=message)
+
+    if text == CUT:
+        limit = settings.JUDGE_FILE_MAX_LINE_BYTES
+        return refused("line_too_long", f"The line is over the limit of {limit:,} bytes.")
+    try:
+        row = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return refused("invalid_json", "The line is not valid JSON.")
+    if not isinstance(row, dict):
+        return refused("invalid_json", "The line is JSON but not an object.")
+    custom_id = row.get("custom_id")
+    if not isinstance(custom_id, str) or not custom_id.strip():
+        return refused("missing_custom_id", "The line has no custom_id (a non-empty string).")
+    if len(custom_id) > 200 or "\x00" in custom_id:
+        return refused("invalid_custom_id", "custom_id: at most 200 characters, no NUL.")
+    if custom_id in seen:
+        return refused("duplicate_custom_id", f"custom_id {custom_id!r} is used twice.", custom_id)
+    seen.add(custom_id)
+    if row.get("method") != "POST":
+        return refused("invalid_method", 'method: only "POST".', custom_id)
+    if row.get("url") != ENDPOINT:
+        return refused("invalid_url", f"url: only {ENDPOINT}.", custom_id)
+    body = row.get("body")
+    name = body.get("model") if isinstance(body, dict) else None
+    found = models.get(name.strip(), []) if isinstance(name, str) else []
+    if isinstance(name, str) and not found:
+        return refused(
+            "model_not_found",
+            f"body.model: the team has no active model {name.strip()[:200]!r}.",
+            custom_id,
+        )
+    if len(found) > 1:
+        return refused(
+            "model_ambiguous",
+            f"body.model: {len(found)} of the team's models are called {name!r}; "
+            "write <connection name>/<model id>.",
+            custom_id,
+        )
+    model = found[0] if found else None
+    try:
+        openai = model is None or model.connection.kind == "openai"
+        request = chat_request(body, openai_compatible=openai)
+    except BadRow as exc:
+        return refused("invalid_request", str(exc), custom_id)
+    assert model is not None
+    data = {"custom_id": custom_id, "line": number, "model": name, "request": request.as_data()}
+    return custom_id, data, model
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def validate(batch_id: int) -> None:
+    """The task: read the batch's input, make and start its job (or fail the batch)."""
+    with transaction.atomic():
+        batch = (
+            JudgeBatch.objects.select_for_update()
+            .select_related("team", "input_file", "created_by")
+            .filter(pk=batch_id)
+            .first()
+        )
+        if batch is None or batch.status != BatchStatus.VALIDATING or batch.job_id:
+            return
+        user = batch.created_by
+        models = _models(batch.team)
+        rows = RowsJob(
+            user=user,
+            team=batch.team,
+            name=f"Judge file {batch.input_file.filename} ({batch.public_id})",
+            budget_usd=batch.budget_usd,
+            live=batch.live,
+            source_meta={"judge_batch": batch.public_id, "input_file": batch.input_file.public_id},
+        )
+        # A re-submission's rows may not repeat a custom_id its earlier batches answered.
+        seen = _answered(batch.parent) if batch.parent_id else set()
+        refused: list[JudgeRowError] = []
+        invalid = 0
+        for number, text in _source_lines(batch):
+            made = _row(number, text, models, seen)
+            if isinstance(made, JudgeRowError):
+                made.batch = batch
+                refused.append(made)
+                invalid += 1
+                if len(refused) >= CHUNK:
+                    JudgeRowError.objects.bulk_create(refused)
+                    refused = []
+            else:
+                rows.add(*made)
+        JudgeRowError.objects.bulk_create(refused)
+        job = rows.finish()
+        now = timezone.now()
+        batch.invalid, batch.failed = invalid, invalid
+        if not job.total_cells:
+            job.delete()
+            batch.status, batch.failed_at = BatchStatus.FAILED, now
+            batch.errors = {
+                "object": "list",
+                "data": [
+                    {
+                        "code": "no_valid_rows",
+                        "message": "No line of the file can run: see the error file.",
+                        "param": None,
+                        "line": None,
+                    }
+                ],
+            }
+            batch.save()
+            transaction.on_commit(lambda: _queue("finalize", batch.pk))
+            return
+        batch.job, batch.status, batch.in_progress_at = job, BatchStatus.IN_PROGRESS, now
+        batch.save()
+        lifecycle.start(job)
+
+
+def _source_lines(batch: JudgeBatch) -> Iterator[tuple[int, str]]:
+    """The lines the batch runs: its input file's; for a re-submission, the lines of its
+    parent's input that failed (by line number)."""
+    if batch.parent_id is None:
+        for n, text in _numbered(batch.input_file):
+            yield n, text
+        return
+    assert batch.parent is not None
+    wanted = failed_lines(batch.parent)
+    for n, text in _numbered(batch.input_file):
+        if n in wanted:
+            yield n, text
+
+
+def _numbered(file: JudgeFile) -> Iterator[tuple[int, str]]:
+    last = 0
+    while True:
+        rows = list(
+            JudgeFileLine.objects.filter(file=file, number__gt=last)
+            .order_by("number")
+            .values_list("number", "text")[:CHUNK]
+        )
+        if not rows:
+            return
+        yield from rows
+        last = rows[-1][0]
+
+
+def _answered(batch: JudgeBatch | None) -> set[str]:
+    """The custom_ids a batch and the batches it re-submits answered."""
+    found: set[str] = set()
+    while batch is not None:
+        if batch.job_id:
+            found.update(
+                GenerationOutput.objects.filter(
+                    job_id=batch.job_id, status=OutputStatus.COMPLETED
+                ).values_list("item__item_id", flat=True)
+            )
+        batch = batch.parent
+    return found
+
+
+def failed_lines(batch: JudgeBatch) -> set[int]:
+    """The input line numbers of a batch's rows that did not end with a reply."""
+    lines = set(JudgeRowError.objects.filter(batch=batch).values_list("line", flat=True))
+    if batch.job_id:
+        for data in (
+            GenerationOutput.objects.filter(job_id=batch.job_id)
+            .exclude(status=OutputStatus.COMPLETED)
+            .values_list("item__data", flat=True)
+            .iterator(CHUNK)
+        ):
+            lines.add(int(data["line"]))
+    return lines
+
+
+# --- following the job ---------------------------------------------------------------------------
+def sync(batch: JudgeBatch) -> JudgeBatch:
+    """Bring a batch up to date with its job (called on every read): counts; the job over
+    (or the window passed), ``finalizing`` and its files written by a task; a task lost
+    with its worker, queued again."""
+    if batch.status not in OPEN:
+        return batch
+    now = timezone.now()
+    with transaction.atomic():
+        batch = JudgeBatch.objects.select_for_update().select_related("job").get(pk=batch.pk)
+        job = batch.job
+        if batch.status == BatchStatus.VALIDATING:
+            if batch.created_at < now - LOST_AFTER and not batch.job_id:
+                batch.created_at = now  # queued again: the window starts again too
+                batch.save(update_fields=["created_at"])
+                transaction.on_commit(lambda: _queue("validate", batch.pk))
+            return batch
+        if job is not None:
+            batch.completed = job.completed_cells
+            batch.failed = job.failed_cells + batch.invalid
+        if batch.status in (BatchStatus.IN_PROGRESS, BatchStatus.CANCELLING):
+            expired = batch.expires_at is not None and now > batch.expires_at
+            if job is None or job.status in FINISHED_JOB:
+                _finalizing(batch, now)
+            elif expired and batch.expired_at is None:
+                batch.expired_at = now  # marked: finalized as expired once the job stops
+                lifecycle.cancel(job)
+        elif (
+            batch.status == BatchStatus.FINALIZING
+            and batch.finalizing_at is not None
+            and batch.finalizing_at < now - LOST_AFTER
+        ):
+            batch.finalizing_at = now
+            transaction.on_commit(lambda: _queue("finalize", batch.pk))
+        batch.save()
+    return batch
+
+
+def _finalizing(batch: JudgeBatch, now: Any) -> None:
+    batch.status, batch.finalizing_at = BatchStatus.FINALIZING, now
+    transaction.on_commit(lambda: _queue("finalize", batch.pk))
+
+
+def batch_cancel(*, user: Any, batch: JudgeBatch) -> JudgeBatch:
+    """Cancel: ``cancelling`` until the job has stopped (what finished is kept and delivered),
+    then ``cancelled``."""
+    _may(user, batch.team)
+    with transaction.atomic():
+        batch = JudgeBatch.objects.select_for_update().select_related("job").get(pk=batch.pk)
+        if batch.status not in (BatchStatus.VALIDATING, BatchStatus.IN_PROGRESS):
+            raise Conflict(f"A batch that is {batch.status} cannot be cancelled.")
+        now = timezone.now()
+        batch.cancelling_at = now
+        if batch.status == BatchStatus.VALIDATING:
+            batch.status, batch.cancelled_at = BatchStatus.CANCELLED, now
+        else:
+            batch.status = BatchStatus.CANCELLING
+            if batch.job is not None and batch.job.status not in FINISHED_JOB:
+                lifecycle.cancel(batch.job)
+        batch.save()
+        audit.record(user=user, team=batch.team_id, action="judge_files.batch.cancel", target=batch)
+    return sync(batch)
+
+
+def _output_line(row: Mapping[str, Any]) -> dict[str, Any]:
+    data = row["item__data"]
+    created = int((row["completed_at"] or timezone.now()).timestamp())
+    prompt, completion = row["input_tokens"], row["output_tokens"]
+    return {
+        "id": f"batch_req_{row['pk']}",
+        "custom_id": data["custom_id"],
+        "response": {
+            "status_code": 200,
+            "request_id": f"req_{row['pk']}",
+            "body": {
+                "id": f"chatcmpl-{row['pk']}",
+                "object": "chat.completion",
+                "created": created,
+                "model": row["model_config__llm_model__model_id"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": row["content"]},
+                        "finish_reason": row["finish_reason"] or "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
+                },
+            },
+        },
+        "error": None,
+    }
+
+
+def _model_error_line(row: Mapping[str, Any], why: str | None) -> dict[str, Any]:
+    data = row["item__data"]
+    kind = row["error_kind"] or ("not_run" if why else "error")
+    message = row["error_message"] or why or "The call failed."
+    if row["status"] != OutputStatus.FAILED:  # never run: the batch stopped first
+        return {
+            "id": f"batch_req_{row['pk']}",
+            "custom_id": data["custom_id"],
+            "line": data["line"],
+            "response": None,
+            "error": {"code": kind, "message": message},
+        }
+    return {
+        "id": f"batch_req_{row['pk']}",
+        "custom_id": data["custom_id"],
+        "line": data["line"],
+        "response": {
+            "status_code": ERROR_STATUS.get(kind, 500),
+            "request_id": f"req_{row['pk']}",
+            "body": {"error": {"message": message[:2000], "type": kind, "code": kind}},
+        },
+        "error": None,
+    }
+
+
+def _write(batch: JudgeBatch, name: str, lines: Iterator[dict[str, Any]]) -> JudgeFile | None:
+    """A file of JSON lines (None when there are none)."""
+    stored: JudgeFile | None = None
+    buffer: list[JudgeFileLine] = []
+    size = count = 0
+    for line in lines:
+        if stored is None:
+            stored = JudgeFile.objects.create(
+                team=batch.team, purpose=FilePurpose.BATCH_OUTPUT, filename=name
+            )
+        text = json.dumps(line, ensure_ascii=False).replace("\x00", "\ufffd")
+        count += 1
+        size += len(text.encode()) + 1
+        buffer.append(JudgeFileLine(file=stored, number=count, text=text))
+        if len(buffer) >= CHUNK:
+            JudgeFileLine.objects.bulk_create(buffer)
+            buffer = []
+    if stored is not None:
+        JudgeFileLine.objects.bulk_create(buffer)
+        stored.lines, stored.bytes = count, size
+        stored.save(update_fields=["lines", "bytes"])
+    return stored
+
+
+OUTPUT_FIELDS = [
+    "pk",
+    "status",
+    "content",
+    "finish_reason",
+    "input_tokens",
+    "output_tokens",
+    "completed_at",
+    "error_kind",
+    "error_message",
+    "item__data",
+    "model_config__llm_model__model_id",
+]
+
+
+def _outputs(job_id: int | None, completed: bool) -> Iterator[dict[str, Any]]:
+    if job_id is None:
+        return
+    rows = GenerationOutput.objects.filter(job_id=job_id)
+    rows = (
+        rows.filter(status=OutputStatus.COMPLETED)
+        if completed
+        else rows.exclude(status=OutputStatus.COMPLETED)
+    )
+    yield from rows.order_by("item__position").values(*OUTPUT_FIELDS).iterator(CHUNK)
+
+
+def finalize(batch_id: int) -> None:
+    """The task: write the batch's output and error files, and end it."""
+    with transaction.atomic():
+        batch = (
+            JudgeBatch.objects.select_for_update()
+            .select_related("team", "job")
+            .filter(pk=batch_id)
+            .first()
+        )
+        if batch is None or batch.output_file_id or batch.error_file_id:
+            return
+        if batch.status not in (BatchStatus.FINALIZING, BatchStatus.FAILED):
+            return
+        job = batch.job
+        stopped = (
+            "The batch expired first."
+            if batch.expired_at
+            else "The batch was cancelled first."
+            if batch.cancelling_at
+            else "The job stopped first."
+        )
+        batch.output_file = _write(
+            batch,
+            f"{batch.public_id}_output.jsonl",
+            (_output_line(row) for row in _outputs(batch.job_id, True)),
+        )
+
+        def errors() -> Iterator[dict[str, Any]]:
+            refusals = JudgeRowError.objects.filter(batch=batch).order_by("line")
+            for refused in refusals.iterator(CHUNK):
+                yield {
+                    "id": f"batch_req_line_{refused.line}",
+                    "custom_id": refused.custom_id or None,
+                    "line": refused.line,
+                    "response": None,
+                    "error": {"code": refused.code, "message": refused.message},
+                }
+            for row in _outputs(batch.job_id, False):
+                yield _model_error_line(row, stopped)
+
+        batch.error_file = _write(batch, f"{batch.public_id}_error.jsonl", errors())
+        now = timezone.now()
+        if job is not None:
+            job.refresh_from_db()
+            batch.completed = job.completed_cells
+            batch.failed = batch.total - batch.completed
+        if batch.status == BatchStatus.FINALIZING:
+            if batch.expired_at:
+                batch.status = BatchStatus.EXPIRED
+            elif batch.cancelling_at:
+                batch.status, batch.cancelled_at = BatchStatus.CANCELLED, now
+            elif job is not None and job.status == JobStatus.FAILED:
+                batch.status, batch.failed_at = BatchStatus.FAILED, now
+                batch.errors = {
+                    "object": "list",
+                    "data": [
+                        {
+                            "code": "job_failed",
+                            "message": job.status_message,
+                            "param": None,
+                            "line": None,
+                        }
+                    ],
+                }
+            else:
+                batch.status, batch.completed_at = BatchStatus.COMPLETED, now
+        batch.save()
+
+
+# --- verdicts ------------------------------------------------------------------------------------
+class JudgeFileResults:
+    """The result handler of judge-file jobs (``generation.results``): every reply is
+    recorded as it came (an unreadable one is flagged in its verdict, not failed), and read
+    into its ``JudgeVerdict``."""
+
+    def check(self, job_id: int, replies: Mapping[int, str]) -> dict[int, str]:
+        return {}
+
+    def recorded(self, job_id: int, output_ids: Any) -> None:
+        batch_id = JudgeBatch.objects.filter(job_id=job_id).values_list("pk", flat=True).first()
+        if batch_id is None:
+            return
+        rows = GenerationOutput.objects.filter(
+            pk__in=list(output_ids), status=OutputStatus.COMPLETED
+        ).values_list("pk", "content", "item__data")
+        made = []
+        for pk, content, data in rows:
+            found = read_reply(content)
+            made.append(
+                JudgeVerdict(
+                    batch_id=batch_id,
+                    output_id=pk,
+                    custom_id=data["custom_id"],
+                    line=data["line"],
+                    score=found.score,
+                    verdict=found.verdict.replace("\x00", ""),
+                    rationale=found.rationale.replace("\x00", ""),
+                    fields=_plain(found.fields),
+                    parsed=found.parsed,
+                    problem=found.problem[:300],
+                )
+            )
+        JudgeVerdict.objects.filter(output_id__in=list(output_ids)).delete()
+        JudgeVerdict.objects.bulk_create(made)
+
+
+def _plain(value: Any) -> Any:
+    """JSON both databases store: no NUL, no NaN."""
+    text = json.dumps(value, default=str).replace("\\u0000", "")
+    return json.loads(text, parse_constant=lambda _: None)
+
+
+# --- re-submitting the failures ------------------------------------------------------------------
+def resubmit(
+    *,
+    user: Any,
+    batch: JudgeBatch,
+    metadata: dict[str, str] | None = None,
+    budget_usd: Any = None,
+    live: bool | None = None,
+) -> JudgeBatch:
+    """A new batch of exactly the rows of ``batch`` that failed (refused, or no reply),
+    linked to it (``parent``)."""
+    _may(user, batch.team)
+    if batch.status in OPEN:
+        raise Conflict("The batch is not finished: re-submit its failures once it is.")
+    if not failed_lines(batch):
+        raise Conflict("No row of this batch failed.")
+    return _new_batch(
+        user,
+        batch.team,
+        batch.input_file,
+        metadata if metadata is not None else dict(batch.metadata),
+        budget_usd if budget_usd is not None else batch.budget_usd,
+        batch.live if live is None else live,
+        batch.completion_window,
+        parent=batch,
+    )
+
+
+def lineage(batch: JudgeBatch) -> list[JudgeBatch]:
+    """The batch and its re-submissions, oldest first (each of the last one's failures)."""
+    found = [batch]
+    while True:
+        nxt = JudgeBatch.objects.filter(parent=found[-1]).order_by("created_at", "pk").first()
+        if nxt is None or nxt in found:
+            return found
+        found.append(nxt)
+
+
+def combined(batch: JudgeBatch) -> dict[str, JudgeVerdict]:
+    """The verdicts of a batch and its re-submissions merged by ``custom_id`` (a later one's
+    reply wins)."""
+    merged: dict[str, JudgeVerdict] = {}
+    for one in lineage(batch):
+        for verdict in JudgeVerdict.objects.filter(batch=one).iterator(CHUNK):
+            merged[verdict.custom_id] = verdict
+    return merged
+
+
+def is_open(job: GenerationJob | None) -> bool:
+    return job is not None and job.status not in FINISHED_JOB

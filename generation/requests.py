@@ -1,0 +1,164 @@
+"""Rows that carry their own request: an OpenAI Chat Completions body (a judge file's line),
+checked and reduced to what the adapters send to any provider, and that request rebuilt for
+a cell.
+
+``chat_request(body)`` reads a body (``model``, ``messages``, optional ``temperature``,
+``max_tokens`` / ``max_completion_tokens`` and a few OpenAI parameters) into a ``RowRequest``
+or raises ``BadRow`` with one sentence naming the field. The system and developer messages
+lead and are joined into the system prompt; the conversation must end with the user's
+message; text content only (a string, or a list of text parts). ``to_llm`` makes the cell's
+``LLMRequest`` for the model the row named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from evalplatform import validation
+from evalplatform.providers.llm.types import LLMRequest
+
+# Parameters of an OpenAI body sent on as they are, to OpenAI-compatible servers only (the
+# other providers have no such field, or another name and meaning for it).
+OPENAI_PARAMS = frozenset(
+    {
+        "top_p",
+        "stop",
+        "seed",
+        "response_format",
+        "presence_penalty",
+        "frequency_penalty",
+        "reasoning_effort",
+        "logprobs",
+        "top_logprobs",
+        "logit_bias",
+    }
+)
+# Fields an OpenAI body may have that change nothing here.
+IGNORED = frozenset({"user", "metadata", "store", "service_tier"})
+ROLES = ("system", "developer", "user", "assistant")
+
+
+class BadRow(ValueError):
+    """A body that cannot be sent: the message says why, naming the field."""
+
+
+@dataclass(frozen=True)
+class RowRequest:
+    model: str  # as the row names it (a model id or a team alias)
+    user: str
+    system: str = ""
+    turns: tuple[tuple[str, str], ...] = ()
+    temperature: float | None = None
+    max_tokens: int | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_data(self) -> dict[str, Any]:
+        """JSON for the cell's item."""
+        data = asdict(self)
+        data["turns"] = [list(turn) for turn in self.turns]
+        return data
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> RowRequest:
+        return cls(
+            **{k: v for k, v in data.items() if k not in ("turns",)},
+            turns=tuple((str(r), str(t)) for r, t in data.get("turns") or ()),
+        )
+
+    def to_llm(self, model_id: str, default_max_tokens: int) -> LLMRequest:
+        return LLMRequest(
+            model=model_id,
+            user=self.user,
+            system=self.system,
+            turns=self.turns,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens or default_max_tokens,
+            params=dict(self.params),
+        )
+
+
+def _text(content: Any, where: str) -> str:
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list) and content:
+        parts = []
+        for n, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") != "text":
+                raise BadRow(f"{where}.content[{n}]: only text parts are supported.")
+            if not isinstance(part.get("text"), str):
+                raise BadRow(f"{where}.content[{n}].text: a string.")
+            parts.append(part["text"])
+        text = "\n".join(parts)
+    else:
+        raise BadRow(f"{where}.content: a string or a list of text parts.")
+    if "\x00" in text:
+        raise BadRow(f"{where}.content holds a NUL character.")
+    return text
+
+
+def chat_request(body: Any, *, openai_compatible: bool = True) -> RowRequest:
+    """The request of an OpenAI Chat Completions body (see the module's docstring);
+    ``openai_compatible``: the model it names is served by an OpenAI-compatible server (which
+    alone takes ``OPENAI_PARAMS``)."""
+    if not isinstance(body, dict):
+        raise BadRow("body: a JSON object (the Chat Completions request).")
+    model = body.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise BadRow("body.model: the name of one of the team's models.")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRow("body.messages: a non-empty list of messages.")
+    system: list[str] = []
+    turns: list[tuple[str, str]] = []
+    for n, message in enumerate(messages):
+        where = f"body.messages[{n}]"
+        if not isinstance(message, dict):
+            raise BadRow(f"{where}: an object with role and content.")
+        role = message.get("role")
+        if role not in ROLES:
+            raise BadRow(f"{where}.role: one of {', '.join(ROLES)} (tools are not supported).")
+        if message.get("tool_calls") or message.get("function_call"):
+            raise BadRow(f"{where}: tool calls are not supported.")
+        text = _text(message.get("content"), where)
+        if role in ("system", "developer"):
+            if turns:
+                raise BadRow(f"{where}: system messages must come before the conversation.")
+            system.append(text)
+        else:
+            turns.append((role, text))
+    if not turns or turns[-1][0] != "user":
+        raise BadRow("body.messages: the last message must be the user's.")
+    errors: dict[str, str] = {}
+    temperature = body.get("temperature")
+    if temperature is not None and validation.temperatures_problem([temperature]):
+        errors["body.temperature"] = "a number from 0 to 2."
+    raw_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    max_tokens = validation.max_tokens(raw_tokens, errors=errors, name="body.max_tokens")
+    if body.get("n") not in (None, 1):
+        errors["body.n"] = "only 1 (one reply per row)."
+    if body.get("stream") not in (None, False):
+        errors["body.stream"] = "a batch does not stream."
+    params: dict[str, Any] = {}
+    known = {"model", "messages", "temperature", "max_tokens", "max_completion_tokens", "n"}
+    for key, value in body.items():
+        if key in known or key in IGNORED or key == "stream":
+            continue
+        if key not in OPENAI_PARAMS:
+            errors[f"body.{key}"] = "not supported here."
+        elif not openai_compatible:
+            errors[f"body.{key}"] = "sent only to OpenAI-compatible models; this one is not."
+        else:
+            params[key] = value
+    if errors:
+        raise BadRow(" ".join(f"{k}: {v}" for k, v in errors.items()))
+    return RowRequest(
+        model=model.strip(),
+        user=turns[-1][1],
+        system="\n\n".join(system),
+        turns=tuple(turns[:-1]),
+        temperature=float(temperature) if temperature is not None else None,
+        max_tokens=max_tokens,
+        params=params,
+    )

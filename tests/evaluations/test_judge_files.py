@@ -1,0 +1,331 @@
+"""Judge files through the OpenAI Files + Batches API the platform serves, with the official
+``openai`` SDK as the client over real HTTP (the live server), the project's fake provider
+behind it, and the tasks run as they are queued (django-q's sync mode): the seed's own
+lines, malformed lines and provider failures, the output and error files, verdicts,
+re-submitting the failures, the regression report, permissions and another team."""
+
+from __future__ import annotations
+
+import json
+import time
+from decimal import Decimal
+
+import pytest
+from django.test import Client
+from django_q.conf import Conf
+from openai import NotFoundError, OpenAI, PermissionDeniedError
+
+from evalplatform.accounts.roles import Role
+from evalplatform.accounts.services import token_create
+from evalplatform.providers.models import LLMModel, ProviderConnection
+from evaluations.models import JudgeBatch, JudgeVerdict
+from generation.models import GenerationJob, GenerationOutput
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SEED = (
+    '{"custom_id":"eval-001","method":"POST","url":"/v1/chat/completions","body":{"model":'
+    '"openrelay/gemma-4-31b","messages":[{"role":"system","content":"You are an evaluation '
+    "judge. Score the answer 1-5 against the rubric and reply as JSON: {\\\"score\\\", "
+    '\\"rationale\\"}."},{"role":"user","content":"Rubric: factual accuracy.\\nQuestion: When '
+    'did the Apollo 11 mission land?\\nAnswer to grade: July 20, 1969."}]}}',
+    '{"custom_id":"eval-002","method":"POST","url":"/v1/chat/completions","body":{"model":'
+    '"openrelay/gemma-4-31b","messages":[{"role":"system","content":"You are an evaluation '
+    'judge. Given two answers, reply with the better one: A or B, plus one sentence of '
+    'rationale."},{"role":"user","content":"Question: Summarize the refund policy.\\nA: ...'
+    '\\nB: ..."}]}}',
+)
+
+
+def row(custom_id, model="openrelay/gemma-4-31b", **extra):
+    body = {
+        "model": model,
+        "messages": [
+            {"role": "system", "content": 'Score 1-5, reply as JSON {"score", "rationale"}.'},
+            {"role": "user", "content": f"Answer to grade: {custom_id}"},
+        ],
+    }
+    return json.dumps(
+        {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions", "body": body}
+        | extra
+    )
+
+
+@pytest.fixture
+def sync_tasks(monkeypatch):
+    """Queued tasks run at once, where they are queued (as a worker would run them)."""
+    monkeypatch.setattr(Conf, "SYNC", True)
+
+
+@pytest.fixture
+def world(team_a, member, fake_provider, live_server, sync_tasks):
+    user = member(team_a, Role.CREATOR)
+    fake = ProviderConnection.objects.create(
+        team=team_a, name="fake", kind="openai", base_url=fake_provider.url, max_concurrency=8
+    )
+    LLMModel.objects.create(
+        connection=fake,
+        model_id="openrelay/gemma-4-31b",
+        display_name="Gemma 4 31B",
+        input_price_per_mtok=1,
+        output_price_per_mtok=2,
+    )
+    # A server that answers 404 to every call: a permanent provider error, not retried.
+    broken = ProviderConnection.objects.create(
+        team=team_a, name="broken", kind="openai", base_url=f"{live_server.url}/nowhere"
+    )
+    LLMModel.objects.create(connection=broken, model_id="broken-judge", display_name="Broken")
+    key = token_create(user=user, name="sdk")[1]
+    client = OpenAI(base_url=f"{live_server.url}/v1", api_key=key, max_retries=0)
+    return {"user": user, "key": key, "client": client, "fake": fake, "url": live_server.url}
+
+
+def wait(client, batch_id, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        batch = client.batches.retrieve(batch_id)
+        if batch.status in ("completed", "failed", "cancelled", "expired"):
+            return batch
+        assert time.monotonic() < deadline, batch.status
+        time.sleep(0.1)
+
+
+def lines(client, file_id):
+    return [json.loads(line) for line in client.files.content(file_id).text.splitlines()]
+
+
+def test_the_seeds_client_code_runs_and_bad_rows_go_to_the_error_file(world):
+    client = world["client"]
+    content = "\n".join(
+        [
+            *SEED,
+            "this is not json",  # line 3
+            json.dumps({"method": "POST", "url": "/v1/chat/completions", "body": {}}),  # 4
+            row("eval-001"),  # 5: repeats a custom_id
+            row("eval-003", model="judge-b"),  # 6: no such model (yet)
+            row("eval-004", url="/v1/embeddings"),  # 7
+            "",  # a blank line is skipped
+            row("eval-005", model="broken-judge"),  # 9: the provider refuses it
+            row("eval-006"),  # 10
+        ]
+    ).encode()
+    uploaded = client.files.create(file=("batch.jsonl", content), purpose="batch")
+    assert uploaded.id.startswith("file-") and uploaded.bytes == len(content)
+    assert client.files.retrieve(uploaded.id).filename == "batch.jsonl"
+    assert client.files.content(uploaded.id).text.splitlines()[0] == SEED[0]
+
+    batch = client.batches.create(
+        input_file_id=uploaded.id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+        metadata={"eval": "accuracy-v1"},
+    )
+    assert batch.status == "validating" and batch.metadata == {"eval": "accuracy-v1"}
+    batch = wait(client, batch.id)
+    assert batch.status == "completed"
+    assert batch.request_counts.total == 9
+    assert (batch.request_counts.completed, batch.request_counts.failed) == (3, 6)
+    assert batch.completed_at and batch.in_progress_at and batch.finalizing_at
+
+    output = lines(client, batch.output_file_id)
+    assert [o["custom_id"] for o in output] == ["eval-001", "eval-002", "eval-006"]
+    reply = output[0]["response"]
+    assert reply["status_code"] == 200
+    assert reply["body"]["object"] == "chat.completion"
+    assert reply["body"]["model"] == "openrelay/gemma-4-31b"
+    assert json.loads(reply["body"]["choices"][0]["message"]["content"])["score"] in range(1, 6)
+    errors = {(e["line"], e["custom_id"]): e for e in lines(client, batch.error_file_id)}
+    assert set(errors) == {
+        (3, None),
+        (4, None),
+        (5, "eval-001"),
+        (6, "eval-003"),
+        (7, "eval-004"),
+        (9, "eval-005"),
+    }
+    assert errors[(3, None)]["error"]["code"] == "invalid_json"
+    assert errors[(4, None)]["error"]["code"] == "missing_custom_id"
+    assert errors[(5, "eval-001")]["error"]["code"] == "duplicate_custom_id"
+    assert errors[(6, "eval-003")]["error"]["code"] == "model_not_found"
+    assert errors[(7, "eval-004")]["error"]["code"] == "invalid_url"
+    refused = errors[(9, "eval-005")]["response"]
+    assert refused["status_code"] == 404 and refused["body"]["error"]["type"] == "not_found"
+
+    # The system message was sent as such, and the job is an ordinary generation job.
+    job = GenerationJob.objects.get(judge_batch__public_id=batch.id)
+    assert job.source_kind == "judge_file" and job.total_cells == 4
+    first = GenerationOutput.objects.get(job=job, item__item_id="eval-001")
+    assert first.temperature is None  # the row set none, and none was sent
+
+    # The verdicts: the rubric row's score, the pairwise row's A/B choice.
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {world['key']}")
+    verdicts = api.get(f"/api/judge-files/{batch.id}/verdicts").json()
+    found = {v["custom_id"]: v for v in verdicts["verdicts"]}
+    assert found["eval-001"]["score"] in range(1, 6) and found["eval-001"]["parsed"]
+    assert found["eval-002"]["verdict"] in ("A", "B") and found["eval-002"]["rationale"]
+    table = api.get(f"/api/judge-files/{batch.id}/verdicts.csv")
+    text = b"".join(table.streaming_content).decode()
+    assert text.splitlines()[0].startswith("custom_id,line,score,verdict")
+
+    # Re-submit only the failures, once the missing model exists: the error file as input.
+    LLMModel.objects.create(connection=world["fake"], model_id="judge-b", display_name="B")
+    again = client.batches.create(
+        input_file_id=batch.error_file_id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
+    again = wait(client, again.id)
+    assert again.request_counts.total == 6 and again.request_counts.completed == 1
+    assert again.parent_batch_id == batch.id
+    assert [o["custom_id"] for o in lines(client, again.output_file_id)] == ["eval-003"]
+    assert JudgeBatch.objects.get(public_id=again.id).parent.public_id == batch.id
+
+    # The same file again: the regression report of the two runs (re-submission merged).
+    rerun = wait(
+        client,
+        client.batches.create(
+            input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
+        ).id,
+    )
+    report = api.get(f"/api/judge-files/{batch.id}/compare/{rerun.id}").json()["summary"]
+    # eval-003 is in the first run's combined result through its re-submission.
+    assert report["rows_a"] == report["rows_b"] == report["rows_both"] == 4
+    assert report["only_in_a"] == report["only_in_b"] == []
+    assert report["changed"] == 0  # the fake provider answers the same request the same
+    assert report["score_shift"]["mean"] == 0.0
+    assert report["verdict_kappa"]["rows"] == 1
+
+    listed = client.batches.list(limit=2)
+    assert [b.id for b in listed.data] == [rerun.id, again.id] and listed.has_more
+    assert [b.id for b in client.batches.list(limit=2, after=again.id).data] == [batch.id]
+
+
+def test_cancel_a_batch_and_the_statuses_are_openais(world, monkeypatch):
+    client = world["client"]
+    # Tasks wait in the queue this time: the batch stays validating until cancelled.
+    monkeypatch.setattr(Conf, "SYNC", False)
+    uploaded = client.files.create(file=("b.jsonl", row("x").encode()), purpose="batch")
+    batch = client.batches.create(
+        input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
+    cancelled = client.batches.cancel(batch.id)
+    assert cancelled.status == "cancelled" and cancelled.cancelled_at
+    assert client.batches.retrieve(batch.id).status == "cancelled"
+    with pytest.raises(Exception, match="cannot be cancelled"):
+        client.batches.cancel(batch.id)
+
+
+def test_bad_requests_are_openai_errors_and_change_nothing(world):
+    client = world["client"]
+    from openai import BadRequestError
+
+    with pytest.raises(BadRequestError, match="purpose"):
+        client.files.create(file=("b.jsonl", b"{}"), purpose="fine-tune")
+    with pytest.raises(BadRequestError, match="no lines"):
+        client.files.create(file=("b.jsonl", b"\n\n"), purpose="batch")
+    uploaded = client.files.create(file=("b.jsonl", row("x").encode()), purpose="batch")
+    with pytest.raises(BadRequestError, match="endpoint"):
+        client.batches.create(
+            input_file_id=uploaded.id, endpoint="/v1/embeddings", completion_window="24h"
+        )
+    with pytest.raises(BadRequestError, match="input_file_id"):
+        client.batches.create(
+            input_file_id="file-nope", endpoint="/v1/chat/completions", completion_window="24h"
+        )
+    with pytest.raises(BadRequestError, match="completion_window"):
+        client.batches.create(
+            input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="1h"
+        )
+    assert not JudgeBatch.objects.exists()
+    with pytest.raises(NotFoundError):
+        client.batches.retrieve("batch_nope")
+
+
+def test_another_team_sees_nothing_and_a_viewer_cannot_run(world, team_b, member, live_server):
+    client = world["client"]
+    uploaded = client.files.create(file=("b.jsonl", row("x").encode()), purpose="batch")
+    batch = wait(
+        client,
+        client.batches.create(
+            input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
+        ).id,
+    )
+    outsider = OpenAI(
+        base_url=f"{live_server.url}/v1",
+        api_key=token_create(user=member(team_b, Role.MANAGER), name="x")[1],
+        max_retries=0,
+    )
+    with pytest.raises(NotFoundError):
+        outsider.batches.retrieve(batch.id)
+    with pytest.raises(NotFoundError):
+        outsider.files.content(uploaded.id)
+    assert outsider.batches.list().data == []
+    stranger = Client(HTTP_AUTHORIZATION=f"Bearer {outsider.api_key}")
+    assert stranger.get(f"/api/judge-files/{batch.id}/verdicts").status_code == 404
+    team_a = world["user"].memberships.first().team
+    viewer = OpenAI(
+        base_url=f"{live_server.url}/v1",
+        api_key=token_create(user=member(team_a, Role.VIEWER), name="v")[1],
+        max_retries=0,
+    )
+    assert viewer.batches.retrieve(batch.id).status == "completed"
+    with pytest.raises(Exception, match="judge files|organization"):
+        viewer.files.create(file=("b.jsonl", row("y").encode()), purpose="batch")
+    with pytest.raises(PermissionDeniedError):
+        viewer.batches.cancel(batch.id)
+
+
+def test_the_pages_upload_show_verdicts_and_resubmit(world):
+    browser = Client()
+    browser.force_login(world["user"])
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    content = "\n".join([row("p-1"), row("p-2", model="nope"), "<a href=x>not json</a>"])
+    answer = browser.post(
+        "/judge-files/",
+        {"team": world["user"].memberships.first().team.slug,
+         "file": SimpleUploadedFile("mine.jsonl", content.encode())},
+    )  # fmt: skip
+    assert answer.status_code == 302
+    batch = JudgeBatch.objects.get()
+    page = browser.get(f"/judge-files/{batch.public_id}").content.decode()
+    assert 'data-status="completed"' in page
+    assert "Output file (1 lines)" in page and "Error file (2 lines)" in page
+    assert "Re-submit the 2 failed rows" in page
+    assert JudgeVerdict.objects.filter(batch=batch).count() == 1
+    listing = browser.get("/judge-files/").content.decode()
+    assert batch.public_id in listing and "mine.jsonl" in listing
+    made = browser.post(f"/judge-files/{batch.public_id}/resubmit")
+    assert made.status_code == 302
+    second = JudgeBatch.objects.exclude(pk=batch.pk).get()
+    assert second.parent == batch and second.total == 2
+    report = browser.get(f"/judge-files/{batch.public_id}/compare/{second.public_id}")
+    assert report.status_code == 200 and "Regression report" in report.content.decode()
+
+
+def test_models_with_a_batch_api_run_through_it_at_the_batch_price(world, fake_provider):
+    from generation.tasks import drive_batches
+
+    fake_provider.config.batch_duration_s = 0.0
+    LLMModel.objects.filter(model_id="openrelay/gemma-4-31b").update(supports_batch=True)
+    client = world["client"]
+    content = "\n".join([row("b-1"), row("b-2"), "not json"]).encode()
+    uploaded = client.files.create(file=("b.jsonl", content), purpose="batch")
+    batch = client.batches.create(
+        input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
+    deadline = time.monotonic() + 30
+    while (batch := client.batches.retrieve(batch.id)).status not in ("completed", "failed"):
+        assert time.monotonic() < deadline, batch.status
+        drive_batches()  # the worker's schedule: submit, poll, record
+        time.sleep(0.05)
+    assert batch.status == "completed" and batch.request_counts.completed == 2
+    job = GenerationJob.objects.get(pk=batch.job_id)
+    assert job.mode == "batch"
+    assert all(o.batch_id for o in GenerationOutput.objects.filter(job=job))
+    live_price = sum(
+        LLMModel.objects.get(model_id="openrelay/gemma-4-31b").cost_usd(
+            o.input_tokens, o.output_tokens
+        )
+        for o in GenerationOutput.objects.filter(job=job)
+    )
+    assert abs(job.cost_usd - live_price / 2) <= Decimal("0.000004")  # micro-USD per call
+    assert [o["custom_id"] for o in lines(client, batch.output_file_id)] == ["b-1", "b-2"]
