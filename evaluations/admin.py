@@ -5,6 +5,7 @@ from django.contrib import admin
 from evalplatform.accounts.admin_site import ReadOnlyTeamScopedAdmin
 from evalplatform.accounts.roles import (
     EVALUATIONS_JUDGE,
+    EVALUATIONS_JUDGE_FILES,
     EVALUATIONS_VIEW_ALL,
     SCENARIOS_MANAGE,
     SCENARIOS_VIEW,
@@ -12,7 +13,15 @@ from evalplatform.accounts.roles import (
 from evalplatform.errors import ApplicationError
 from evaluations.invitations import services as invitations
 from evaluations.judges import services as judges
-from evaluations.models import Assignment, Invitation, JudgeRun, Judgment, LLMJudge
+from evaluations.models import (
+    Assignment,
+    Invitation,
+    JudgeBatch,
+    JudgeFile,
+    JudgeRun,
+    Judgment,
+    LLMJudge,
+)
 
 
 @admin.register(Judgment)
@@ -104,3 +113,31 @@ class JudgeRunAdmin(ReadOnlyTeamScopedAdmin):
     list_display = ["judge", "job", "tasks", "created_by", "created_at"]
     list_select_related = ["judge", "job", "created_by"]
     readonly_fields = [f.name for f in JudgeRun._meta.fields]
+
+
+@admin.register(JudgeBatch)
+class JudgeBatchAdmin(ReadOnlyTeamScopedAdmin):
+    """Judge-file batches (the OpenAI Batches API's), read only: run and cancel them through
+    the API or their page."""
+
+    view_feature = EVALUATIONS_VIEW_ALL
+    change_feature = EVALUATIONS_JUDGE_FILES
+    list_display = ["public_id", "team", "input_file", "status", "total", "completed", "failed",
+                    "created_at"]  # fmt: skip
+    list_filter = ["status"]
+    list_select_related = ["team", "input_file"]
+    search_fields = ["public_id", "input_file__filename"]
+    readonly_fields = [f.name for f in JudgeBatch._meta.fields]
+
+
+@admin.register(JudgeFile)
+class JudgeFileAdmin(ReadOnlyTeamScopedAdmin):
+    """Judge files (uploads, and batches' output and error files), read only."""
+
+    view_feature = EVALUATIONS_VIEW_ALL
+    change_feature = EVALUATIONS_JUDGE_FILES
+    list_display = ["public_id", "team", "filename", "purpose", "lines", "bytes", "created_at"]
+    list_filter = ["purpose"]
+    list_select_related = ["team"]
+    search_fields = ["public_id", "filename"]
+    readonly_fields = [f.name for f in JudgeFile._meta.fields]

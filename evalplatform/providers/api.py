@@ -175,7 +175,10 @@ class LLMModelSerializer(serializers.ModelSerializer):
 class LLMModelFilter(django_filters.FilterSet):
     # A plain number, not a model choice, so another team's connection id answers like a
     # missing one (an empty list) rather than differently.
-    connection = django_filters.NumberFilter(field_name="connection_id")
+    # Bounded: both databases' integers (a larger number is a 400, not an overflow).
+    connection = django_filters.NumberFilter(
+        field_name="connection_id", min_value=0, max_value=2**63 - 1
+    )
     kind = django_filters.CharFilter(field_name="connection__kind")
 
     class Meta:

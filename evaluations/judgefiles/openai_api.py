@@ -25,8 +25,8 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, status
 from rest_framework.negotiation import BaseContentNegotiation, DefaultContentNegotiation
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
-from rest_framework.renderers import JSONRenderer
 from rest_framework.permissions import IsAuthenticated
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -34,7 +34,7 @@ from evalplatform.accounts import policy
 from evalplatform.accounts.authentication import ApiTokenAuthentication
 from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE_FILES, EVALUATIONS_VIEW_ALL
-from evalplatform.errors import ApplicationError, FieldErrors, NotFound
+from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
 from evaluations.judgefiles import services
 from evaluations.models import JudgeBatch, JudgeFile
 
@@ -91,8 +91,12 @@ def batch_object(batch: JudgeBatch) -> dict[str, Any]:
 
 
 def _error(status_code: int, message: str, *, kind: str, code: str | None = None, param=None):
+    # ``detail`` too: the platform's error shape beside OpenAI's (clients read either).
     return Response(
-        {"error": {"message": message, "type": kind, "param": param, "code": code}},
+        {
+            "error": {"message": message, "type": kind, "param": param, "code": code},
+            "detail": message,
+        },
         status=status_code,
     )
 
@@ -141,6 +145,7 @@ class OpenAIView(APIView):
     def team(self, request) -> Team:
         """The team a new file or batch belongs to (see the module's docstring)."""
         slug = request.headers.get("OpenAI-Organization") or request.query_params.get("team")
+        anywhere(request.user, EVALUATIONS_JUDGE_FILES)
         teams = policy.teams_with(request.user, EVALUATIONS_JUDGE_FILES)
         if slug:
             found = teams.filter(slug=slug).first()
@@ -150,16 +155,19 @@ class OpenAIView(APIView):
         choices = list(teams[:2])
         if len(choices) != 1:
             raise FieldErrors(
-                {
-                    "organization": "Name the team by its slug (the OpenAI-Organization header)."
-                    if choices
-                    else "None of your teams has judge files."
-                }
+                {"organization": "Name the team by its slug (the OpenAI-Organization header)."}
             )
         return choices[0]
 
 
+def anywhere(user: Any, feature: str) -> None:
+    """Refused (403) before any lookup when the user holds ``feature`` in no team."""
+    if not policy.has_feature_anywhere(user, feature):
+        raise Forbidden()
+
+
 def _file(request, file_id: str, feature: str = EVALUATIONS_VIEW_ALL) -> JudgeFile:
+    anywhere(request.user, feature)
     return policy.access(
         request.user, feature, JudgeFile.objects.all(), view_feature=EVALUATIONS_VIEW_ALL,
         public_id=file_id,
@@ -167,6 +175,7 @@ def _file(request, file_id: str, feature: str = EVALUATIONS_VIEW_ALL) -> JudgeFi
 
 
 def _batch(request, batch_id: str, feature: str = EVALUATIONS_VIEW_ALL) -> JudgeBatch:
+    anywhere(request.user, feature)
     return policy.access(
         request.user,
         feature,
@@ -209,15 +218,18 @@ LIST = [OpenApiParameter("limit", int), OpenApiParameter("after", str)]
 class FilesView(OpenAIView):
     parser_classes = [MultiPartParser, FormParser]
 
-    @extend_schema(parameters=LIST, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(operation_id="listFiles", parameters=LIST, responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
+        anywhere(request.user, EVALUATIONS_VIEW_ALL)
         files = policy.visible(request.user, EVALUATIONS_VIEW_ALL, JudgeFile.objects.all())
         purpose = request.query_params.get("purpose")
         if purpose:
             files = files.filter(purpose=purpose)
         return _page(request, files, file_object)
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        operation_id="createFile", request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT}
+    )
     def post(self, request):
         """Upload a batch input file: JSON lines, each a request with a ``custom_id`` (up to
         ``JUDGE_FILE_MAX_BYTES`` and ``JUDGE_FILE_MAX_LINES``; read as it streams)."""
@@ -232,13 +244,15 @@ class FilesView(OpenAIView):
 
 
 class FileView(OpenAIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(operation_id="retrieveFile", responses={200: OpenApiTypes.OBJECT})
     def get(self, request, file_id: str):
         return Response(file_object(_file(request, file_id)))
 
 
 class FileContentView(OpenAIView):
-    @extend_schema(responses={(200, "application/jsonl"): OpenApiTypes.STR})
+    @extend_schema(
+        operation_id="downloadFile", responses={(200, "application/jsonl"): OpenApiTypes.STR}
+    )
     def get(self, request, file_id: str):
         file = _file(request, file_id)
         response = StreamingHttpResponse(
@@ -249,8 +263,11 @@ class FileContentView(OpenAIView):
 
 
 class BatchesView(OpenAIView):
-    @extend_schema(parameters=LIST, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        operation_id="listBatches", parameters=LIST, responses={200: OpenApiTypes.OBJECT}
+    )
     def get(self, request):
+        anywhere(request.user, EVALUATIONS_VIEW_ALL)
         batches = policy.visible(
             request.user,
             EVALUATIONS_VIEW_ALL,
@@ -258,7 +275,11 @@ class BatchesView(OpenAIView):
         )
         return _page(request, batches, lambda b: batch_object(services.sync(b)))
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        operation_id="createBatch",
+        request=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT},
+    )
     def post(self, request):
         """Create a batch of an input file (or of a batch's error file: its failed rows)."""
         data = request.data if isinstance(request.data, dict) else {}
@@ -267,13 +288,13 @@ class BatchesView(OpenAIView):
 
 
 class BatchView(OpenAIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(operation_id="retrieveBatch", responses={200: OpenApiTypes.OBJECT})
     def get(self, request, batch_id: str):
         return Response(batch_object(services.sync(_batch(request, batch_id))))
 
 
 class BatchCancelView(OpenAIView):
-    @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(operation_id="cancelBatch", request=None, responses={200: OpenApiTypes.OBJECT})
     def post(self, request, batch_id: str):
         batch = _batch(request, batch_id, EVALUATIONS_JUDGE_FILES)
         return Response(batch_object(services.batch_cancel(user=request.user, batch=batch)))

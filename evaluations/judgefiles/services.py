@@ -354,7 +354,7 @@ def validate(batch_id: int) -> None:
     """The task: read the batch's input, make and start its job (or fail the batch)."""
     with transaction.atomic():
         batch = (
-            JudgeBatch.objects.select_for_update()
+            JudgeBatch.objects.select_for_update(of=("self",))
             .select_related("team", "input_file", "created_by")
             .filter(pk=batch_id)
             .first()
@@ -477,7 +477,11 @@ def sync(batch: JudgeBatch) -> JudgeBatch:
         return batch
     now = timezone.now()
     with transaction.atomic():
-        batch = JudgeBatch.objects.select_for_update().select_related("job").get(pk=batch.pk)
+        batch = (
+            JudgeBatch.objects.select_for_update(of=("self",))
+            .select_related("job")
+            .get(pk=batch.pk)
+        )
         job = batch.job
         if batch.status == BatchStatus.VALIDATING:
             if batch.created_at < now - LOST_AFTER and not batch.job_id:
@@ -516,7 +520,11 @@ def batch_cancel(*, user: Any, batch: JudgeBatch) -> JudgeBatch:
     then ``cancelled``."""
     _may(user, batch.team)
     with transaction.atomic():
-        batch = JudgeBatch.objects.select_for_update().select_related("job").get(pk=batch.pk)
+        batch = (
+            JudgeBatch.objects.select_for_update(of=("self",))
+            .select_related("job")
+            .get(pk=batch.pk)
+        )
         if batch.status not in (BatchStatus.VALIDATING, BatchStatus.IN_PROGRESS):
             raise Conflict(f"A batch that is {batch.status} cannot be cancelled.")
         now = timezone.now()
@@ -645,7 +653,7 @@ def finalize(batch_id: int) -> None:
     """The task: write the batch's output and error files, and end it."""
     with transaction.atomic():
         batch = (
-            JudgeBatch.objects.select_for_update()
+            JudgeBatch.objects.select_for_update(of=("self",))
             .select_related("team", "job")
             .filter(pk=batch_id)
             .first()

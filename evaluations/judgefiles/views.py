@@ -44,9 +44,12 @@ def _problems(exc: ApplicationError) -> str:
 def batch_list(request: HttpRequest) -> HttpResponse:
     teams = policy.teams_with(request.user, EVALUATIONS_JUDGE_FILES)
     if request.method == "POST":
+        if not teams.exists():
+            raise PermissionDenied
         team = teams.filter(slug=request.POST.get("team", "")).first()
         if team is None:
-            raise PermissionDenied
+            messages.error(request, "Choose one of your teams with judge files.")
+            return redirect("judge-files:list")
         try:
             upload = services.file_create(
                 user=request.user,
@@ -146,6 +149,8 @@ def batch_action(request: HttpRequest, batch_id: str, action: str) -> HttpRespon
 
 @login_required
 def file_content(request: HttpRequest, file_id: str) -> StreamingHttpResponse:
+    if not policy.has_feature_anywhere(request.user, EVALUATIONS_VIEW_ALL):
+        raise PermissionDenied
     try:
         file = policy.access(
             request.user, EVALUATIONS_VIEW_ALL, JudgeFile.objects.all(), public_id=file_id
@@ -175,6 +180,7 @@ def compare_page(request: HttpRequest, batch_id: str, other_id: str) -> HttpResp
 @login_required
 def compare_choose(request: HttpRequest, batch_id: str) -> HttpResponse:
     """The batch page's compare form: to the report with the batch chosen."""
+    _batch(request, batch_id)
     other = request.GET.get("other", "")
     if not other:
         return redirect("judge-files:batch", batch_id=batch_id)

@@ -24,6 +24,7 @@ EXPECTED = {
     "feature:evaluations:submit": {A, M, C, E},
     "feature:evaluations:judge": {A, M, C},
     "feature:evaluations:export": {A, M, C},
+    "feature:evaluations:judge_files": {A, M, C},
     "feature:prompts:view": {A, M, C, V},
     "feature:prompts:edit": {A, M, C},
     "feature:providers:view": {A, M, C, V},

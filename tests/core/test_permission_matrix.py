@@ -54,6 +54,7 @@ from evalplatform.routing import websocket_urlpatterns
 from evalplatform.runs.models import ProviderBatch
 from evaluations.invitations import services as invitations
 from evaluations.judges import services as judges
+from evaluations.models import JudgeBatch, JudgeFile, JudgeFileLine
 from evaluations.workspace import services as evaluation_services
 from generation import planning
 from generation import services as generation_services
@@ -110,6 +111,7 @@ def R(route: str, methods: dict[str, str], **kwargs: Any) -> Row:
 
 JOB, SCN = {"pk": "@job"}, {"pk": "@scenario"}
 JUDGE = {"pk": "@judge"}
+BATCH = {"batch_id": "@judge_batch"}
 VIEW_JOB = {"GET": "ok=AMCVS 403=EI"}
 MANAGE_JOB = {"POST": "ok=AMCS 403=VEI"}
 VIEW_SCN = {"GET": "ok=AMCVS 403=EI"}
@@ -160,6 +162,21 @@ TABLE: list[Row] = [
     R("api/judges/<pk>/run", {"POST": "ok=AMCS 403=VEI"}, params=JUDGE),
     R("api/judges/<pk>/retry-failed", {"POST": "ok=AMCS 403=VEI"}, params=JUDGE),
     R("api/judges/<pk>/runs", {"GET": "ok=AMCVS 403=EI"}, params=JUDGE),
+    # --- judge files: the platform's API, and the OpenAI Files + Batches API (tokens) ---
+    R("api/judge-files/<batch_id>/verdicts", {"GET": "ok=AMCVS 403=EI"}, params=BATCH),
+    R("api/judge-files/<batch_id>/verdicts.csv", {"GET": "ok=AMCVS 403=EI"}, params=BATCH),
+    R("api/judge-files/<batch_id>/resubmit", {"POST": "ok=AMCS 403=VEI"}, params=BATCH),
+    R("api/judge-files/<batch_id>/compare/<other_id>", {"GET": "ok=AMCVS 403=EI"},
+      params={**BATCH, "other_id": "@judge_batch"}),
+    R("api/judge-files/<batch_id>/compare/<other_id>.csv", {"GET": "ok=AMCVS 403=EI"},
+      params={**BATCH, "other_id": "@judge_batch"}),
+    R("v1/files", {"GET": "ok=AMCVS 403=EI", "POST": "ok=AMCS 403=VEI"}, body="multipart"),
+    R("v1/files/<file_id>", {"GET": "ok=AMCVS 403=EI"}, params={"file_id": "@judge_file"}),
+    R("v1/files/<file_id>/content", {"GET": "ok=AMCVS 403=EI"},
+      params={"file_id": "@judge_file"}),
+    R("v1/batches", {"GET": "ok=AMCVS 403=EI", "POST": "ok=AMCS 403=VEI"}),
+    R("v1/batches/<batch_id>", {"GET": "ok=AMCVS 403=EI"}, params=BATCH),
+    R("v1/batches/<batch_id>/cancel", {"POST": "ok=AMCS 403=VEI"}, params=BATCH),
     # --- evaluation API: the scenario's pool (team members who submit, and invitees) ---
     R("api/evaluations/scenarios", {"GET": SIGNED_IN}),
     R("api/evaluations/scenarios/<pk>/next", {"POST": "ok=AMCEIS"}, params=SCN),
@@ -233,6 +250,19 @@ TABLE: list[Row] = [
         R("judges/<judge_id>/<action>", {"POST": "ok=AMCS 403=V"},
           params={"judge_id": "@judge", "action": action}, body="form")
         for action in ("run", "retry-failed", "delete")
+    ],
+    # --- pages: judge files ---
+    R("judge-files/", {"GET": SIGNED_IN, "POST": "ok=AMCS 403=EVI"}, body="form"),
+    R("judge-files/files/<file_id>/content", {"GET": "ok=AMCVS 403=EI"},
+      params={"file_id": "@judge_file"}),
+    R("judge-files/<batch_id>", {"GET": "ok=AMCVS 403=EI"}, params=BATCH),
+    R("judge-files/<batch_id>/compare", {"GET": "ok=AMCVS 403=EI"}, params=BATCH),
+    R("judge-files/<batch_id>/compare/<other_id>", {"GET": "ok=AMCVS 403=EI"},
+      params={**BATCH, "other_id": "@judge_batch"}),
+    *[
+        R("judge-files/<batch_id>/<action>", {"POST": "ok=AMCS 403=VEI"},
+          params={**BATCH, "action": action}, body="form")
+        for action in ("cancel", "resubmit")
     ],
     # --- pages: generation ---
     R("generation", {"GET": f"ok=U{EVERYONE}"}),  # a redirect to generation/
@@ -321,6 +351,8 @@ ADMIN_MODELS: dict[str, dict[str, Any]] = {
     "evaluations.invitation": {"view": "AMS", "add": "", "change": "", "delete": ""},
     "evaluations.llmjudge": {"view": "AMS", "add": "", "change": "", "delete": ""},
     "evaluations.judgerun": {"view": "AMS", "add": "", "change": "", "delete": ""},
+    "evaluations.judgebatch": {"view": "AMS", "add": "", "change": "", "delete": ""},
+    "evaluations.judgefile": {"view": "AMS", "add": "", "change": "", "delete": ""},
 }
 
 CONSOLE = "AMS"
@@ -603,6 +635,15 @@ def build_world() -> World:
             protocol="openai",
         )
         audit_event = audit.record(user=owner, team=team, action="matrix.probe", target=marker)
+        judge_file = JudgeFile.objects.create(
+            team=team, purpose="batch", filename=f"{marker}.jsonl", bytes=2, lines=1
+        )
+        JudgeFileLine.objects.create(file=judge_file, number=1, text="{}")
+        judge_batch = JudgeBatch.objects.create(
+            team=team, input_file=judge_file, status="completed", total=1, failed=1
+        )
+        values[(key, "judge_file")] = judge_file.public_id
+        values[(key, "judge_batch")] = judge_batch.public_id
         objects |= {
             (key, "generation.generationjob"): job,
             (key, "generation.generationoutput"): job.outputs.order_by("pk").first(),
@@ -616,6 +657,8 @@ def build_world() -> World:
             (key, "evaluations.judgerun"): judge_run,
             (key, "evaluations.invitation"): invitation,
             (key, "runs.providerbatch"): batch,
+            (key, "evaluations.judgebatch"): judge_batch,
+            (key, "evaluations.judgefile"): judge_file,
             (key, "accounts.auditevent"): audit_event,
             (key, "accounts.team"): team,
             (key, "accounts.membership"): Membership.objects.filter(team=team).first(),
@@ -766,7 +809,7 @@ _CLIENTS: dict[str, Any] = {}
 
 
 def request(world: World, row: Row, method: str, role: str, path: str):
-    if row.route.startswith("api/"):
+    if row.route.startswith(("api/", "v1/")):
         api = _CLIENTS.setdefault("api", APIClient())
         api.cookies.clear()
         api.credentials(

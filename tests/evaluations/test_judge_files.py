@@ -13,7 +13,7 @@ from decimal import Decimal
 import pytest
 from django.test import Client
 from django_q.conf import Conf
-from openai import NotFoundError, OpenAI, PermissionDeniedError
+from openai import BadRequestError, NotFoundError, OpenAI, PermissionDeniedError
 
 from evalplatform.accounts.roles import Role
 from evalplatform.accounts.services import token_create
@@ -26,12 +26,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 SEED = (
     '{"custom_id":"eval-001","method":"POST","url":"/v1/chat/completions","body":{"model":'
     '"openrelay/gemma-4-31b","messages":[{"role":"system","content":"You are an evaluation '
-    "judge. Score the answer 1-5 against the rubric and reply as JSON: {\\\"score\\\", "
+    'judge. Score the answer 1-5 against the rubric and reply as JSON: {\\"score\\", '
     '\\"rationale\\"}."},{"role":"user","content":"Rubric: factual accuracy.\\nQuestion: When '
     'did the Apollo 11 mission land?\\nAnswer to grade: July 20, 1969."}]}}',
     '{"custom_id":"eval-002","method":"POST","url":"/v1/chat/completions","body":{"model":'
     '"openrelay/gemma-4-31b","messages":[{"role":"system","content":"You are an evaluation '
-    'judge. Given two answers, reply with the better one: A or B, plus one sentence of '
+    "judge. Given two answers, reply with the better one: A or B, plus one sentence of "
     'rationale."},{"role":"user","content":"Question: Summarize the refund policy.\\nA: ...'
     '\\nB: ..."}]}}',
 )
@@ -215,8 +215,6 @@ def test_cancel_a_batch_and_the_statuses_are_openais(world, monkeypatch):
 
 def test_bad_requests_are_openai_errors_and_change_nothing(world):
     client = world["client"]
-    from openai import BadRequestError
-
     with pytest.raises(BadRequestError, match="purpose"):
         client.files.create(file=("b.jsonl", b"{}"), purpose="fine-tune")
     with pytest.raises(BadRequestError, match="no lines"):
@@ -267,7 +265,7 @@ def test_another_team_sees_nothing_and_a_viewer_cannot_run(world, team_b, member
         max_retries=0,
     )
     assert viewer.batches.retrieve(batch.id).status == "completed"
-    with pytest.raises(Exception, match="judge files|organization"):
+    with pytest.raises(PermissionDeniedError):
         viewer.files.create(file=("b.jsonl", row("y").encode()), purpose="batch")
     with pytest.raises(PermissionDeniedError):
         viewer.batches.cancel(batch.id)
