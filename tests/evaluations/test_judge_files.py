@@ -37,14 +37,14 @@ SEED = (
 )
 
 
-def row(custom_id, model="openrelay/gemma-4-31b", **extra):
+def row(custom_id, model="openrelay/gemma-4-31b", body_extra=None, **extra):
     body = {
         "model": model,
         "messages": [
             {"role": "system", "content": 'Score 1-5, reply as JSON {"score", "rationale"}.'},
             {"role": "user", "content": f"Answer to grade: {custom_id}"},
         ],
-    }
+    } | (body_extra or {})
     return json.dumps(
         {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions", "body": body}
         | extra
@@ -327,3 +327,114 @@ def test_models_with_a_batch_api_run_through_it_at_the_batch_price(world, fake_p
     )
     assert abs(job.cost_usd - live_price / 2) <= Decimal("0.000004")  # micro-USD per call
     assert [o["custom_id"] for o in lines(client, batch.output_file_id)] == ["b-1", "b-2"]
+
+
+def test_the_job_underneath_shows_on_the_generation_pages(world):
+    client = world["client"]
+    content = "\n".join(
+        [row("g-1"), row("g-2", body_extra={"temperature": 0.3, "max_tokens": 50})]
+    ).encode()
+    uploaded = client.files.create(file=("g.jsonl", content), purpose="batch")
+    batch = wait(
+        client,
+        client.batches.create(
+            input_file_id=uploaded.id,
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+            extra_body={"budget_usd": "5", "live": True},
+        ).id,
+    )
+    assert batch.to_dict()["budget_usd"] == "5.0000"
+    job = GenerationJob.objects.get(pk=batch.job_id)
+    assert job.mode == "live" and str(job.budget_usd) == "5.0000"
+    temperatures = dict(
+        GenerationOutput.objects.filter(job=job).values_list("item__item_id", "temperature")
+    )
+    assert temperatures == {"g-1": None, "g-2": 0.3}
+    browser = Client()
+    browser.force_login(world["user"])
+    for path in (
+        f"/generation/jobs/{job.pk}",
+        f"/generation/jobs/{job.pk}/outputs",
+        f"/generation/jobs/{job.pk}/statistics",
+        "/generation/",
+    ):
+        page = browser.get(path)
+        assert page.status_code == 200, path
+    assert (
+        "Each row&#x27;s own messages" in browser.get(f"/generation/jobs/{job.pk}").content.decode()
+    )
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {world['key']}")
+    for path in (
+        f"/api/generation/jobs/{job.pk}",
+        f"/api/generation/jobs/{job.pk}/outputs",
+        f"/api/generation/jobs/{job.pk}/statistics",
+    ):
+        assert api.get(path).status_code == 200, path
+    exported = api.post(f"/api/generation/jobs/{job.pk}/export/csv")
+    assert exported.status_code == 200
+    assert b"g-2" in b"".join(exported.streaming_content)
+
+
+def test_rows_go_to_each_providers_wire_format(world, fake_provider, team_a):
+    for kind, model_id in (("anthropic", "claude-fake"), ("gemini", "gemini-fake")):
+        connection = ProviderConnection.objects.create(
+            team=team_a, name=kind, kind=kind, base_url=fake_provider.url
+        )
+        LLMModel.objects.create(connection=connection, model_id=model_id, display_name=kind)
+    turns = [
+        {"role": "system", "content": "You judge answers."},
+        {"role": "user", "content": "Here is the first answer."},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": [{"type": "text", "text": 'Score it 1-5 as {"score"}.'}]},
+    ]
+
+    def line(custom_id, model, **body):
+        return json.dumps(
+            {
+                "custom_id": custom_id,
+                "method": "POST",
+                "url": "/v1/chat/completions",
+                "body": {"model": model, "messages": turns, **body},
+            }
+        )
+
+    content = "\n".join(
+        [
+            line("to-anthropic", "claude-fake"),
+            line("to-gemini", "gemini-fake", temperature=0),
+            line("to-openai", "openrelay/gemma-4-31b", top_p=0.5),
+            line("anthropic-top-p", "claude-fake", top_p=0.5),  # OpenAI's parameter: refused
+            line("a-tool", "claude-fake", tools=[{"type": "function"}]),
+            json.dumps(
+                {
+                    "custom_id": "image",
+                    "method": "POST",
+                    "url": "/v1/chat/completions",
+                    "body": {
+                        "model": "claude-fake",
+                        "messages": [{"role": "user", "content": [{"type": "image_url"}]}],
+                    },
+                }
+            ),
+            line("nan", "claude-fake", temperature=float("nan")),  # json.dumps writes NaN
+        ]
+    ).encode()
+    client = world["client"]
+    uploaded = client.files.create(file=("w.jsonl", content), purpose="batch")
+    batch = wait(
+        client,
+        client.batches.create(
+            input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
+        ).id,
+    )
+    done = {o["custom_id"] for o in lines(client, batch.output_file_id)}
+    assert done == {"to-anthropic", "to-gemini", "to-openai"}
+    calls = fake_provider.app.calls
+    assert any("messages" in route for route in calls) and any("gemini" in r for r in calls)
+    errors = {e["custom_id"]: e["error"] for e in lines(client, batch.error_file_id)}
+    assert errors["anthropic-top-p"]["code"] == "invalid_request"
+    assert "top_p" in errors["anthropic-top-p"]["message"]
+    assert "tools" in errors["a-tool"]["message"]
+    assert "only text parts" in errors["image"]["message"]
+    assert errors[None]["code"] == "invalid_json"  # NaN is not JSON: no custom_id read
