@@ -15,8 +15,9 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-# Paths whose bodies may be larger: the judge files upload (``JUDGE_FILE_MAX_BYTES``).
-LARGE_BODY_PATHS = ("/v1/files",)
+# Paths whose bodies may be larger: the judge files uploads, API and page
+# (``JUDGE_FILE_MAX_BYTES``).
+LARGE_BODY_PATHS = ("/v1/files", "/judge-files")
 
 
 def limit_for(path: str) -> int:

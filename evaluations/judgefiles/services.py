@@ -97,15 +97,14 @@ def _lines(chunks: Iterator[bytes]) -> Iterator[tuple[int, bytes, bool]]:
         while (end := rest.find(b"\n")) != -1:
             number += 1
             line, rest = rest[:end], rest[end + 1 :]
-            if not cut:
-                yield number, line, False
-            else:
-                yield number, b"", True
+            too_long = cut or len(line) > cap
+            yield number, b"" if too_long else line, too_long
             cut = False
         if len(rest) > cap:
             rest, cut = rest[:cap], True
     if rest or cut:
-        yield number + 1, rest, cut
+        too_long = cut or len(rest) > cap
+        yield number + 1, b"" if too_long else rest, too_long
 
 
 def _clean(raw: bytes) -> str:
@@ -166,18 +165,8 @@ def file_create(*, user: Any, team: Any, upload: Any, purpose: Any) -> JudgeFile
 
 def file_lines(file: JudgeFile) -> Iterator[str]:
     """The file's content, a line at a time (each ending with a newline)."""
-    last = 0
-    while True:
-        rows = list(
-            JudgeFileLine.objects.filter(file=file, number__gt=last)
-            .order_by("number")
-            .values_list("number", "text")[:CHUNK]
-        )
-        if not rows:
-            return
-        for _, text in rows:
-            yield text + "\n"
-        last = rows[-1][0]
+    for _, text in _numbered(file):
+        yield text + "\n"
 
 
 # --- batches ------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from openai import BadRequestError, NotFoundError, OpenAI, PermissionDeniedError
 from evalplatform.accounts.roles import Role
 from evalplatform.accounts.services import token_create
 from evalplatform.providers.models import LLMModel, ProviderConnection
-from evaluations.models import JudgeBatch, JudgeVerdict
+from evaluations.models import JudgeBatch, JudgeFile, JudgeFileLine, JudgeVerdict
 from generation.models import GenerationJob, GenerationOutput
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -438,3 +438,40 @@ def test_rows_go_to_each_providers_wire_format(world, fake_provider, team_a):
     assert "tools" in errors["a-tool"]["message"]
     assert "only text parts" in errors["image"]["message"]
     assert errors[None]["code"] == "invalid_json"  # NaN is not JSON: no custom_id read
+
+
+def test_the_upload_limits(world):
+    from django.test import override_settings
+
+    client = world["client"]
+    many = "\n".join(row(f"r{n}") for n in range(4)).encode()
+    with (
+        override_settings(JUDGE_FILE_MAX_LINES=3),
+        pytest.raises(BadRequestError, match="over 3 requests"),
+    ):
+        client.files.create(file=("m.jsonl", many), purpose="batch")
+    with (
+        override_settings(JUDGE_FILE_MAX_BYTES=100),
+        pytest.raises(BadRequestError, match="the limit is 100"),
+    ):
+        client.files.create(file=("m.jsonl", many), purpose="batch")
+    assert not JudgeFile.objects.exists() and not JudgeFileLine.objects.exists()
+    # The judge files upload has its own wall, above the other requests' (the same server).
+    with override_settings(REQUEST_MAX_BYTES=1000, JUDGE_FILE_MAX_BYTES=10**6):
+        assert client.files.create(file=("m.jsonl", many), purpose="batch").bytes == len(many)
+        api = Client(HTTP_AUTHORIZATION=f"Bearer {world['key']}")
+        assert api.post("/api/tokens", {"name": "x" * 2000}).status_code == 413
+    # A line over the line limit is kept cut, and refused with its line number.
+    with override_settings(JUDGE_FILE_MAX_LINE_BYTES=600):
+        long = row("long", body_extra={"stop": ["x" * 1000]})
+        content = "\n".join([row("short"), long, row("after")]).encode()
+        uploaded = client.files.create(file=("l.jsonl", content), purpose="batch")
+    batch = wait(
+        client,
+        client.batches.create(
+            input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
+        ).id,
+    )
+    assert [o["custom_id"] for o in lines(client, batch.output_file_id)] == ["short", "after"]
+    [error] = lines(client, batch.error_file_id)
+    assert error["line"] == 2 and error["error"]["code"] == "line_too_long"
