@@ -135,6 +135,7 @@ def reservation(request: LLMRequest, model: LLMModel, *, batch: bool = False) ->
     """The most a call can cost: its input estimate with a margin, and every reply token."""
     out = request.max_tokens or UNCAPPED_RESERVE_TOKENS
     tokens_in = estimate_tokens(request.system) + estimate_tokens(request.user)
+    tokens_in += sum(estimate_tokens(text) for _, text in request.turns)
     # A margin on the input side covers the estimate's error against real tokenizers.
     cost = model.cost_usd(math.ceil(tokens_in * 1.5), out, batch=batch)
     return cost.quantize(MICRO_USD, ROUND_CEILING)

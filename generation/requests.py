@@ -12,6 +12,7 @@ message; text content only (a string, or a list of text parts). ``to_llm`` makes
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -38,6 +39,59 @@ OPENAI_PARAMS = frozenset(
 # Fields an OpenAI body may have that change nothing here.
 IGNORED = frozenset({"user", "metadata", "store", "service_tier"})
 ROLES = ("system", "developer", "user", "assistant")
+
+
+def unstorable(value: Any, depth: int = 0) -> str | None:
+    """Why a parsed JSON value cannot be stored by both databases (a NUL character, a lone
+    surrogate, a number that is not finite or does not fit a double, too deep), or None."""
+    if depth > 64:
+        return "nested too deeply"
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "holds a NUL character"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "holds an unpaired surrogate"
+        return None
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return None if abs(value) < 2**63 else "holds a number too large"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else "holds a number that is not finite"
+    if isinstance(value, list):
+        return next((p for v in value if (p := unstorable(v, depth + 1))), None)
+    if isinstance(value, dict):
+        return next(
+            (
+                p
+                for k, v in value.items()
+                if (p := unstorable(k, depth + 1) or unstorable(v, depth + 1))
+            ),
+            None,
+        )
+    return "holds a value that is not JSON"
+
+
+def storable(value: Any, depth: int = 0) -> Any:
+    """``value`` made storable: NUL and surrogates dropped from text, numbers that are not
+    finite or too large become None, deeper than 64 levels cut (None)."""
+    if depth > 64:
+        return None
+    if isinstance(value, str):
+        return value.replace("\x00", "").encode("utf-8", "ignore").decode("utf-8")
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return value if abs(value) < 2**63 else None
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, list):
+        return [storable(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {storable(str(k), depth + 1): storable(v, depth + 1) for k, v in value.items()}
+    return str(value)
 
 
 class BadRow(ValueError):
@@ -146,7 +200,7 @@ def chat_request(body: Any, *, openai_compatible: bool = True) -> RowRequest:
         if key in known or key in IGNORED or key == "stream":
             continue
         if key not in OPENAI_PARAMS:
-            errors[f"body.{key}"] = "not supported here."
+            errors[f"body.{storable(key)[:100]!r}"] = "not supported here."
         elif not openai_compatible:
             errors[f"body.{key}"] = "sent only to OpenAI-compatible models; this one is not."
         else:

@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE_FILES, EVALUATIONS_VIEW_ALL
 from evalplatform.api.uploads import download
-from evalplatform.errors import FieldErrors, Forbidden
+from evalplatform.errors import FieldErrors, Forbidden, NotFound
 from evaluations.judgefiles import services
 from evaluations.judgefiles.compare import compare
 from evaluations.judgefiles.openai_api import batch_object
@@ -33,6 +33,8 @@ MAX_PAGE = 1000
 def batch_for(user: Any, batch_id: str, feature: str = EVALUATIONS_VIEW_ALL) -> JudgeBatch:
     if not policy.has_feature_anywhere(user, feature):
         raise Forbidden()  # before any lookup: the user may do this in no team
+    if not services.is_public_id(batch_id):
+        raise NotFound()
     return policy.access(
         user,
         feature,

@@ -28,6 +28,15 @@ def _round(value: float | None, digits: int = 6) -> float | None:
     return round(float(value), digits)
 
 
+MAX_CATEGORIES = 50  # kappa's table is categories²: above, too many labels to mean much
+
+
+def _kappa(pairs: list[tuple[Any, Any]], weights: str | None = None) -> float | None:
+    if not pairs or len({v for p in pairs for v in p}) > MAX_CATEGORIES:
+        return None
+    return cohen_kappa([p[0] for p in pairs], [p[1] for p in pairs], weights=weights)
+
+
 def compare(a: JudgeBatch, b: JudgeBatch) -> dict[str, Any]:
     old, new = combined(a), combined(b)
     both = sorted(set(old) & set(new))
@@ -82,21 +91,11 @@ def compare(a: JudgeBatch, b: JudgeBatch) -> dict[str, Any]:
         },
         "verdict_kappa": {
             "rows": len(verdict_pairs),
-            "kappa": _round(
-                cohen_kappa([p[0] for p in verdict_pairs], [p[1] for p in verdict_pairs])
-            )
-            if verdict_pairs
-            else None,
+            "kappa": _round(_kappa(verdict_pairs)),
         },
         "score_kappa_quadratic": {
             "rows": len(score_pairs),
-            "kappa": _round(
-                cohen_kappa(
-                    [p[0] for p in score_pairs], [p[1] for p in score_pairs], weights="quadratic"
-                )
-            )
-            if score_pairs
-            else None,
+            "kappa": _round(_kappa(score_pairs, "quadratic")),
         },
     }
     return {"summary": summary, "rows": rows}

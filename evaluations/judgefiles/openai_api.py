@@ -111,6 +111,16 @@ class AnyAccept(BaseContentNegotiation):
         return renderers[0], renderers[0].media_type
 
 
+class BoundedJSONParser(JSONParser):
+    """JSON, with a body nested too deeply for the parser a 400 (not a RecursionError)."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError as exc:
+            raise exceptions.ParseError("The JSON body is nested too deeply.") from exc
+
+
 class OpenAIView(APIView):
     """Token-authenticated, answering errors in OpenAI's shape."""
 
@@ -118,7 +128,7 @@ class OpenAIView(APIView):
     renderer_classes = [JSONRenderer]
     authentication_classes = [ApiTokenAuthentication]
     permission_classes = [IsAuthenticated]
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, FieldErrors):
@@ -148,7 +158,9 @@ class OpenAIView(APIView):
         anywhere(request.user, EVALUATIONS_JUDGE_FILES)
         teams = policy.teams_with(request.user, EVALUATIONS_JUDGE_FILES)
         if slug:
-            found = teams.filter(slug=slug).first()
+            found = (
+                teams.filter(slug=slug).first() if slug.isascii() and "\x00" not in slug else None
+            )
             if found is None:
                 raise FieldErrors({"organization": "None of your teams with judge files."})
             return found
@@ -168,6 +180,8 @@ def anywhere(user: Any, feature: str) -> None:
 
 def _file(request, file_id: str, feature: str = EVALUATIONS_VIEW_ALL) -> JudgeFile:
     anywhere(request.user, feature)
+    if not services.is_public_id(file_id):
+        raise NotFound()
     return policy.access(
         request.user, feature, JudgeFile.objects.all(), view_feature=EVALUATIONS_VIEW_ALL,
         public_id=file_id,
@@ -176,6 +190,8 @@ def _file(request, file_id: str, feature: str = EVALUATIONS_VIEW_ALL) -> JudgeFi
 
 def _batch(request, batch_id: str, feature: str = EVALUATIONS_VIEW_ALL) -> JudgeBatch:
     anywhere(request.user, feature)
+    if not services.is_public_id(batch_id):
+        raise NotFound()
     return policy.access(
         request.user,
         feature,
@@ -195,7 +211,7 @@ def _page(request, queryset, as_object) -> Response:
         raise FieldErrors({"limit": "A whole number from 1 to 100."})
     after = request.query_params.get("after")
     if after:
-        anchor = queryset.filter(public_id=after).first()
+        anchor = queryset.filter(public_id=after).first() if services.is_public_id(after) else None
         if anchor is None:
             raise FieldErrors({"after": "The id of an object of this list."})
         queryset = queryset.filter(pk__lt=anchor.pk)

@@ -48,7 +48,7 @@ from evaluations.models import (
 )
 from generation import lifecycle
 from generation.models import GenerationJob, GenerationOutput, JobStatus, OutputStatus
-from generation.requests import BadRow, chat_request
+from generation.requests import BadRow, chat_request, storable, unstorable
 from generation.services import RowsJob
 
 logger = logging.getLogger(__name__)
@@ -143,6 +143,8 @@ def file_create(*, user: Any, team: Any, upload: Any, purpose: Any) -> JudgeFile
         count = 0
         for number, raw, cut in _lines(upload.chunks()):
             text = CUT if cut else _clean(raw)
+            if number > 2 * limit:  # blank lines too: 200 MB of newlines is no file
+                raise FieldErrors({"file": f"The file has over {2 * limit:,} lines."})
             if not text.strip():
                 continue
             count += 1
@@ -195,7 +197,7 @@ def batch_create(*, user: Any, team: Any, data: Mapping[str, Any]) -> JudgeBatch
     file_id = data.get("input_file_id")
     source = (
         JudgeFile.objects.filter(team=team, public_id=file_id).first()
-        if isinstance(file_id, str)
+        if is_public_id(file_id)
         else None
     )
     parent = None
@@ -208,7 +210,7 @@ def batch_create(*, user: Any, team: Any, data: Mapping[str, Any]) -> JudgeBatch
     if data.get("endpoint") != ENDPOINT:
         errors["endpoint"] = f"Only {ENDPOINT}."
     window = data.get("completion_window", "24h")
-    if window not in WINDOWS:
+    if not isinstance(window, str) or window not in WINDOWS:
         errors["completion_window"] = "Only 24h."
     metadata = _metadata(data.get("metadata"), errors)
     budget = (
@@ -296,6 +298,11 @@ def _row(
         return refused("invalid_json", "The line is not valid JSON.")
     if not isinstance(row, dict):
         return refused("invalid_json", "The line is JSON but not an object.")
+    problem = unstorable(row)
+    if problem:
+        custom_id = row.get("custom_id")
+        named = custom_id if isinstance(custom_id, str) and not unstorable(custom_id) else ""
+        return refused("invalid_request", f"The line {problem}.", named)
     custom_id = row.get("custom_id")
     if not isinstance(custom_id, str) or not custom_id.strip():
         return refused("missing_custom_id", "The line has no custom_id (a non-empty string).")
@@ -339,8 +346,32 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def is_public_id(value: Any) -> bool:
+    """A string that can be a file's or a batch's id (looked up: anything else is none)."""
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= 40
+        and value.isascii()
+        and value.replace("-", "").replace("_", "").isalnum()
+    )
+
+
 def validate(batch_id: int) -> None:
-    """The task: read the batch's input, make and start its job (or fail the batch)."""
+    """The task: read the batch's input, make and start its job (or fail the batch: a
+    failure of the platform is the batch's ``errors``, never a batch left validating)."""
+    try:
+        _validate(batch_id)
+    except Exception as exc:
+        logger.exception("judge batch %s: validation failed", batch_id)
+        failure = {"code": "validation_failed", "message": type(exc).__name__, "param": None}
+        JudgeBatch.objects.filter(pk=batch_id, status=BatchStatus.VALIDATING).update(
+            status=BatchStatus.FAILED,
+            failed_at=timezone.now(),
+            errors={"object": "list", "data": [failure | {"line": None}]},
+        )
+
+
+def _validate(batch_id: int) -> None:
     with transaction.atomic():
         batch = (
             JudgeBatch.objects.select_for_update(of=("self",))
@@ -466,11 +497,16 @@ def sync(batch: JudgeBatch) -> JudgeBatch:
         return batch
     now = timezone.now()
     with transaction.atomic():
-        batch = (
-            JudgeBatch.objects.select_for_update(of=("self",))
+        # A batch its validation or finalization holds is read as it is (not waited for).
+        locked = (
+            JudgeBatch.objects.select_for_update(of=("self",), skip_locked=True)
             .select_related("job")
-            .get(pk=batch.pk)
+            .filter(pk=batch.pk)
+            .first()
         )
+        if locked is None:
+            return batch
+        batch = locked
         job = batch.job
         if batch.status == BatchStatus.VALIDATING:
             if batch.created_at < now - LOST_AFTER and not batch.job_id:
@@ -733,21 +769,15 @@ class JudgeFileResults:
                     custom_id=data["custom_id"],
                     line=data["line"],
                     score=found.score,
-                    verdict=found.verdict.replace("\x00", ""),
-                    rationale=found.rationale.replace("\x00", ""),
-                    fields=_plain(found.fields),
+                    verdict=storable(found.verdict),
+                    rationale=storable(found.rationale),
+                    fields=storable(found.fields),
                     parsed=found.parsed,
-                    problem=found.problem[:300],
+                    problem=storable(found.problem)[:300],
                 )
             )
         JudgeVerdict.objects.filter(output_id__in=list(output_ids)).delete()
         JudgeVerdict.objects.bulk_create(made)
-
-
-def _plain(value: Any) -> Any:
-    """JSON both databases store: no NUL, no NaN."""
-    text = json.dumps(value, default=str).replace("\\u0000", "")
-    return json.loads(text, parse_constant=lambda _: None)
 
 
 # --- re-submitting the failures ------------------------------------------------------------------
@@ -793,7 +823,10 @@ def combined(batch: JudgeBatch) -> dict[str, JudgeVerdict]:
     reply wins)."""
     merged: dict[str, JudgeVerdict] = {}
     for one in lineage(batch):
-        for verdict in JudgeVerdict.objects.filter(batch=one).iterator(CHUNK):
+        rows = JudgeVerdict.objects.filter(batch=one).only(
+            "custom_id", "score", "verdict", "parsed", "line"
+        )
+        for verdict in rows.iterator(CHUNK):
             merged[verdict.custom_id] = verdict
     return merged
 

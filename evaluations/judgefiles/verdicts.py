@@ -47,6 +47,8 @@ class Read:
 def _number(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
+    if isinstance(value, int) and abs(value) >= 2**63:
+        return None
     if isinstance(value, int | float):
         number = float(value)
     elif isinstance(value, str):
@@ -56,7 +58,7 @@ def _number(value: Any) -> float | None:
         number = float(match.group(1))
     else:
         return None
-    return number if math.isfinite(number) else None
+    return number if math.isfinite(number) and abs(number) < 1e300 else None
 
 
 def _first(found: dict[str, Any], keys: tuple[str, ...]) -> Any:
@@ -91,7 +93,15 @@ def _from_fields(found: dict[str, Any]) -> Read:
 
 
 def read_reply(text: str) -> Read:
-    """The verdict in a reply (see the module's docstring)."""
+    """The verdict in a reply (see the module's docstring); never raises (a reply it cannot
+    read, however malformed, is a flagged ``Read``)."""
+    try:
+        return _read(text)
+    except (RecursionError, ValueError, OverflowError, TypeError) as exc:
+        return Read(parsed=False, problem=f"The reply could not be read ({type(exc).__name__}).")
+
+
+def _read(text: str) -> Read:
     try:
         found, _ = extract_json(text[:1_000_000])
     except Rejected as exc:

@@ -79,12 +79,11 @@ def batch_list(request: HttpRequest) -> HttpResponse:
         JudgeBatch.objects.select_related("team", "input_file", "parent"),
     ).order_by("-pk")
     page = Paginator(batches, PER_PAGE).get_page(request.GET.get("page"))
-    for batch in page:
-        services.sync(batch)
+    synced = [services.sync(batch) for batch in page]
     return render(
         request,
         "evaluations/judgefiles/list.html",
-        {"page": page, "teams": list(teams)},
+        {"page": page, "batches": synced, "teams": list(teams)},
     )
 
 
@@ -93,7 +92,7 @@ def batch_page(request: HttpRequest, batch_id: str) -> HttpResponse:
     batch = services.sync(_batch(request, batch_id))
     batch = _batch(request, batch_id)  # with its files, after the sync
     verdicts = JudgeVerdict.objects.filter(batch=batch).select_related("output").order_by("line")
-    search = request.GET.get("q", "").strip()
+    search = request.GET.get("q", "").replace("\x00", "").strip()[:200]
     if search:
         verdicts = verdicts.filter(
             Q(custom_id__icontains=search)
@@ -184,4 +183,5 @@ def compare_choose(request: HttpRequest, batch_id: str) -> HttpResponse:
     other = request.GET.get("other", "")
     if not other:
         return redirect("judge-files:batch", batch_id=batch_id)
-    return redirect("judge-files:compare", batch_id=batch_id, other_id=other)
+    chosen = _batch(request, other)
+    return redirect("judge-files:compare", batch_id=batch_id, other_id=chosen.public_id)

@@ -475,3 +475,75 @@ def test_the_upload_limits(world):
     assert [o["custom_id"] for o in lines(client, batch.output_file_id)] == ["short", "after"]
     [error] = lines(client, batch.error_file_id)
     assert error["line"] == 2 and error["error"]["code"] == "line_too_long"
+
+
+def test_hostile_lines_replies_and_ids_are_refused_not_500s(world, fake_provider):
+    """NUL characters, unpaired surrogates, numbers no database stores and deep nesting:
+    in a line they refuse that line; in a reply they are read as a flagged verdict; in an id
+    or a query they are a 404 or a 400. Nothing is a 500, on SQLite and PostgreSQL."""
+    client = world["client"]
+    content = "\n".join(
+        [
+            row("nul-in-stop", body_extra={"stop": "\\u0000"}).replace("\\\\u0000", "\\u0000"),
+            row("huge-seed", body_extra={"seed": 10**30}),
+            row("bad-key", body_extra={"\u0000": 1}),
+            '{"custom_id": "\\ud800", "method": "POST"}',
+            "[" * 5000 + "]" * 5000,
+            row("fine"),
+        ]
+    ).encode()
+    uploaded = client.files.create(file=("h.jsonl", content), purpose="batch")
+    batch = wait(
+        client,
+        client.batches.create(
+            input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
+        ).id,
+    )
+    assert batch.status == "completed" and batch.request_counts.completed == 1
+    errors = lines(client, batch.error_file_id)
+    assert [e["line"] for e in errors] == [1, 2, 3, 4, 5]
+    assert all(e["error"]["code"] in ("invalid_request", "invalid_json") for e in errors)
+    # A reply no database could store as it is still makes a verdict (flagged or cleaned).
+    from evaluations.judgefiles.services import JudgeFileResults
+
+    job = GenerationJob.objects.get(pk=batch.job_id)
+    output = GenerationOutput.objects.get(job=job)
+    for reply in ('{"score": 4, "rationale": "a \\u0000 b", "x": "\\ud800"}',
+                  '{"score": 1' + "0" * 400 + "}", "[" * 3000 + "]" * 3000):  # fmt: skip
+        GenerationOutput.objects.filter(pk=output.pk).update(content=reply)
+        JudgeFileResults().recorded(job.pk, [output.pk])
+        verdict = JudgeVerdict.objects.get(output=output)
+        assert "\x00" not in verdict.rationale and verdict.score in (None, 4.0)
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {world['key']}")
+    assert api.get("/v1/batches/%00").status_code == 404
+    assert api.get("/v1/files/%00/content").status_code == 404
+    assert api.get("/api/judge-files/%00/verdicts").status_code == 404
+    assert api.get("/v1/batches?after=%00").status_code == 400
+    named = api.post(
+        "/v1/batches", "{}", content_type="application/json", HTTP_OPENAI_ORGANIZATION="\x00"
+    )
+    assert named.status_code == 400 and "organization" in named.json()["error"]["message"]
+    deep = "[" * 5000 + "]" * 5000
+    assert api.post("/v1/batches", deep, content_type="application/json").status_code == 400
+    odd = api.post(
+        "/v1/batches",
+        {"input_file_id": "\x00", "endpoint": "/v1/chat/completions", "completion_window": []},
+        content_type="application/json",
+    )
+    assert odd.status_code == 400 and odd.json()["error"]["type"] == "invalid_request_error"
+    browser = Client()
+    browser.force_login(world["user"])
+    assert browser.get(f"/judge-files/{batch.id}?q=%00").status_code == 200
+    assert browser.get(f"/judge-files/{batch.id}/compare?other=a/b").status_code == 404
+
+
+def test_a_rows_earlier_turns_count_in_its_budget_reservation(world):
+    from evalplatform.providers.llm.types import LLMRequest
+    from generation.cells import reservation
+
+    model = LLMModel.objects.get(model_id="openrelay/gemma-4-31b")
+    alone = LLMRequest(model="m", user="Score it.", max_tokens=10)
+    history = LLMRequest(
+        model="m", user="Score it.", max_tokens=10, turns=(("user", "word " * 50_000),)
+    )
+    assert reservation(history, model) > reservation(alone, model) * 100
