@@ -103,6 +103,9 @@ class LLMJudge(models.Model):
     mode = models.CharField(max_length=10, default="live")
     max_tokens = models.PositiveIntegerField(null=True, blank=True)
     budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
+    # How its replies are read (evaluations.judges.verdicts.REPLY_FORMATS); {}: the
+    # platform's own JSON.
+    reply_format = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="judges_created"
     )

@@ -48,6 +48,7 @@ class JudgeSerializer(serializers.ModelSerializer):
             "mode",
             "max_tokens",
             "budget_usd",
+            "reply_format",
             "judgments",
             "created_by",
             "created_at",
@@ -87,7 +88,8 @@ class ScenarioJudgesView(APIView):
     """``/api/scenarios/{id}/judges``: the scenario's judges; POST creates one: name, model
     (an id), prompt_version (an id; the team's default judge prompt for the scenario's type
     when left out), params (e.g. thinking), temperatures, repetitions, swap (both orders),
-    mode (live or batch), max_tokens, budget_usd."""
+    mode (live or batch), max_tokens, budget_usd, reply_format (how replies are read:
+    docs/judges.md, "Reply formats")."""
 
     parser_classes = [JSONParser]
 

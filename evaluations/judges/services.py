@@ -26,7 +26,7 @@ from evalplatform.errors import Conflict, FieldErrors, Forbidden
 from evalplatform.prompts import services as prompt_services
 from evalplatform.prompts.models import PromptTemplate, PromptVersion
 from evalplatform.providers.models import LLMModel
-from evaluations.judges.verdicts import KEYS, Rejected, read
+from evaluations.judges.verdicts import KEYS, Rejected, check_reply_format, read
 from evaluations.models import JudgeRun, Judgment, LLMJudge, ParseStatus, RaterKind
 from generation import lifecycle, planning, sources
 from generation import services as generation
@@ -149,6 +149,10 @@ def _check(
         data.get("max_tokens", own.max_tokens if own else None), errors=errors
     )
     budget = validation.usd(data.get("budget_usd", own.budget_usd if own else None), errors=errors)
+    reply_format = data.get("reply_format", own.reply_format if own else {}) or {}
+    dimensions = [d["name"] for d in scenario.config.get("dimensions", [])]
+    if problem := check_reply_format(reply_format, dimensions):
+        errors["reply_format"] = problem
     if errors:
         raise FieldErrors(errors)
     return {
@@ -162,6 +166,7 @@ def _check(
         "mode": mode,
         "max_tokens": max_tokens,
         "budget_usd": budget,
+        "reply_format": reply_format,
     }
 
 
@@ -461,22 +466,24 @@ class JudgeResults:
         return run.judge if run is not None else None
 
     @staticmethod
-    def _read(scenario: Scenario, data: Mapping[str, Any], text: str):
+    def _read(judge: LLMJudge, data: Mapping[str, Any], text: str):
         keys = list(KEYS[: len(data["presented"])])
-        return read(scenario.type, scenario.config, text, keys=keys)
+        scenario = judge.scenario
+        return read(
+            scenario.type, scenario.config, text, keys=keys, reply_format=judge.reply_format
+        )
 
     def check(self, job_id: int, replies: Mapping[int, str]) -> dict[int, str]:
         judge = self._judge(job_id) if replies else None
         if judge is None:
             return {}
-        scenario = judge.scenario
         items = dict(
             GenerationOutput.objects.filter(pk__in=list(replies)).values_list("pk", "item__data")
         )
         problems: dict[int, str] = {}
         for pk, text in replies.items():
             try:
-                self._read(scenario, items[pk], text)
+                self._read(judge, items[pk], text)
             except Rejected as exc:
                 problems[pk] = str(exc)
         return problems
@@ -505,7 +512,7 @@ class JudgeResults:
                 swapped=bool(data.get("swapped")),
             )
             try:
-                verdict = self._read(scenario, data, row["content"])
+                verdict = self._read(judge, data, row["content"])
             except Rejected as exc:
                 judgment.parse_status = ParseStatus.FAILED
                 judgment.parse_error = str(exc)[:500]

@@ -67,11 +67,110 @@ def _rationale(found: Mapping[str, Any]) -> str:
     return value if isinstance(value, str) else json.dumps(value)[:20_000]
 
 
+# A judge's reply format (``LLMJudge.reply_format``): {} the platform's own JSON; "json"
+# with ``fields`` naming the reply's field (a dotted path) of each part of the verdict; "tags"
+# with ``fields`` naming the XML-like tag of each part. Parts: ``winner`` (comparisons),
+# ``ranking`` (rankings), ``labels`` (labeling), ``scores`` ({dimension: field}, ratings),
+# ``rationale``; ``values`` maps the reply's words to the verdict's (e.g. SAMPLE_1 → A).
+REPLY_FORMATS = ("json", "tags")
+PARTS = ("winner", "ranking", "labels", "rationale")
+TAG = re.compile(r"<([A-Za-z_][\w.-]{0,63})>(.{0,20000}?)</\1>", re.DOTALL)
+
+
+def check_reply_format(value: Any, dimensions: Sequence[str]) -> str | None:
+    """What is wrong with a reply format, if anything."""
+    if value in (None, {}):
+        return None
+    if not isinstance(value, dict) or value.get("kind") not in REPLY_FORMATS:
+        return 'An object {"kind": "json" or "tags", "fields": {...}, "values": {...}}.'
+    if set(value) - {"kind", "fields", "values"}:
+        return "Only kind, fields and values."
+    fields = value.get("fields") or {}
+    values = value.get("values") or {}
+    if not isinstance(fields, dict) or set(fields) - {*PARTS, "scores"}:
+        return f"fields: some of {', '.join((*PARTS, 'scores'))}."
+    names = [v for k, v in fields.items() if k != "scores"]
+    scores = fields.get("scores") or {}
+    if not isinstance(scores, dict) or set(scores) - set(dimensions):
+        return "fields.scores: {dimension of the rubric: the reply's field}."
+    names += list(scores.values())
+    if not all(isinstance(n, str) and 0 < len(n) <= 100 and "\x00" not in n for n in names):
+        return "Each field is a name of at most 100 characters."
+    if (
+        not isinstance(values, dict)
+        or len(values) > 50
+        or not all(
+            isinstance(k, str)
+            and isinstance(v, str)
+            and len(k) <= 100
+            and len(v) <= 100
+            and "\x00" not in k + v
+            for k, v in values.items()
+        )
+    ):
+        return "values: at most 50 pairs of text (the reply's word: the verdict's)."
+    return None
+
+
+def _path(found: Mapping[str, Any], path: str) -> Any:
+    value: Any = found
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def reshape(text: str, reply_format: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """The reply in the platform's verdict shape under a judge's reply format, and how it
+    was found."""
+    kind = reply_format.get("kind")
+    if kind == "tags":
+        source: Mapping[str, Any] = {n: v.strip() for n, v in TAG.findall(text[:1_000_000])}
+        if not source:
+            raise Rejected("The reply holds none of the expected tags.")
+        how = "extracted"
+    else:
+        source, how = extract_json(text)
+    fields = reply_format.get("fields") or {}
+    values = reply_format.get("values") or {}
+
+    def word(value: Any) -> Any:
+        if isinstance(value, str):
+            return values.get(value.strip(), values.get(value.strip().upper(), value))
+        if isinstance(value, list):
+            return [word(v) for v in value]
+        return value
+
+    found: dict[str, Any] = dict(source) if kind == "json" else {}
+    for part in PARTS:
+        if part in fields:
+            value = _path(source, fields[part])
+            if part == "labels" and isinstance(value, str):
+                value = [v.strip() for v in value.split(",") if v.strip()]
+            found[part] = word(value)
+    if "scores" in fields:
+        found["scores"] = {dim: _path(source, name) for dim, name in fields["scores"].items()}
+    return found, how
+
+
 def read(
-    kind: str, config: Mapping[str, Any], text: str, *, keys: Sequence[str] = ("A", "B")
+    kind: str,
+    config: Mapping[str, Any],
+    text: str,
+    *,
+    keys: Sequence[str] = ("A", "B"),
+    reply_format: Mapping[str, Any] | None = None,
 ) -> Verdict:
     """The verdict in the stored shape of ``kind`` (keys as presented: comparison winner A/B
-    is the first/second shown; a ranking lists presented keys, best first)."""
-    found, how = extract_json(text)
+    is the first/second shown; a ranking lists presented keys, best first), the reply read
+    by the judge's ``reply_format`` when it has one."""
+    if reply_format:
+        try:
+            found, how = reshape(text, reply_format)
+        except RecursionError as exc:
+            raise Rejected("The reply is nested too deeply.") from exc
+    else:
+        found, how = extract_json(text)
     rationale = _rationale(found)
     return Verdict(registry.get(kind).read_verdict(found, config=config, keys=keys), rationale, how)

@@ -187,7 +187,10 @@ class FakeProvider:
 
     # --- answers ----------------------------------------------------------------------------
     def answer(self, request: LLMRequest) -> tuple[str, str, tuple[int, int]]:
-        text, finish = answer(request, self.config.mock)
+        if self.config.reply is not None:  # a test's fixed reply, to every request
+            text, finish = self.config.reply(request), "stop"
+        else:
+            text, finish = answer(request, self.config.mock)
         usage = (tokens_for(request.system) + tokens_for(request.user), tokens_for(text))
         return text, finish, usage
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from evalplatform.providers.llm.mock import MockSettings
+from evalplatform.providers.llm.types import LLMRequest
 
 
 @dataclass
@@ -21,3 +23,5 @@ class FakeConfig:
     batch_duration_s: float = 1.0
     batch_failure_rate: float = 0.0
     mock: MockSettings = field(default_factory=MockSettings)
+    # A reply of the test's own making for every request (else the mock's answer).
+    reply: Callable[[LLMRequest], str] | None = None
