@@ -4,6 +4,7 @@ failed calls, delete it. The same services as the API."""
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from typing import Any
 
@@ -56,6 +57,12 @@ def form_data(post: Any) -> dict[str, Any]:
     }
     if post.get("prompt_version"):
         data["prompt_version"] = number_or_text(post["prompt_version"])
+    reply_format = post.get("reply_format", "").strip()
+    if reply_format:
+        try:
+            data["reply_format"] = json.loads(reply_format[:5000])
+        except (ValueError, RecursionError):
+            data["reply_format"] = reply_format  # refused by the service, naming the field
     return data
 
 

@@ -106,3 +106,17 @@ def test_a_bad_reply_format_is_a_400_naming_it(api, people, team_a, fake_judge):
         )
         assert answer.status_code == 400, bad
         assert "reply_format" in answer.json()["errors"], bad
+
+
+def test_the_add_judge_form_takes_a_reply_format(people, team_a, fake_judge):
+    from django.test import Client
+
+    scenario = make_scenario(people, team_a, "comparison", {"ties": False})
+    client = Client()
+    client.force_login(people["manager"])
+    url = f"/scenarios/{scenario.pk}/judges"
+    base = {"name": "Tags", "model": str(fake_judge.pk), "temperatures": "0", "mode": "live"}
+    bad = client.post(url, base | {"reply_format": "{not json"}, follow=True)
+    assert "reply_format" in bad.content.decode() and not scenario.judges.exists()
+    client.post(url, base | {"reply_format": json.dumps(TAG_FORMAT)})
+    assert scenario.judges.get().reply_format == TAG_FORMAT
