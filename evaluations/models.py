@@ -407,6 +407,11 @@ class JudgeBatch(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
     live = models.BooleanField(default=False)  # asked to run live, not through batch APIs
+    # The scenario judge whose judgments the rows' verdicts become (each row's
+    # ``metadata.task`` names one of its scenario's tasks).
+    judge = models.ForeignKey(
+        LLMJudge, null=True, blank=True, on_delete=models.SET_NULL, related_name="judge_batches"
+    )
     # A re-submission of another batch's failed rows.
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="resubmissions"

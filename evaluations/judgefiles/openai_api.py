@@ -87,6 +87,7 @@ def batch_object(batch: JudgeBatch) -> dict[str, Any]:
         "job_id": batch.job_id,
         "parent_batch_id": batch.parent.public_id if batch.parent else None,
         "budget_usd": str(batch.budget_usd) if batch.budget_usd is not None else None,
+        "judge": batch.judge_id,
     }
 
 

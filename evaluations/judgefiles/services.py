@@ -33,10 +33,11 @@ from django_q.tasks import async_task
 
 from evalplatform import validation
 from evalplatform.accounts import audit, policy
-from evalplatform.accounts.roles import EVALUATIONS_JUDGE_FILES
+from evalplatform.accounts.roles import EVALUATIONS_JUDGE, EVALUATIONS_JUDGE_FILES
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
 from evalplatform.providers.models import LLMModel
 from evaluations.judgefiles.verdicts import read_reply
+from evaluations.judges.services import record_judgments
 from evaluations.models import (
     BatchStatus,
     FilePurpose,
@@ -45,11 +46,14 @@ from evaluations.models import (
     JudgeFileLine,
     JudgeRowError,
     JudgeVerdict,
+    LLMJudge,
 )
 from generation import lifecycle
 from generation.models import GenerationJob, GenerationOutput, JobStatus, OutputStatus
 from generation.requests import BadRow, chat_request, storable, unstorable
 from generation.services import RowsJob
+from scenarios.models import Task
+from scenarios.types import registry
 
 logger = logging.getLogger(__name__)
 
@@ -219,12 +223,26 @@ def batch_create(*, user: Any, team: Any, data: Mapping[str, Any]) -> JudgeBatch
         else None
     )
     live = validation.flag(data.get("live"), name="live", errors=errors, default=False)
+    judge = None
+    if data.get("judge") is not None:
+        judge_id = data.get("judge")
+        judge = (
+            LLMJudge.objects.select_related("scenario__team")
+            .filter(pk=judge_id, scenario__team=team)
+            .first()
+            if isinstance(judge_id, int) and not isinstance(judge_id, bool)
+            else None
+        )
+        if judge is None:
+            errors["judge"] = "The id of an LLM judge of one of the team's scenarios."
+        elif not policy.may(user, EVALUATIONS_JUDGE, judge.scenario):
+            raise Forbidden()
     if errors:
         raise FieldErrors(errors)
     assert source is not None
     if parent is not None:
         return resubmit(user=user, batch=parent, metadata=metadata, budget_usd=budget, live=live)
-    return _new_batch(user, team, source, metadata, budget, live, window)
+    return _new_batch(user, team, source, metadata, budget, live, window, judge=judge)
 
 
 def _new_batch(
@@ -236,6 +254,7 @@ def _new_batch(
     live: bool,
     window: str = "24h",
     parent: JudgeBatch | None = None,
+    judge: LLMJudge | None = None,
 ) -> JudgeBatch:
     now = timezone.now()
     with transaction.atomic():
@@ -248,6 +267,7 @@ def _new_batch(
             budget_usd=budget,
             live=live,
             parent=parent,
+            judge=judge if parent is None else parent.judge,
             total=len(failed_lines(parent)) if parent is not None else source.lines,
             created_at=now,
             expires_at=now + WINDOWS[window],
@@ -281,8 +301,25 @@ def _models(team: Any) -> dict[str, list[LLMModel]]:
     return names
 
 
+def _tasks(judge: LLMJudge | None) -> dict[int, list[int]] | None:
+    """The judge's scenario's tasks and the variants each shows, in order (None: no judge)."""
+    if judge is None:
+        return None
+    return {
+        pk: order or [v for v in (a, b) if v]
+        for pk, order, a, b in Task.objects.filter(scenario=judge.scenario_id).values_list(
+            "pk", "order", "variant_a_id", "variant_b_id"
+        )
+    }
+
+
 def _row(
-    number: int, text: str, models: Mapping[str, list[LLMModel]], seen: set[str]
+    number: int,
+    text: str,
+    models: Mapping[str, list[LLMModel]],
+    seen: set[str],
+    tasks: Mapping[int, list[int]] | None = None,
+    swappable: bool = False,
 ) -> tuple[str, dict[str, Any], LLMModel] | JudgeRowError:
     """A line as a row to run, or the error it goes to the error file with."""
 
@@ -339,6 +376,24 @@ def _row(
         return refused("invalid_request", str(exc), custom_id)
     assert model is not None
     data = {"custom_id": custom_id, "line": number, "model": name, "request": request.as_data()}
+    if tasks is not None:  # the batch is a scenario judge's: the row names its task
+        metadata = row.get("metadata")
+        if not isinstance(metadata, dict):
+            metadata = {}
+        task, swapped = metadata.get("task"), metadata.get("swapped", False)
+        if not isinstance(task, int) or isinstance(task, bool) or task not in tasks:
+            return refused(
+                "unknown_task", "metadata.task: the id of a task of the judge's scenario.",
+                custom_id,
+            )  # fmt: skip
+        if not isinstance(swapped, bool) or (swapped and not swappable):
+            return refused(
+                "invalid_metadata",
+                "metadata.swapped: true or false (true only for comparisons and rankings).",
+                custom_id,
+            )
+        shown = list(tasks[task])
+        data |= {"task": task, "swapped": swapped, "presented": shown[::-1] if swapped else shown}
     return custom_id, data, model
 
 
@@ -375,7 +430,7 @@ def _validate(batch_id: int) -> None:
     with transaction.atomic():
         batch = (
             JudgeBatch.objects.select_for_update(of=("self",))
-            .select_related("team", "input_file", "created_by")
+            .select_related("team", "input_file", "created_by", "judge__scenario")
             .filter(pk=batch_id)
             .first()
         )
@@ -395,8 +450,11 @@ def _validate(batch_id: int) -> None:
         seen = _answered(batch.parent) if batch.parent_id else set()
         refused: list[JudgeRowError] = []
         invalid = 0
+        judge = batch.judge
+        tasks = _tasks(judge)
+        swappable = judge is not None and registry.of(judge.scenario).swappable
         for number, text in _source_lines(batch):
-            made = _row(number, text, models, seen)
+            made = _row(number, text, models, seen, tasks, swappable)
             if isinstance(made, JudgeRowError):
                 made.batch = batch
                 refused.append(made)
@@ -778,6 +836,11 @@ class JudgeFileResults:
             )
         JudgeVerdict.objects.filter(output_id__in=list(output_ids)).delete()
         JudgeVerdict.objects.bulk_create(made)
+        judge = (
+            LLMJudge.objects.select_related("scenario").filter(judge_batches__pk=batch_id).first()
+        )
+        if judge is not None:  # the rows' verdicts are also the judge's judgments
+            record_judgments(judge, [v.output_id for v in made], replace=True)
 
 
 # --- re-submitting the failures ------------------------------------------------------------------

@@ -490,42 +490,61 @@ class JudgeResults:
 
     def recorded(self, job_id: int, output_ids: Sequence[int]) -> None:
         judge = self._judge(job_id)
-        if judge is None:
-            return
-        scenario = judge.scenario
-        rows = GenerationOutput.objects.filter(pk__in=output_ids).values(
-            "pk", "status", "content", "error_message", "repetition", "temperature", "item__data"
+        if judge is not None:
+            record_judgments(judge, output_ids)
+
+
+def record_judgments(judge: LLMJudge, output_ids: Sequence[int], *, replace: bool = False) -> None:
+    """The judge's judgments of recorded cells whose items name a task of its scenario
+    (``task``, ``presented``, ``swapped``): a reply read as a verdict, or a parse failure.
+    ``replace``: an earlier judgment of the judge for the same call (task, order,
+    repetition, temperature) gives way (a judge file run again)."""
+    scenario = judge.scenario
+    rows = GenerationOutput.objects.filter(pk__in=output_ids).values(
+        "pk", "status", "content", "error_message", "repetition", "temperature", "item__data"
+    )
+    made = []
+    for row in rows:
+        data = row["item__data"]
+        presented = data["presented"]
+        judgment = Judgment(
+            scenario=scenario,
+            task_id=data["task"],
+            rater_kind=RaterKind.JUDGE,
+            judge=judge,
+            output_id=row["pk"],
+            presented=presented,
+            repetition=row["repetition"],
+            temperature=row["temperature"],
+            swapped=bool(data.get("swapped")),
         )
-        made = []
-        for row in rows:
-            data = row["item__data"]
-            presented = data["presented"]
-            judgment = Judgment(
-                scenario=scenario,
-                task_id=data["task"],
-                rater_kind=RaterKind.JUDGE,
-                judge=judge,
-                output_id=row["pk"],
-                presented=presented,
-                repetition=row["repetition"],
-                temperature=row["temperature"],
-                swapped=bool(data.get("swapped")),
-            )
-            try:
-                verdict = self._read(judge, data, row["content"])
-            except Rejected as exc:
-                judgment.parse_status = ParseStatus.FAILED
-                judgment.parse_error = str(exc)[:500]
-            else:
-                # The verdict names variants by their presented keys; stored, by their ids.
-                judgment.payload = registry.of(scenario).stored(verdict.payload, presented)
-                judgment.rationale = verdict.rationale[:20_000]
-                judgment.parse_status = verdict.parse_status
-            made.append(judgment)
-        # A retried cell replaces its earlier judgment; a call already answered by another
-        # run (a late reply of a cancelled one) is not counted twice.
-        Judgment.objects.filter(output_id__in=output_ids).delete()
-        Judgment.objects.bulk_create(made, ignore_conflicts=True)
+        try:
+            verdict = JudgeResults._read(judge, data, row["content"])
+        except Rejected as exc:
+            judgment.parse_status = ParseStatus.FAILED
+            judgment.parse_error = str(exc)[:500]
+        else:
+            # The verdict names variants by their presented keys; stored, by their ids.
+            judgment.payload = registry.of(scenario).stored(verdict.payload, presented)
+            judgment.rationale = verdict.rationale[:20_000]
+            judgment.parse_status = verdict.parse_status
+        made.append(judgment)
+    # A retried cell replaces its earlier judgment; a call already answered by another
+    # run (a late reply of a cancelled one) is not counted twice.
+    Judgment.objects.filter(output_id__in=output_ids).delete()
+    if replace:
+        calls = {(j.task_id, j.swapped, j.repetition, j.temperature) for j in made}
+        earlier = Judgment.objects.filter(judge=judge, task_id__in={c[0] for c in calls})
+        Judgment.objects.filter(
+            pk__in=[
+                pk
+                for pk, *call in earlier.values_list(
+                    "pk", "task_id", "swapped", "repetition", "temperature"
+                )
+                if tuple(call) in calls
+            ]
+        ).delete()
+    Judgment.objects.bulk_create(made, ignore_conflicts=True)
 
 
 def judge_retry_failed(*, user: Any, judge: LLMJudge) -> int:

@@ -547,3 +547,69 @@ def test_a_rows_earlier_turns_count_in_its_budget_reservation(world):
         model="m", user="Score it.", max_tokens=10, turns=(("user", "word " * 50_000),)
     )
     assert reservation(history, model) > reservation(alone, model) * 100
+
+
+def test_a_batch_for_a_scenario_judge_records_its_judgments(world, fake_provider, team_a):
+    from evaluations.judges import services as judges
+    from evaluations.models import Judgment
+    from scenarios.models import Task
+    from tests.evaluations.test_judges import make_scenario
+
+    fake_provider.config.reply = lambda request: '{"winner": "A", "rationale": "First."}'
+    user = world["user"]
+    scenario = make_scenario({"manager": user}, team_a, "comparison", {"ties": False})
+    model = LLMModel.objects.get(model_id="openrelay/gemma-4-31b")
+    judge = judges.judge_create(user=user, scenario=scenario, data={"name": "F", "model": model.pk})
+    tasks = list(Task.objects.filter(scenario=scenario).order_by("position"))
+
+    def judged(custom_id, **metadata):
+        return json.dumps(json.loads(row(custom_id)) | {"metadata": metadata})
+
+    content = "\n".join(
+        [
+            *(judged(f"t{t.pk}", task=t.pk) for t in tasks),
+            judged("swapped", task=tasks[0].pk, swapped=True),
+            judged("elsewhere", task=10**6),
+            row("no-task"),
+        ]
+    ).encode()
+    client = world["client"]
+    uploaded = client.files.create(file=("j.jsonl", content), purpose="batch")
+
+    def run_once():
+        return wait(
+            client,
+            client.batches.create(
+                input_file_id=uploaded.id,
+                endpoint="/v1/chat/completions",
+                completion_window="24h",
+                extra_body={"judge": judge.pk},
+            ).id,
+        )
+
+    batch = run_once()
+    assert batch.to_dict()["judge"] == judge.pk
+    assert batch.request_counts.completed == len(tasks) + 1
+    codes = {e["custom_id"]: e["error"]["code"] for e in lines(client, batch.error_file_id)}
+    assert codes == {"elsewhere": "unknown_task", "no-task": "unknown_task"}
+    made = Judgment.objects.filter(judge=judge)
+    assert made.count() == len(tasks) + 1
+    first = made.get(task=tasks[0], swapped=False)
+    assert first.payload == {"winner": "A"} and first.rationale == "First."
+    assert first.presented == [tasks[0].variant_a_id, tasks[0].variant_b_id]
+    assert made.get(task=tasks[0], swapped=True).presented == first.presented[::-1]
+    # The analytics count the judge's judgments like any judge's.
+    analytics = Client(HTTP_AUTHORIZATION=f"Bearer {world['key']}").get(
+        f"/api/scenarios/{scenario.pk}/analytics?resamples=0&raters=all"
+    )
+    assert analytics.json()["judges"][0]["judgments"] == len(tasks) + 1
+    # The same file again replaces the judge's judgments of those calls, not adds to them.
+    run_once()
+    assert Judgment.objects.filter(judge=judge).count() == len(tasks) + 1
+    # Another team's judge, or one the user may not run, cannot be named.
+    other = client.files.create(file=("o.jsonl", row("x").encode()), purpose="batch")
+    with pytest.raises(BadRequestError, match="judge"):
+        client.batches.create(
+            input_file_id=other.id, endpoint="/v1/chat/completions", completion_window="24h",
+            extra_body={"judge": 10**6},
+        )  # fmt: skip
