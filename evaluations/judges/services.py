@@ -25,8 +25,16 @@ from evalplatform.accounts.roles import EVALUATIONS_JUDGE, PROMPTS_EDIT
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
 from evalplatform.prompts import services as prompt_services
 from evalplatform.prompts.models import PromptTemplate, PromptVersion
+from evalplatform.providers.llm.base import deep_merge
 from evalplatform.providers.models import LLMModel
-from evaluations.judges.verdicts import KEYS, Rejected, check_reply_format, read
+from evaluations.judges.verdicts import (
+    KEYS,
+    Rejected,
+    check_reply_format,
+    read,
+    structured_params,
+    verdict_schema,
+)
 from evaluations.models import JudgeRun, Judgment, LLMJudge, ParseStatus, RaterKind
 from generation import lifecycle, planning, sources
 from generation import services as generation
@@ -153,6 +161,11 @@ def _check(
     dimensions = [d["name"] for d in scenario.config.get("dimensions", [])]
     if problem := check_reply_format(reply_format, dimensions):
         errors["reply_format"] = problem
+    elif isinstance(reply_format, dict) and reply_format.get("kind") == "structured":
+        if verdict_schema(scenario.type, scenario.config) is None:
+            errors["reply_format"] = "This scenario type has no verdict schema."
+        elif model is not None and not structured_params(model.connection.kind, {"x": 1}):
+            errors["reply_format"] = f"{model.display_name} takes no output schema here."
     if errors:
         raise FieldErrors(errors)
     return {
@@ -404,7 +417,7 @@ def _job_data(judge: LLMJudge, data: Mapping[str, Any]) -> dict[str, Any]:
         },
         "prompt_versions": [judge.prompt_version_id],
         "models": [
-            {"model": judge.llm_model_id, "params": judge.params, "label": judge.name[:250]}
+            {"model": judge.llm_model_id, "params": _params(judge), "label": judge.name[:250]}
         ],
         "repetitions": judge.repetitions,
         "temperatures": judge.temperatures,
@@ -413,6 +426,16 @@ def _job_data(judge: LLMJudge, data: Mapping[str, Any]) -> dict[str, Any]:
         "max_retries": data.get("max_retries", 3),
         "concurrency": data.get("concurrency", 8),
     }
+
+
+def _params(judge: LLMJudge) -> dict[str, Any]:
+    """The judge's parameters, with its output schema when its replies are structured."""
+    params = dict(judge.params or {})
+    if (judge.reply_format or {}).get("kind") == "structured":
+        schema = verdict_schema(judge.scenario.type, judge.scenario.config)
+        if schema is not None:
+            params = deep_merge(params, structured_params(judge.llm_model.connection.kind, schema))
+    return params
 
 
 def judge_estimate(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> dict[str, Any]:

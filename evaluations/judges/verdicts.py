@@ -72,7 +72,7 @@ def _rationale(found: Mapping[str, Any]) -> str:
 # with ``fields`` naming the XML-like tag of each part. Parts: ``winner`` (comparisons),
 # ``ranking`` (rankings), ``labels`` (labeling), ``scores`` ({dimension: field}, ratings),
 # ``rationale``; ``values`` maps the reply's words to the verdict's (e.g. SAMPLE_1 → A).
-REPLY_FORMATS = ("json", "tags")
+REPLY_FORMATS = ("json", "tags", "structured")
 PARTS = ("winner", "ranking", "labels", "rationale")
 TAG = re.compile(r"<([A-Za-z_][\w.-]{0,63})>(.{0,20000}?)</\1>", re.DOTALL)
 
@@ -82,7 +82,9 @@ def check_reply_format(value: Any, dimensions: Sequence[str]) -> str | None:
     if value in (None, {}):
         return None
     if not isinstance(value, dict) or value.get("kind") not in REPLY_FORMATS:
-        return 'An object {"kind": "json" or "tags", "fields": {...}, "values": {...}}.'
+        return 'An object {"kind": "json", "tags" or "structured", "fields": {...}, ...}.'
+    if value["kind"] == "structured":
+        return None if set(value) == {"kind"} else 'Structured output is {"kind": "structured"}.'
     if set(value) - {"kind", "fields", "values"}:
         return "Only kind, fields and values."
     fields = value.get("fields") or {}
@@ -110,6 +112,93 @@ def check_reply_format(value: Any, dimensions: Sequence[str]) -> str | None:
     ):
         return "values: at most 50 pairs of text (the reply's word: the verdict's)."
     return None
+
+
+def verdict_schema(kind: str, config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema of the platform's verdict of a scenario type (structured output), or
+    None for a type that has none."""
+    rationale = {"type": "string", "description": "One or two sentences: why."}
+    properties: dict[str, Any]
+    if kind == "comparison":
+        winners = ["A", "B", "tie"] if config.get("ties", True) else ["A", "B"]
+        properties = {"winner": {"type": "string", "enum": winners}}
+    elif kind == "rating":
+        names = [d["name"] for d in config.get("dimensions", [])]
+        scale = "; ".join(f"{d['name']}: {d['min']} to {d['max']}" for d in config["dimensions"])
+        properties = {
+            "scores": {
+                "type": "object",
+                "description": f"A score per dimension ({scale}).",
+                "properties": {name: {"type": "number"} for name in names},
+                "required": names,
+                "additionalProperties": False,
+            }
+        }
+    elif kind == "ranking":
+        properties = {
+            "ranking": {
+                "type": "array",
+                "description": "Every response's key once, best first.",
+                "items": {"type": "string", "enum": list(KEYS)},
+            }
+        }
+    elif kind == "labeling":
+        properties = {
+            "labels": {
+                "type": "array",
+                "items": {"type": "string", "enum": list(config.get("labels", []))},
+            }
+        }
+    else:
+        return None
+    properties["rationale"] = rationale
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+def _without_additional(schema: Any) -> Any:
+    """Gemini's response schema: the same without additionalProperties (it has none)."""
+    if isinstance(schema, dict):
+        return {k: _without_additional(v) for k, v in schema.items() if k != "additionalProperties"}
+    if isinstance(schema, list):
+        return [_without_additional(v) for v in schema]
+    return schema
+
+
+def structured_params(provider_kind: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The request parameters that constrain a reply to ``schema``: OpenAI-compatible
+    servers' ``response_format`` (JSON schema, strict), Anthropic's forced tool use (the
+    tool's input is the reply), Gemini's ``responseSchema``; none for the mock."""
+    if provider_kind == "openai":
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "verdict", "strict": True, "schema": dict(schema)},
+            }
+        }
+    if provider_kind == "anthropic":
+        return {
+            "tools": [
+                {
+                    "name": "verdict",
+                    "description": "Record the verdict.",
+                    "input_schema": dict(schema),
+                }
+            ],
+            "tool_choice": {"type": "tool", "name": "verdict"},
+        }
+    if provider_kind == "gemini":
+        return {
+            "generationConfig": {
+                "responseMimeType": "application/json",
+                "responseSchema": _without_additional(schema),
+            }
+        }
+    return {}
 
 
 def _path(found: Mapping[str, Any], path: str) -> Any:
@@ -165,7 +254,7 @@ def read(
     """The verdict in the stored shape of ``kind`` (keys as presented: comparison winner A/B
     is the first/second shown; a ranking lists presented keys, best first), the reply read
     by the judge's ``reply_format`` when it has one."""
-    if reply_format:
+    if reply_format and reply_format.get("kind") != "structured":
         try:
             found, how = reshape(text, reply_format)
         except RecursionError as exc:

@@ -120,3 +120,41 @@ def test_the_add_judge_form_takes_a_reply_format(people, team_a, fake_judge):
     assert "reply_format" in bad.content.decode() and not scenario.judges.exists()
     client.post(url, base | {"reply_format": json.dumps(TAG_FORMAT)})
     assert scenario.judges.get().reply_format == TAG_FORMAT
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "gemini"])
+def test_structured_output_sends_each_providers_schema(api, people, team_a, fake_provider, kind):
+    """The platform's verdict schema goes out as the provider takes one (OpenAI's strict
+    response_format, Anthropic's forced tool, Gemini's responseSchema), and the replies
+    (an Anthropic tool call's input) are read as verdicts."""
+    connection = ProviderConnection.objects.create(
+        team=team_a, name=kind, kind=kind, base_url=fake_provider.url
+    )
+    model = LLMModel.objects.create(connection=connection, model_id=f"{kind}-j", display_name=kind)
+    scenario = make_scenario(people, team_a, "comparison", {"ties": False})
+    made = _run(api, people, scenario, name="S", model=model.pk,
+                reply_format={"kind": "structured"})  # fmt: skip
+    assert made and all(j.parse_status != ParseStatus.FAILED for j in made)
+    assert {j.payload["winner"] for j in made} <= {"A", "B"}
+    body = json.loads(fake_provider.app.bodies[-1][1])
+    if kind == "openai":
+        schema = body["response_format"]["json_schema"]
+        assert schema["strict"] is True
+        assert schema["schema"]["properties"]["winner"]["enum"] == ["A", "B"]
+    elif kind == "anthropic":
+        assert body["tool_choice"] == {"type": "tool", "name": "verdict"}
+        assert body["tools"][0]["input_schema"]["required"] == ["winner", "rationale"]
+    else:
+        config = body["generationConfig"]
+        assert config["responseMimeType"] == "application/json"
+        assert "additionalProperties" not in json.dumps(config["responseSchema"])
+
+
+def test_structured_output_needs_a_provider_that_takes_a_schema(api, people, team_a, mock_judge):
+    scenario = make_scenario(people, team_a, "comparison", {})
+    answer = api(people["manager"]).post(
+        f"/api/scenarios/{scenario.pk}/judges",
+        {"name": "M", "model": mock_judge.pk, "reply_format": {"kind": "structured"}},
+        format="json",
+    )
+    assert answer.status_code == 400 and "schema" in answer.json()["errors"]["reply_format"][0]

@@ -354,9 +354,11 @@ class FakeProvider:
     async def anthropic_messages(self, raw: bytes, **_: Any) -> Reply:
         body = self._body(raw) if raw else {}
         stream = self._anthropic_stream if isinstance(body, dict) and body.get("stream") else None
-        return await self._handle(
-            "anthropic", raw, wire.anthropic_request, wire.anthropic_reply, stream
-        )
+        reply = wire.anthropic_reply
+        forced = body.get("tool_choice") if isinstance(body, dict) else None
+        if isinstance(forced, dict) and forced.get("type") == "tool" and stream is None:
+            reply = functools.partial(wire.anthropic_tool_reply, str(forced.get("name")))
+        return await self._handle("anthropic", raw, wire.anthropic_request, reply, stream)
 
     async def _anthropic_stream(
         self, request: LLMRequest, text: str, finish: str, usage: tuple[int, int], cut: str

@@ -111,6 +111,27 @@ def anthropic_reply(model: str, text: str, finish: str, usage: tuple[int, int]) 
     }
 
 
+def anthropic_tool_reply(
+    tool: str, model: str, text: str, finish: str, usage: tuple[int, int]
+) -> dict[str, Any]:
+    """A forced tool call: the answer (a JSON object, else ``{"text": ...}``) as its input."""
+    try:
+        given = json.loads(text)
+    except ValueError:
+        given = None
+    reply = anthropic_reply(model, text, finish, usage)
+    reply["content"] = [
+        {
+            "type": "tool_use",
+            "id": f"toolu_{uuid.uuid4().hex[:24]}",
+            "name": tool,
+            "input": given if isinstance(given, dict) else {"text": text},
+        }
+    ]
+    reply["stop_reason"] = "tool_use"
+    return reply
+
+
 def gemini_reply(
     model: str, text: str, finish: str | None, usage: tuple[int, int]
 ) -> dict[str, Any]:

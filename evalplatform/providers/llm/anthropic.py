@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from evalplatform.providers.llm import errors
@@ -47,6 +48,9 @@ class AnthropicAdapter(HTTPAdapter):
     def parse(self, data: Any) -> tuple[str, int, int, str]:
         finish = data.get("stop_reason") or ""
         text = next((b["text"] for b in data["content"] if b.get("type") == "text"), "")
+        tool = next((b for b in data["content"] if b.get("type") == "tool_use"), None)
+        if tool is not None:  # a forced tool call (structured output): its input is the reply
+            text = json.dumps(tool.get("input", {}))
         if finish == "refusal" and not text:
             raise errors.content_filtered("refusal")
         usage = data["usage"]
@@ -56,6 +60,8 @@ class AnthropicAdapter(HTTPAdapter):
         kind = data.get("type", event)
         if kind == "content_block_delta":
             delta = data["delta"]
+            if delta.get("type") == "input_json_delta":  # a tool call's input, streamed
+                return delta.get("partial_json", "")
             return delta.get("text", "") if delta.get("type") == "text_delta" else ""
         if kind == "message_start":
             usage = data["message"].get("usage") or {}
