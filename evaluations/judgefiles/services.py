@@ -836,11 +836,29 @@ class JudgeFileResults:
             )
         JudgeVerdict.objects.filter(output_id__in=list(output_ids)).delete()
         JudgeVerdict.objects.bulk_create(made)
+        if made:
+            _reopen(batch_id)
         judge = (
             LLMJudge.objects.select_related("scenario").filter(judge_batches__pk=batch_id).first()
         )
         if judge is not None:  # the rows' verdicts are also the judge's judgments
             record_judgments(judge, [v.output_id for v in made], replace=True)
+
+
+def _reopen(batch_id: int) -> None:
+    """A finished batch whose job runs again (resumed, or its failures retried from the job
+    page) is in progress again: its files are written anew when the job is over."""
+    with transaction.atomic():  # within the recording transaction, as a savepoint
+        batch = JudgeBatch.objects.select_for_update(of=("self",)).filter(pk=batch_id).first()
+        if batch is None or batch.status in OPEN:
+            return
+        stale = [f for f in (batch.output_file_id, batch.error_file_id) if f]
+        batch.output_file = batch.error_file = None
+        batch.status, batch.errors = BatchStatus.IN_PROGRESS, None
+        batch.finalizing_at = batch.completed_at = batch.failed_at = None
+        batch.cancelling_at = batch.cancelled_at = None
+        batch.save()
+        JudgeFile.objects.filter(pk__in=stale).delete()
 
 
 # --- re-submitting the failures ------------------------------------------------------------------

@@ -613,3 +613,30 @@ def test_a_batch_for_a_scenario_judge_records_its_judgments(world, fake_provider
             input_file_id=other.id, endpoint="/v1/chat/completions", completion_window="24h",
             extra_body={"judge": 10**6},
         )  # fmt: skip
+
+
+def test_a_finished_batch_whose_job_runs_again_delivers_its_new_replies(world, fake_provider):
+    from generation import services as generation
+
+    client = world["client"]
+    content = "\n".join([row("ok"), row("retry-me", model="broken-judge")]).encode()
+    uploaded = client.files.create(file=("r.jsonl", content), purpose="batch")
+    batch = wait(
+        client,
+        client.batches.create(
+            input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
+        ).id,
+    )
+    assert (batch.request_counts.completed, batch.request_counts.failed) == (1, 1)
+    old_error_file = batch.error_file_id
+    # The broken connection is mended, and the job's failed cell retried from the job's side.
+    ProviderConnection.objects.filter(name="broken").update(base_url=fake_provider.url)
+    job = GenerationJob.objects.get(pk=batch.job_id)
+    generation.job_retry_failed(user=world["user"], job=job)
+    batch = wait(client, batch.id)
+    assert batch.status == "completed"
+    assert (batch.request_counts.completed, batch.request_counts.failed) == (2, 0)
+    assert {o["custom_id"] for o in lines(client, batch.output_file_id)} == {"ok", "retry-me"}
+    assert batch.error_file_id is None
+    with pytest.raises(NotFoundError):
+        client.files.retrieve(old_error_file)
