@@ -49,7 +49,7 @@ from evaluations.models import (
     LLMJudge,
 )
 from generation import lifecycle
-from generation.models import GenerationJob, GenerationOutput, JobStatus, OutputStatus
+from generation.models import GenerationOutput, JobStatus, OutputStatus
 from generation.requests import BadRow, chat_request, storable, unstorable
 from generation.services import RowsJob
 from scenarios.models import Task
@@ -811,9 +811,15 @@ class JudgeFileResults:
         return {}
 
     def recorded(self, job_id: int, output_ids: Any) -> None:
-        batch_id = JudgeBatch.objects.filter(job_id=job_id).values_list("pk", flat=True).first()
-        if batch_id is None:
+        batch = (
+            JudgeBatch.objects.filter(job_id=job_id)
+            .select_related("judge__scenario")
+            .only("pk", "status", "judge")
+            .first()
+        )
+        if batch is None:
             return
+        batch_id = batch.pk
         rows = GenerationOutput.objects.filter(
             pk__in=list(output_ids), status=OutputStatus.COMPLETED
         ).values_list("pk", "content", "item__data")
@@ -836,13 +842,12 @@ class JudgeFileResults:
             )
         JudgeVerdict.objects.filter(output_id__in=list(output_ids)).delete()
         JudgeVerdict.objects.bulk_create(made)
-        if made:
+        if not made:
+            return
+        if batch.status not in OPEN:
             _reopen(batch_id)
-        judge = (
-            LLMJudge.objects.select_related("scenario").filter(judge_batches__pk=batch_id).first()
-        )
-        if judge is not None:  # the rows' verdicts are also the judge's judgments
-            record_judgments(judge, [v.output_id for v in made], replace=True)
+        if batch.judge is not None:  # the rows' verdicts are also the judge's judgments
+            record_judgments(batch.judge, [v.output_id for v in made], replace=True)
 
 
 def _reopen(batch_id: int) -> None:
@@ -910,7 +915,3 @@ def combined(batch: JudgeBatch) -> dict[str, JudgeVerdict]:
         for verdict in rows.iterator(CHUNK):
             merged[verdict.custom_id] = verdict
     return merged
-
-
-def is_open(job: GenerationJob | None) -> bool:
-    return job is not None and job.status not in FINISHED_JOB

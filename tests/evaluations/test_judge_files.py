@@ -90,6 +90,14 @@ def wait(client, batch_id, timeout=30.0):
         time.sleep(0.1)
 
 
+def run_file(client, file_id, **extra):
+    """A batch of the file, waited for to its end."""
+    made = client.batches.create(
+        input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h", **extra
+    )
+    return wait(client, made.id)
+
+
 def lines(client, file_id):
     return [json.loads(line) for line in client.files.content(file_id).text.splitlines()]
 
@@ -169,22 +177,14 @@ def test_the_seeds_client_code_runs_and_bad_rows_go_to_the_error_file(world):
 
     # Re-submit only the failures, once the missing model exists: the error file as input.
     LLMModel.objects.create(connection=world["fake"], model_id="judge-b", display_name="B")
-    again = client.batches.create(
-        input_file_id=batch.error_file_id, endpoint="/v1/chat/completions", completion_window="24h"
-    )
-    again = wait(client, again.id)
+    again = run_file(client, batch.error_file_id)
     assert again.request_counts.total == 6 and again.request_counts.completed == 1
     assert again.parent_batch_id == batch.id
     assert [o["custom_id"] for o in lines(client, again.output_file_id)] == ["eval-003"]
     assert JudgeBatch.objects.get(public_id=again.id).parent.public_id == batch.id
 
     # The same file again: the regression report of the two runs (re-submission merged).
-    rerun = wait(
-        client,
-        client.batches.create(
-            input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
-        ).id,
-    )
+    rerun = run_file(client, uploaded.id)
     report = api.get(f"/api/judge-files/{batch.id}/compare/{rerun.id}").json()["summary"]
     # eval-003 is in the first run's combined result through its re-submission.
     assert report["rows_a"] == report["rows_b"] == report["rows_both"] == 4
@@ -240,12 +240,7 @@ def test_bad_requests_are_openai_errors_and_change_nothing(world):
 def test_another_team_sees_nothing_and_a_viewer_cannot_run(world, team_b, member, live_server):
     client = world["client"]
     uploaded = client.files.create(file=("b.jsonl", row("x").encode()), purpose="batch")
-    batch = wait(
-        client,
-        client.batches.create(
-            input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
-        ).id,
-    )
+    batch = run_file(client, uploaded.id)
     outsider = OpenAI(
         base_url=f"{live_server.url}/v1",
         api_key=token_create(user=member(team_b, Role.MANAGER), name="x")[1],
@@ -335,15 +330,7 @@ def test_the_job_underneath_shows_on_the_generation_pages(world):
         [row("g-1"), row("g-2", body_extra={"temperature": 0.3, "max_tokens": 50})]
     ).encode()
     uploaded = client.files.create(file=("g.jsonl", content), purpose="batch")
-    batch = wait(
-        client,
-        client.batches.create(
-            input_file_id=uploaded.id,
-            endpoint="/v1/chat/completions",
-            completion_window="24h",
-            extra_body={"budget_usd": "5", "live": True},
-        ).id,
-    )
+    batch = run_file(client, uploaded.id, extra_body={"budget_usd": "5", "live": True})
     assert batch.to_dict()["budget_usd"] == "5.0000"
     job = GenerationJob.objects.get(pk=batch.job_id)
     assert job.mode == "live" and str(job.budget_usd) == "5.0000"
@@ -422,12 +409,7 @@ def test_rows_go_to_each_providers_wire_format(world, fake_provider, team_a):
     ).encode()
     client = world["client"]
     uploaded = client.files.create(file=("w.jsonl", content), purpose="batch")
-    batch = wait(
-        client,
-        client.batches.create(
-            input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
-        ).id,
-    )
+    batch = run_file(client, uploaded.id)
     done = {o["custom_id"] for o in lines(client, batch.output_file_id)}
     assert done == {"to-anthropic", "to-gemini", "to-openai"}
     calls = fake_provider.app.calls
@@ -466,12 +448,7 @@ def test_the_upload_limits(world):
         long = row("long", body_extra={"stop": ["x" * 1000]})
         content = "\n".join([row("short"), long, row("after")]).encode()
         uploaded = client.files.create(file=("l.jsonl", content), purpose="batch")
-    batch = wait(
-        client,
-        client.batches.create(
-            input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
-        ).id,
-    )
+    batch = run_file(client, uploaded.id)
     assert [o["custom_id"] for o in lines(client, batch.output_file_id)] == ["short", "after"]
     [error] = lines(client, batch.error_file_id)
     assert error["line"] == 2 and error["error"]["code"] == "line_too_long"
@@ -493,12 +470,7 @@ def test_hostile_lines_replies_and_ids_are_refused_not_500s(world, fake_provider
         ]
     ).encode()
     uploaded = client.files.create(file=("h.jsonl", content), purpose="batch")
-    batch = wait(
-        client,
-        client.batches.create(
-            input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
-        ).id,
-    )
+    batch = run_file(client, uploaded.id)
     assert batch.status == "completed" and batch.request_counts.completed == 1
     errors = lines(client, batch.error_file_id)
     assert [e["line"] for e in errors] == [1, 2, 3, 4, 5]
@@ -576,18 +548,7 @@ def test_a_batch_for_a_scenario_judge_records_its_judgments(world, fake_provider
     client = world["client"]
     uploaded = client.files.create(file=("j.jsonl", content), purpose="batch")
 
-    def run_once():
-        return wait(
-            client,
-            client.batches.create(
-                input_file_id=uploaded.id,
-                endpoint="/v1/chat/completions",
-                completion_window="24h",
-                extra_body={"judge": judge.pk},
-            ).id,
-        )
-
-    batch = run_once()
+    batch = run_file(client, uploaded.id, extra_body={"judge": judge.pk})
     assert batch.to_dict()["judge"] == judge.pk
     assert batch.request_counts.completed == len(tasks) + 1
     codes = {e["custom_id"]: e["error"]["code"] for e in lines(client, batch.error_file_id)}
@@ -604,7 +565,7 @@ def test_a_batch_for_a_scenario_judge_records_its_judgments(world, fake_provider
     )
     assert analytics.json()["judges"][0]["judgments"] == len(tasks) + 1
     # The same file again replaces the judge's judgments of those calls, not adds to them.
-    run_once()
+    run_file(client, uploaded.id, extra_body={"judge": judge.pk})
     assert Judgment.objects.filter(judge=judge).count() == len(tasks) + 1
     # Another team's judge, or one the user may not run, cannot be named.
     other = client.files.create(file=("o.jsonl", row("x").encode()), purpose="batch")
@@ -621,12 +582,7 @@ def test_a_finished_batch_whose_job_runs_again_delivers_its_new_replies(world, f
     client = world["client"]
     content = "\n".join([row("ok"), row("retry-me", model="broken-judge")]).encode()
     uploaded = client.files.create(file=("r.jsonl", content), purpose="batch")
-    batch = wait(
-        client,
-        client.batches.create(
-            input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
-        ).id,
-    )
+    batch = run_file(client, uploaded.id)
     assert (batch.request_counts.completed, batch.request_counts.failed) == (1, 1)
     old_error_file = batch.error_file_id
     # The broken connection is mended, and the job's failed cell retried from the job's side.
