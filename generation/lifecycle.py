@@ -10,8 +10,10 @@
 | ``end_run`` / ``complete_batch_jobs`` | running | completed (every cell done) |
 | ``fail`` | running | failed |
 
-One running job per user: whenever a running job stops, ``start_next_queued`` starts the
-owner's oldest queued one. Runners are dispatched to django-q2 by dotted path
+One running job per user among the jobs that occupy task workers (``HOLDS_SLOT``: live jobs
+of the user's own items): whenever such a job stops, ``start_next_queued`` starts the owner's
+oldest queued one. Batch jobs (they wait at the provider), judge runs and judge files never
+queue: they run side by side. Runners are dispatched to django-q2 by dotted path
 (``generation.tasks.run_job``), so this module never imports the tasks. A live runner holds
 a lease on the job (``take_lease``, released by ``end_run``).
 
@@ -34,7 +36,7 @@ from evalplatform.accounts.services import notify
 from evalplatform.errors import Conflict
 from generation import events
 from generation.cells import release_live_cells
-from generation.models import GenerationJob, JobMode, JobStatus, OutputStatus
+from generation.models import HOLDS_SLOT, GenerationJob, JobMode, JobStatus, OutputStatus
 
 ALLOWED = {
     "start": {JobStatus.CREATED, JobStatus.PAUSED, JobStatus.FAILED},
@@ -93,12 +95,7 @@ def start(job: GenerationJob) -> GenerationJob:
 
 def _start_locked(job: GenerationJob) -> None:
     """Start (or queue) a locked job."""
-    busy = (
-        GenerationJob.objects.select_for_update()
-        .filter(owner_id=job.owner_id, status=JobStatus.RUNNING)
-        .exclude(pk=job.pk)
-        .exists()
-    )
+    busy = job.holds_slot and _slot_taken(job.owner_id, but=job.pk)
     job.status = JobStatus.QUEUED if busy else JobStatus.RUNNING
     job.queued_at = timezone.now()
     if not busy:
@@ -176,10 +173,18 @@ def _stop(job: GenerationJob, action: str, status: str, message: str) -> Generat
     return job
 
 
+def _slot_taken(owner_id: int, *, but: int | None = None) -> bool:
+    """Whether one of the owner's running jobs holds the owner's slot (the owner row is
+    locked by the caller)."""
+    running = GenerationJob.objects.filter(HOLDS_SLOT, owner_id=owner_id, status=JobStatus.RUNNING)
+    return running.exclude(pk=but).exists()
+
+
 def start_next_queued(*, owner_id: int) -> GenerationJob | None:
-    """Start the owner's oldest queued job if none is running (call inside a transaction)."""
+    """Start the owner's oldest queued job if none holds the owner's slot (call inside a
+    transaction)."""
     _lock_owner(owner_id)
-    if GenerationJob.objects.filter(owner_id=owner_id, status=JobStatus.RUNNING).exists():
+    if _slot_taken(owner_id):
         return None
     nxt = (
         GenerationJob.objects.select_for_update()

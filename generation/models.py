@@ -45,6 +45,14 @@ class SourceKind(models.TextChoices):
     JUDGE_FILE = "judge_file", "A judge file: each row its own request"
 
 
+# Jobs that do not hold their owner's one running slot: a judge run's (judges of one
+# scenario run side by side) and a judge file's (its requests were submitted together).
+SLOT_FREE_SOURCES = ("judge", "judge_file")
+# A running job holds its owner's slot while it occupies task workers: a live job of the
+# owner's own items. A batch job waits at the provider and holds none.
+HOLDS_SLOT = models.Q(mode="live") & ~models.Q(source_kind__in=SLOT_FREE_SOURCES)
+
+
 class GenerationJob(models.Model):
     team_lookup = "team"
 
@@ -98,16 +106,22 @@ class GenerationJob(models.Model):
                 condition=models.Q(completed_cells__lte=models.F("total_cells")),
                 name="job_completed_within_total",
             ),
-            # One running job per user (the services lock the owner row to decide it).
+            # One running job per user among those that occupy workers (the services lock
+            # the owner row to decide it).
             models.UniqueConstraint(
                 fields=["owner"],
-                condition=models.Q(status="running"),
-                name="one_running_job_per_owner",
+                condition=models.Q(status="running") & HOLDS_SLOT,
+                name="one_running_live_job_per_owner",
             ),
         ]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def holds_slot(self) -> bool:
+        """Whether running this job takes its owner's one running slot."""
+        return self.mode == JobMode.LIVE and self.source_kind not in SLOT_FREE_SOURCES
 
     @property
     def progress(self) -> float:

@@ -152,3 +152,17 @@ def test_an_invitation_to_a_closed_scenario_makes_no_account(api, people, team_a
     assert posted.status_code == 410
     assert get_user_model().objects.count() == users
     assert Invitation.objects.get().accepted_by is None
+
+
+def test_judge_runs_of_one_scenario_run_side_by_side(api, people, team_a, mock_judge):
+    scenario = make_scenario(people, team_a, "comparison", {})
+    judges = [
+        create_judge(api, people["manager"], scenario, name=f"J{n}", model=mock_judge.pk)
+        for n in range(3)
+    ]
+    jobs = [start(api, people["manager"], judge).json()["job"] for judge in judges]
+    statuses = set(GenerationJob.objects.filter(pk__in=jobs).values_list("status", flat=True))
+    assert statuses == {JobStatus.RUNNING}  # none queued behind another
+    for job_id in jobs:
+        run(job_id)
+    assert Judgment.objects.filter(judge_id__in=[j["id"] for j in judges]).count() == 27

@@ -397,3 +397,28 @@ def test_the_batches_of_a_deleted_job_are_cancelled_and_closed(api, creator, tea
     assert row.closed_at is not None and row.error_message == "The job was deleted."
     (remote,) = fake_provider.app.batches.batches.values()
     assert remote.cancelled_at is not None
+
+
+def test_batch_jobs_of_one_user_run_side_by_side(api, creator, team_a, fast_batches):
+    """A batch job waits at the provider: it holds no slot, so six of one user are all in
+    flight at once, while live jobs still take turns."""
+    model = model_for(team_a, fast_batches)
+    jobs = [batch_job(api, creator, team_a, model, [f"text {n}"]) for n in range(6)]  # all running
+    first = drive()
+    assert first.submitted_batches == 6
+    assert ProviderBatch.objects.filter(work_id__in=jobs).exclude(remote_id="").count() == 6
+    # A live job of the same user starts beside them, and the next live one queues behind it.
+    live_model = LLMModelFactory(connection=ConnectionFactory(team=team_a, kind="mock"))
+    version = make_version(PromptTemplateFactory(team=team_a), [("", "Say {{content}}")])
+    body = {
+        "team": team_a.slug,
+        "name": "Live",
+        "prompt_versions": [version.pk],
+        "models": [live_model.pk],
+        "source": {"type": "manual", "format": "text", "content": "a\nb\n"},
+        "start": True,
+    }
+    assert api(creator).post(JOBS, body, format="json").json()["status"] == "running"
+    assert api(creator).post(JOBS, body, format="json").json()["status"] == "queued"
+    for job_id in jobs:
+        assert drive_until_done(job_id).status == JobStatus.COMPLETED
