@@ -15,6 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from evalplatform.env import (
     env_bool,
+    env_float,
     env_int,
     env_list,
     generate_secret_key,
@@ -303,6 +304,15 @@ JUDGE_FILE_MAX_LINES = env_int("JUDGE_FILE_MAX_LINES", 50_000)
 JUDGE_FILE_MAX_LINE_BYTES = env_int("JUDGE_FILE_MAX_LINE_BYTES", 4 * 1024 * 1024)
 # A runner renews its lease on a job every step; a job whose lease ran out is recovered.
 GENERATION_LEASE_S = env_int("GENERATION_LEASE_S", 60)
+# A live runner looks at its job's state (and renews the lease) this often between steps:
+# pause and cancel abort the calls in flight within it.
+GENERATION_CONTROL_S = env_float("GENERATION_CONTROL_S", 2.0)
+# A job fails when this many cells of one model configuration fail in a row (0: never).
+GENERATION_FAIL_AFTER = env_int("GENERATION_FAIL_AFTER", 5)
+# Provider replies are capped client-side: a body (or a stream) beyond this many bytes, or
+# more characters than this many per requested max token, is cut off as an error.
+PROVIDER_MAX_REPLY_BYTES = env_int("PROVIDER_MAX_REPLY_BYTES", 16 * 1024 * 1024)
+PROVIDER_MAX_CHARS_PER_TOKEN = env_int("PROVIDER_MAX_CHARS_PER_TOKEN", 32)
 # Batch mode: at most this many cells in one provider batch (providers allow 50,000+; smaller
 # batches come back sooner and a failure costs less).
 GENERATION_BATCH_MAX_CELLS = env_int("GENERATION_BATCH_MAX_CELLS", 10_000)

@@ -240,6 +240,11 @@ def end_run(job_id: int, token: str) -> tuple[bool, GenerationJob | None]:
         if job.status == JobStatus.RUNNING and live_left.exists():
             return True, None  # resumed while the last window drained: keep going
         fields = ["runner_token", "lease_until", "updated_at"]
+        if job.status != JobStatus.RUNNING:
+            # Paused or cancelled: the calls this runner had in flight were aborted, and
+            # their cells run again on resume.
+            job.reserved_usd -= release_live_cells(job)
+            fields.append("reserved_usd")
         in_batches = job.outputs.filter(status=OutputStatus.RUNNING, batch__isnull=False)
         if job.status == JobStatus.RUNNING and not in_batches.exists():
             job.status, job.finished_at = JobStatus.COMPLETED, timezone.now()
@@ -323,13 +328,16 @@ def complete_batch_jobs(job_id: int | None = None) -> list[int]:
     return done
 
 
-def fail(*, job_id: int, message: str) -> None:
-    """Mark a running job failed (an error of the platform, not of a provider): cells left
-    running go back to pending (a resume runs them), reservations are released, the lease
-    is dropped and the owner's next queued job starts."""
+def fail(*, job_id: int, message: str, token: str | None = None) -> None:
+    """Mark a running job failed (an error of the platform, or systematic failures of its
+    provider calls, ``generation.failures``): cells left running go back to pending (a
+    resume runs them), reservations are released, the lease is dropped, the owner is told
+    and the owner's next queued job starts. ``token``: only if that runner holds the job."""
     with transaction.atomic():
         job = GenerationJob.objects.select_for_update().filter(pk=job_id).first()
         if job is None or job.status != JobStatus.RUNNING:
+            return
+        if token is not None and job.runner_token != token:
             return
         _lock_owner(job.owner_id)
         # Cells in provider batches stay there (their results are still recorded) and keep
@@ -340,6 +348,13 @@ def fail(*, job_id: int, message: str) -> None:
         job.runner_token, job.lease_until = "", None
         job.save()
         events.announce(job, events.JOB_FAILED)
+        notify(
+            user=job.owner,
+            team=job.team,
+            kind="generation.failed",
+            message=f"{job.name} failed: {message}"[:500],
+            link=f"/generation/jobs/{job.pk}",
+        )
         start_next_queued(owner_id=job.owner_id)
 
 

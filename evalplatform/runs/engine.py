@@ -8,8 +8,9 @@ connection and retries by the platform schedule. With a publisher, and while som
 watches, replies stream and their text goes out as live events (throttled by the
 publisher). All database work of one step (record what finished, read the job's state,
 claim more) is one hop to the database thread, so its cost is shared by every cell that
-finished together; the claim re-checks the job's state in its transaction, so pause and
-cancel take effect within one in-flight window.
+finished together; the claim re-checks the job's state in its transaction. Between steps
+the heartbeat watches the job too, so pause, cancel and a failure abort the calls in flight
+within one beat.
 """
 
 from __future__ import annotations
@@ -57,15 +58,16 @@ class Work(Protocol):
     def heartbeat_s(self) -> float:
         """Seconds between lease renewals."""
 
-    def heartbeat(self) -> bool:
-        """Renew the lease; False if another runner has taken the job over."""
+    def heartbeat(self) -> str:
+        """Renew the lease of a running job: 'run', or why to stop ('paused', 'cancelled',
+        'failed': the calls in flight are aborted; 'lost': another runner took the job)."""
 
     def begin(self) -> bool:
         """Take the job's lease (recovering cells a dead runner left); False if held."""
 
     def step(self, outcomes: Sequence[Outcome], limit: int) -> tuple[str, list[Cell], bool]:
         """Record ``outcomes``; then the job's state ('run', or why to stop: 'paused',
-        'cancelled', 'lost'), up to ``limit`` newly claimed cells (marked running, budget
+        'cancelled', 'failed', 'lost'), up to ``limit`` newly claimed cells (marked running, budget
         reserved) and whether the budget stopped the claim."""
 
     def connection(self, connection_id: int) -> Any: ...
@@ -145,20 +147,22 @@ async def run_live(
         return Outcome(cell, result.attempts, response=result.response)
 
     async def heartbeat() -> None:
-        # Keeps the lease while calls are slow; a runner that lost it stops at once, and
-        # what it had in flight is no longer its to record.
+        # Keeps the lease while calls are slow, and watches the job between steps: a
+        # runner that lost the lease stops at once (what it had in flight is no longer its
+        # to record), and a job that was paused, cancelled or failed aborts its calls.
         while True:
             await asyncio.sleep(work.heartbeat_s)
             try:
-                held = await sync_to_async(work.heartbeat)()
+                control = await sync_to_async(work.heartbeat)()
             except DatabaseError:
-                # A beat every third of the lease: one missed is harmless. The next step
-                # meets a lasting outage itself (and the runner starts again).
+                # One missed beat is harmless (a lease lasts several). The next step meets
+                # a lasting outage itself (and the runner starts again).
                 logger.warning("the lease could not be renewed; trying again", exc_info=True)
                 await sync_to_async(close_old_connections)()
                 continue
-            if not held:
-                lost.set()
+            if control != "run":
+                if control == "lost":
+                    lost.set()
                 for task in in_flight:
                     task.cancel()
                 return
@@ -192,7 +196,11 @@ async def run_live(
             if lost.is_set():
                 summary.stopped_by = "lost"
                 break
-            if in_flight:  # stopping: let what is in flight land, and record it
+            if in_flight:
+                # Stopping (paused, cancelled, failed): abort the calls in flight (their
+                # cells go back to pending at ``end``); record what had already landed.
+                for task in in_flight:
+                    task.cancel()
                 finished = [
                     o
                     for o in await asyncio.gather(*in_flight, return_exceptions=True)

@@ -21,6 +21,7 @@ from evalplatform.providers.llm.retry import RetryPolicy
 from evalplatform.providers.models import ProviderConnection
 from evalplatform.runs.engine import Cell, Outcome, RunSummary, run_live
 from generation import cells, events, lifecycle, results
+from generation.failures import FailureWatch
 from generation.models import GenerationJob, GenerationOutput, JobStatus, OutputStatus
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ class GenerationWork:
         self.retry = retry or RetryPolicy(max_retries=job.max_retries)
         self.cells = cells.JobCells(job)
         self.prices = self.cells.prices
+        self.failures = FailureWatch(live=True)
         self._publisher = events.publisher(job_id, self.token)
 
     @property
@@ -64,14 +66,10 @@ class GenerationWork:
 
     @property
     def heartbeat_s(self) -> float:
-        return settings.GENERATION_LEASE_S / 3
+        return min(settings.GENERATION_LEASE_S / 3, settings.GENERATION_CONTROL_S)
 
-    def heartbeat(self) -> bool:
-        return bool(
-            GenerationJob.objects.filter(pk=self.job_id, runner_token=self.token).update(
-                lease_until=timezone.now() + timedelta(seconds=settings.GENERATION_LEASE_S)
-            )
-        )
+    def heartbeat(self) -> str:
+        return self.control()
 
     def control(self) -> str:
         now = timezone.now()
@@ -124,20 +122,34 @@ class GenerationWork:
         ], blocked
 
     def step(self, outcomes: Sequence[Outcome], limit: int) -> tuple[str, list[Cell], bool]:
+        reason = None
         if outcomes:
-            self.record(outcomes)
+            reason = self.record(outcomes)
+        if reason:
+            # Systematic failures: the job stops, spending nothing more.
+            lifecycle.fail(job_id=self.job_id, message=reason, token=self.token)
         control = self.control()
         if control != "run" or limit <= 0:
             return control, [], False
         claimed, blocked = self.claim(limit)
         return control, claimed, blocked
 
-    def record(self, outcomes: Sequence[Outcome]) -> None:
+    def record(self, outcomes: Sequence[Outcome]) -> str | None:
         """Record finished cells in one transaction. Only this runner's running cells are
-        recorded (locked first), so a result can never be counted twice."""
+        recorded (locked first), so a result can never be counted twice. Returns why the
+        job must fail (``generation.failures``), or None; a cell that failed for such a
+        reason of its connection goes back to pending (with its error), to run on resume."""
+        reason = None
+        systematic = set()
+        for o in outcomes:
+            label = self.cells.model_labels.get(o.cell.meta, "a model configuration")
+            why = self.failures.observe(o.cell.meta, label, o.error)
+            if o.error is not None and self.failures.systematic(o.error):
+                systematic.add(o.cell.id)
+            reason = reason or why
         with transaction.atomic():
             if not GenerationJob.objects.filter(pk=self.job_id, runner_token=self.token).exists():
-                return  # taken over: the new runner owns these cells now
+                return None  # taken over: the new runner owns these cells now
             # Only this runner's running cells: after a takeover, the old runner's late
             # results are not recorded (and not counted).
             owned = set(
@@ -159,6 +171,7 @@ class GenerationWork:
                         o.attempts,
                         response=o.response,
                         error=o.error,
+                        retry=o.cell.id in systematic,
                     )
                     for o in outcomes
                     if o.cell.id in owned and (o.response is not None or o.error is not None)
@@ -171,6 +184,7 @@ class GenerationWork:
             for event, data, key in recorded.item_events:
                 self._emit(event, data, key=key)
             self._publisher.progress(events.JOB_PROGRESS, events.current_state(self.job_id))
+        return reason
 
 
 def run(job_id: int) -> RunSummary:

@@ -9,11 +9,66 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 import httpx
+from django.conf import settings
 
 from evalplatform.providers.llm import errors
 from evalplatform.providers.llm.types import LLMRequest, LLMResponse
 
 StreamItem = str | LLMResponse
+UNCAPPED_TOKENS = 4096  # a request without max_tokens: its reply is capped as if it had these
+
+
+def reply_byte_cap() -> int:
+    return settings.PROVIDER_MAX_REPLY_BYTES
+
+
+def reply_char_cap(request: LLMRequest) -> int:
+    """The most reply text a request may bring: characters per requested token."""
+    return (request.max_tokens or UNCAPPED_TOKENS) * settings.PROVIDER_MAX_CHARS_PER_TOKEN
+
+
+async def read_capped(response: httpx.Response, limit: int) -> bytes:
+    """The body, refused (``reply_too_large``) as soon as it exceeds ``limit`` bytes, or
+    when the server declares more: a provider's reply is never read whole into memory."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise errors.reply_too_large(limit, declared=int(declared))
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body.extend(chunk)
+        if len(body) > limit:
+            raise errors.reply_too_large(limit)
+    return bytes(body)
+
+
+def read_response(response: httpx.Response, raw: bytes) -> httpx.Response:
+    """A streamed ``response`` as a read one, with ``raw`` (its decoded body) as content."""
+    skip = {"content-encoding", "content-length", "transfer-encoding"}
+    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in skip]
+    return httpx.Response(
+        response.status_code, headers=headers, content=raw, request=response.request
+    )
+
+
+async def capped_lines(response: httpx.Response, limit: int) -> AsyncIterator[str]:
+    """The body's lines (``\n`` or ``\r\n``), refused once the body exceeds ``limit``
+    bytes (httpx's own line reader keeps a line without an end whole in memory)."""
+    total = 0
+    pending = bytearray()
+    async for chunk in response.aiter_bytes():
+        total += len(chunk)
+        if total > limit:
+            raise errors.reply_too_large(limit)
+        start = len(pending)
+        pending.extend(chunk)
+        cut = pending.rfind(b"\n", start)
+        if cut < 0:
+            continue
+        complete, pending = pending[:cut], pending[cut + 1 :]
+        for line in complete.split(b"\n"):
+            yield line.rstrip(b"\r").decode("utf-8", "replace")
+    if pending:
+        yield pending.rstrip(b"\r").decode("utf-8", "replace")
 
 
 def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -112,25 +167,30 @@ class HTTPAdapter(Adapter):
     async def complete(self, request: LLMRequest) -> LLMResponse:
         started = time.perf_counter()
         try:
-            response = await self.http.post(
+            async with self.http.stream(
+                "POST",
                 self.url(request, stream=False),
                 json=self._body(request, stream=False),
                 headers=self._headers,
-            )
+            ) as response:
+                raw = await read_capped(response, reply_byte_cap())
         except httpx.TransportError as exc:
             raise errors.from_transport(exc) from exc
         except UnicodeEncodeError as exc:
             raise errors.not_sendable() from exc
+        response = read_response(response, raw)
         if response.status_code >= 300:
             raise errors.from_response(response, protocol=self.protocol, secret=self.api_key)
         try:
-            data = response.json()
+            data = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             raise errors.malformed(response.text, "not JSON") from exc
         try:
             text, input_tokens, output_tokens, finish = self.parse(data)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             raise errors.malformed(response.text, f"unexpected shape ({exc!r})") from exc
+        if len(text) > reply_char_cap(request):
+            raise errors.reply_too_long(reply_char_cap(request))
         return LLMResponse(
             text=text,
             input_tokens=input_tokens,
@@ -151,10 +211,11 @@ class HTTPAdapter(Adapter):
                 headers=self._headers,
             ) as response:
                 if response.status_code >= 300:
-                    await response.aread()
+                    raw = await read_capped(response, reply_byte_cap())
                     raise errors.from_response(
-                        response, protocol=self.protocol, secret=self.api_key
+                        read_response(response, raw), protocol=self.protocol, secret=self.api_key
                     )
+                chars, char_cap = 0, reply_char_cap(request)
                 async for event, data in sse_events(response):
                     state.raw_events += 1
                     try:
@@ -162,6 +223,9 @@ class HTTPAdapter(Adapter):
                     except (KeyError, IndexError, TypeError, AttributeError) as exc:
                         raise errors.malformed(json.dumps(data), f"bad event ({exc!r})") from exc
                     if delta:
+                        chars += len(delta)
+                        if chars > char_cap:
+                            raise errors.reply_too_long(char_cap)
                         state.parts.append(delta)
                         yield delta
         except httpx.TransportError as exc:
@@ -184,7 +248,7 @@ class HTTPAdapter(Adapter):
 async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
     """Server-sent events as ``(event name, parsed JSON data)``; stops at ``[DONE]``."""
     event, data_lines = "", list[str]()
-    async for line in response.aiter_lines():
+    async for line in capped_lines(response, reply_byte_cap()):
         if line == "":
             if data_lines:
                 payload = "\n".join(data_lines)

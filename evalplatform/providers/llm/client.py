@@ -98,6 +98,9 @@ class ProviderClient:
         transport: httpx.AsyncBaseTransport | None = None,
     ):
         self.kind = kind
+        # Every attempt has this total deadline (httpx's timeouts are per read: a server
+        # trickling a byte at a time would hold a call for ever).
+        self.deadline_s = timeout_s
         self.retry = retry or RetryPolicy()
         self.max_concurrency = max_concurrency
         self._semaphore = asyncio.Semaphore(max_concurrency)
@@ -160,13 +163,24 @@ class ProviderClient:
         if self.http is not None:
             await self.http.aclose()
 
+    def _past_deadline(self) -> ProviderError:
+        return ProviderError(
+            f"Timed out: no complete reply within {self.deadline_s:g} s",
+            kind="timeout",
+            retryable=True,
+        )
+
     async def _once(self, request: LLMRequest) -> LLMResponse:
         # The slot is held for the call only, never while waiting to retry.
         async with self._semaphore:
             if self.limiter is not None:
                 await self.limiter.acquire()
             try:
-                response = await self.adapter.complete(request)
+                try:
+                    async with asyncio.timeout(self.deadline_s):
+                        response = await self.adapter.complete(request)
+                except TimeoutError as exc:
+                    raise self._past_deadline() from exc
             except ProviderError as error:
                 errors.redact(error, self._secret)
                 if error.kind == "rate_limit" and self.limiter is not None:
@@ -237,10 +251,18 @@ class ProviderClient:
                 async with self._semaphore:
                     if self.limiter is not None:
                         await self.limiter.acquire()
-                    async with contextlib.aclosing(self.adapter.stream(request)) as items:
-                        async for item in items:
-                            started = True
-                            yield item
+                    # The deadline runs while this task reads the stream (its consumer's
+                    # work between items is synchronous).
+                    try:
+                        async with (
+                            asyncio.timeout(self.deadline_s),
+                            contextlib.aclosing(self.adapter.stream(request)) as items,
+                        ):
+                            async for item in items:
+                                started = True
+                                yield item
+                    except TimeoutError as exc:
+                        raise self._past_deadline() from exc
                 return
             except ProviderError as error:
                 errors.redact(error, self._secret)

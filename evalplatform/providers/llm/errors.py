@@ -179,3 +179,20 @@ def content_filtered(reason: str, raw_text: str = "") -> ProviderError:
         retryable=False,
         raw_text=raw_text,
     )
+
+
+def reply_too_large(limit: int, *, declared: int | None = None) -> ProviderError:
+    size = f" (the server declared {declared:,} bytes)" if declared is not None else ""
+    return ProviderError(
+        f"The reply is larger than the platform accepts: over {limit:,} bytes{size}",
+        kind="reply_too_large",
+        retryable=False,
+    )
+
+
+def reply_too_long(limit: int) -> ProviderError:
+    return ProviderError(
+        f"The reply is longer than its max_tokens allows: over {limit:,} characters",
+        kind="reply_too_long",
+        retryable=False,
+    )

@@ -1,0 +1,127 @@
+"""Jobs that fail when they should and calls that cannot hang (issue 17, points 2 and 3):
+a refused key or an unreachable provider fails the job with its reason, having spent
+nothing more; a reply that trickles past the connection's timeout is cut at that deadline;
+replies larger than the platform accepts are refused."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+
+import pytest
+
+from evalplatform.accounts.models import Notification
+from evalplatform.providers.llm.retry import RetryPolicy
+from evalplatform.runs.engine import run_live
+from generation.models import GenerationJob, JobStatus
+from generation.runners.live import GenerationWork
+from tests.factories import ConnectionFactory, LLMModelFactory, PromptTemplateFactory, make_version
+
+pytestmark = pytest.mark.django_db(transaction=True)
+JOBS = "/api/generation/jobs"
+
+
+async def _no_sleep(_seconds):
+    return None
+
+
+def job_on(api, user, team, base_url, items=6, **connection):
+    conn = ConnectionFactory(team=team, kind="openai", base_url=base_url, **connection)
+    model = LLMModelFactory(connection=conn, model_id="gpt-fake")
+    version = make_version(PromptTemplateFactory(team=team), [("", "Answer {{content}}")])
+    body = {
+        "team": team.slug,
+        "name": "Doomed",
+        "prompt_versions": [version.pk],
+        "models": [model.pk],
+        "temperatures": [0.0],
+        "max_tokens": 50,
+        "concurrency": 1,
+        "source": {
+            "type": "manual",
+            "format": "json",
+            "content": json.dumps([{"content": f"x{n}"} for n in range(items)]),
+        },
+        "start": True,
+    }
+    made = api(user).post(JOBS, body, format="json")
+    assert made.status_code == 201, made.json()
+    return made.json()["id"]
+
+
+def run(job_id):
+    work = GenerationWork(job_id, retry=RetryPolicy(sleep=_no_sleep))
+    return asyncio.run(run_live(work))
+
+
+def test_a_refused_key_fails_the_job_with_its_reason(api, creator, team_a, fake_provider):
+    fake_provider.app.config.fault_rate = 1.0
+    fake_provider.app.config.fault_kinds = ("401",)
+    job_id = job_on(api, creator, team_a, fake_provider.url)
+    run(job_id)
+    job = GenerationJob.objects.get(pk=job_id)
+    assert job.status == JobStatus.FAILED
+    assert "refused the API key" in job.status_message and "HTTP 401" in job.status_message
+    # Spent nothing more: one call was made, and every cell waits for a resume.
+    assert job.outputs.filter(status="pending").count() == 6 and job.cost_usd == 0
+    assert job.reserved_usd == 0 and job.failed_cells == 0
+    assert job.outputs.filter(error_kind="auth").count() == 1
+    assert Notification.objects.filter(user=creator, kind="generation.failed").exists()
+    # The job page and the API show the reason.
+    shown = api(creator).get(f"{JOBS}/{job_id}").json()
+    assert shown["status"] == "failed" and "API key" in shown["status_message"]
+
+
+def test_an_unreachable_provider_fails_the_job(api, creator, team_a):
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there
+    job_id = job_on(api, creator, team_a, f"http://127.0.0.1:{port}")
+    run(job_id)
+    job = GenerationJob.objects.get(pk=job_id)
+    assert job.status == JobStatus.FAILED and "cannot be reached" in job.status_message
+    assert job.outputs.filter(status="pending").count() == 6
+
+
+def test_repeated_failures_of_one_configuration_fail_the_job(
+    api, creator, team_a, fake_provider, settings
+):
+    settings.GENERATION_FAIL_AFTER = 3
+    fake_provider.app.config.fault_rate = 1.0
+    fake_provider.app.config.fault_kinds = ("400",)
+    job_id = job_on(api, creator, team_a, fake_provider.url)
+    run(job_id)
+    job = GenerationJob.objects.get(pk=job_id)
+    assert job.status == JobStatus.FAILED and "3 cells of" in job.status_message
+    assert job.failed_cells == 3 and job.outputs.filter(status="pending").count() == 3
+
+
+def test_transient_failures_still_retry_per_cell(api, creator, team_a, fake_provider):
+    fake_provider.app.config.fault_rate = 0.5
+    fake_provider.app.config.fault_kinds = ("500",)
+    job_id = job_on(api, creator, team_a, fake_provider.url)
+    run(job_id)
+    job = GenerationJob.objects.get(pk=job_id)
+    assert job.status == JobStatus.COMPLETED
+
+
+def test_a_trickling_reply_is_cut_at_the_total_deadline(api, creator, team_a, fake_provider):
+    # Each chunk arrives well within the idle timeout, but the reply as a whole does not.
+    fake_provider.app.config.stream_chunk_words = 1
+    fake_provider.app.config.stream_chunk_delay_s = 0.3
+    conn = ConnectionFactory(team=team_a, kind="openai", base_url=fake_provider.url, timeout_s=1)
+    from evalplatform.providers.llm.client import ProviderClient
+    from evalplatform.providers.llm.types import LLMRequest, ProviderError
+
+    async def call():
+        async with ProviderClient.for_connection(conn, retry=RetryPolicy(max_retries=0)) as c:
+            return await c.complete_streaming(
+                LLMRequest(model="gpt-fake", user="Write at length", max_tokens=400),
+                lambda delta: None,
+            )
+
+    with pytest.raises(ProviderError) as caught:
+        asyncio.run(call())
+    assert caught.value.kind == "timeout" and "within 1 s" in caught.value.message
