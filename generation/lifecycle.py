@@ -177,7 +177,9 @@ def _slot_taken(owner_id: int, *, but: int | None = None) -> bool:
     """Whether one of the owner's running jobs holds the owner's slot (the owner row is
     locked by the caller)."""
     running = GenerationJob.objects.filter(HOLDS_SLOT, owner_id=owner_id, status=JobStatus.RUNNING)
-    return running.exclude(pk=but).exists()
+    if but is not None:
+        running = running.exclude(pk=but)
+    return running.exists()
 
 
 def start_next_queued(*, owner_id: int) -> GenerationJob | None:
