@@ -12,7 +12,9 @@ import socket
 import pytest
 
 from evalplatform.accounts.models import Notification
+from evalplatform.providers.llm.client import ProviderClient
 from evalplatform.providers.llm.retry import RetryPolicy
+from evalplatform.providers.llm.types import LLMRequest, ProviderError
 from evalplatform.runs.engine import run_live
 from generation.models import GenerationJob, JobStatus
 from generation.runners.live import GenerationWork
@@ -112,8 +114,6 @@ def test_a_trickling_reply_is_cut_at_the_total_deadline(api, creator, team_a, fa
     fake_provider.app.config.stream_chunk_words = 1
     fake_provider.app.config.stream_chunk_delay_s = 0.3
     conn = ConnectionFactory(team=team_a, kind="openai", base_url=fake_provider.url, timeout_s=1)
-    from evalplatform.providers.llm.client import ProviderClient
-    from evalplatform.providers.llm.types import LLMRequest, ProviderError
 
     async def call():
         async with ProviderClient.for_connection(conn, retry=RetryPolicy(max_retries=0)) as c:
