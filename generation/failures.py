@@ -8,6 +8,9 @@ such error fails the job. Other failures fail only their cell, unless
 own retries) with no success between them: then the configuration is broken, and the job
 fails too. Content-filter refusals and replies too large for a request are the prompt's,
 not the configuration's, and errors of the platform itself are not the provider's: they never count.
+
+A judge file is the exception: like a provider's batch, it reports each row's error in its
+error file and completes, so its job never fails on its rows' errors (``stops_job``).
 """
 
 from __future__ import annotations
@@ -43,10 +46,13 @@ class FailureWatch:
     to fail the job, or None."""
 
     live: bool = True
+    stops_job: bool = True
     fail_after: int = field(default_factory=lambda: settings.GENERATION_FAIL_AFTER)
     streaks: dict[int, int] = field(default_factory=dict)
 
     def systematic(self, error: ProviderError) -> dict[str, str] | None:
+        if not self.stops_job:
+            return None
         if error.kind in SYSTEMATIC:
             return SYSTEMATIC
         if self.live and error.kind in UNREACHABLE:
@@ -59,7 +65,7 @@ class FailureWatch:
             return None
         if (reasons := self.systematic(error)) is not None:
             return message(error.kind, reasons, error, label)
-        if error.kind in NOT_COUNTED:
+        if error.kind in NOT_COUNTED or not self.stops_job:
             return None
         self.streaks[config] = streak = self.streaks.get(config, 0) + 1
         if self.fail_after and streak >= self.fail_after:

@@ -22,7 +22,13 @@ from evalplatform.providers.models import ProviderConnection
 from evalplatform.runs.engine import Cell, Outcome, RunSummary, run_live
 from generation import cells, events, lifecycle, results
 from generation.failures import FailureWatch
-from generation.models import GenerationJob, GenerationOutput, JobStatus, OutputStatus
+from generation.models import (
+    GenerationJob,
+    GenerationOutput,
+    JobStatus,
+    OutputStatus,
+    SourceKind,
+)
 
 logger = logging.getLogger(__name__)
 # A lost database connection (a restart, a failover, a dropped session) is not the job's
@@ -45,7 +51,7 @@ class GenerationWork:
         self.retry = retry or RetryPolicy(max_retries=job.max_retries)
         self.cells = cells.JobCells(job)
         self.prices = self.cells.prices
-        self.failures = FailureWatch(live=True)
+        self.failures = FailureWatch(live=True, stops_job=job.source_kind != SourceKind.JUDGE_FILE)
         self._publisher = events.publisher(job_id, self.token)
 
     @property

@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from evalplatform.accounts.roles import Role
-from generation.models import GenerationOutput
+from generation.models import GenerationJob, GenerationOutput
 from tests.factories import PromptTemplateFactory, make_version
 from tests.generation.test_runner import run
 
@@ -84,8 +84,11 @@ def test_the_api_key_appears_in_no_log_response_export_or_table(
     )
     keep("start", client.post(f"/api/generation/jobs/{job['id']}/start"))
     run(job["id"])
+    # The refused key fails the job (a systematic failure); the refused cell keeps its
+    # error and waits, pending, for a resume with a mended key.
+    assert GenerationJob.objects.get(pk=job["id"]).status == "failed"
     refused = GenerationOutput.objects.get(job_id=job["id"], item__item_id="refused")
-    assert refused.status == "failed" and refused.error_kind == "auth"
+    assert refused.status == "pending" and refused.error_kind == "auth"
     assert "[redacted]" in refused.error_message  # the provider did quote the key
 
     tested = keep(
