@@ -44,6 +44,8 @@ from evalplatform.providers.models import ProviderConnection
 from evalplatform.runs.models import BatchState, ProviderBatch
 from generation import cells, events, lifecycle
 from generation import results as results_
+from generation.failures import FailureWatch
+from generation.failures import message as failure_message
 from generation.models import (
     BATCH_WORK_KIND,
     GenerationJob,
@@ -52,6 +54,7 @@ from generation.models import (
     JobModel,
     JobStatus,
     OutputStatus,
+    SourceKind,
 )
 
 logger = logging.getLogger(__name__)
@@ -98,11 +101,12 @@ def _job_status(job_id: int) -> str | None:
 
 
 # --- recording results --------------------------------------------------------------------------
-def _record(row_id: int, results: Sequence[BatchResult]) -> int:
+def _record(row_id: int, results: Sequence[BatchResult], *, requeue: bool = False) -> int:
     """Record one chunk of a batch's results in one transaction; returns how many cells
     changed. Only cells still running in this batch are touched; a failed, errored or
     missing row within the retry limit goes back to pending, to be re-submitted alone in
-    the next round's batch."""
+    the next round's batch. ``requeue``: every errored row goes back to pending (the job
+    fails, and a resume sends them again)."""
     row = ProviderBatch.objects.get(pk=row_id)
     with transaction.atomic():
         job = GenerationJob.objects.select_for_update().get(pk=row.work_id)
@@ -136,7 +140,8 @@ def _record(row_id: int, results: Sequence[BatchResult]) -> int:
                     attempts + 1,
                     response=result.response,
                     error=error,
-                    retry=error is not None and error.retryable and attempts + 1 <= job.max_retries,
+                    retry=error is not None
+                    and (requeue or (error.retryable and attempts + 1 <= job.max_retries)),
                 )
             )
         recorded = cells.record(
@@ -164,16 +169,18 @@ def _close(row_id: int) -> int:
     return recorded
 
 
-def _fail_cells(row_id: int, error: ProviderError, keep: Set[str] = frozenset()) -> int:
+def _fail_cells(
+    row_id: int, error: ProviderError, keep: Set[str] = frozenset(), *, requeue: bool = False
+) -> int:
     """Record ``error`` for the batch's running cells (except ``keep``): each such try counts;
-    pending again within the retry limit for a retryable error, else failed."""
+    pending again within the retry limit for a retryable error (or ``requeue``), else failed."""
     left = GenerationOutput.objects.filter(batch_id=row_id, status=OutputStatus.RUNNING)
     failures = [
         BatchResult(custom_id, error=error)
         for custom_id in left.values_list("custom_id", flat=True)
         if custom_id not in keep
     ]
-    return _record(row_id, failures) if failures else 0
+    return _record(row_id, failures, requeue=requeue) if failures else 0
 
 
 def _give_up(row_id: int, message: str) -> None:
@@ -273,15 +280,25 @@ def _submit_failed(row_id: int, error: ProviderError, accepted: set[str]) -> Non
     if not row.remote_id and not accepted and error.kind in AMBIGUOUS:
         ProviderBatch.objects.filter(pk=row.pk).update(error_message=message)
         return
+    # A refused key, permission or model (``generation.failures``) fails the job: its cells
+    # wait, pending, for a resume, and nothing more is submitted.
+    source = GenerationJob.objects.filter(pk=row.work_id).values_list("source_kind", flat=True)
+    watch = FailureWatch(live=False, stops_job=source.first() != SourceKind.JUDGE_FILE)
+    reasons = watch.systematic(error)
     _fail_cells(
         row.pk,
         ProviderError(message, kind=error.kind, retryable=error.retryable, status=error.status),
         keep=accepted,
+        requeue=reasons is not None,
     )
     fields: dict[str, Any] = {"error_message": message}
     if not row.remote_id:
         fields |= {"state": BatchState.FAILED, "closed_at": timezone.now()}
     ProviderBatch.objects.filter(pk=row.pk).update(**fields)
+    if reasons is not None:
+        lifecycle.fail(
+            job_id=row.work_id, message=failure_message(error.kind, reasons, error, row.model_id)
+        )
 
 
 def _jobs_to_submit(job_id: int | None) -> list[tuple[int, bool, list[int]]]:

@@ -16,6 +16,7 @@ from evalplatform.providers.llm.client import ProviderClient
 from evalplatform.providers.llm.retry import RetryPolicy
 from evalplatform.providers.llm.types import LLMRequest, ProviderError
 from evalplatform.runs.engine import run_live
+from evalplatform.runs.models import ProviderBatch
 from generation.models import GenerationJob, JobStatus
 from generation.runners.live import GenerationWork
 from tests.factories import ConnectionFactory, LLMModelFactory, PromptTemplateFactory, make_version
@@ -125,3 +126,23 @@ def test_a_trickling_reply_is_cut_at_the_total_deadline(api, creator, team_a, fa
     with pytest.raises(ProviderError) as caught:
         asyncio.run(call())
     assert caught.value.kind == "timeout" and "within 1 s" in caught.value.message
+
+
+@pytest.mark.parametrize(("marker", "reason"), [("401", "API key"), ("404", "does not know")])
+def test_a_refused_batch_submission_fails_the_job(
+    api, creator, team_a, fake_provider, marker, reason
+):
+    from tests.generation.test_batch_runner import batch_job, drive, model_for
+
+    fake_provider.config.batch_duration_s = 0
+    model = model_for(team_a, fake_provider)
+    job_id = batch_job(api, creator, team_a, model, ["fine", f"x [[fault:reject-{marker}]]"])
+    drive(job_id)
+    job = GenerationJob.objects.get(pk=job_id)
+    assert job.status == JobStatus.FAILED and reason in job.status_message
+    # Nothing more is submitted: every cell waits, pending, for a resume, and none failed.
+    assert job.outputs.filter(status="pending").count() == 4 and job.failed_cells == 0
+    assert job.reserved_usd == 0 and job.cost_usd == 0
+    assert Notification.objects.filter(user=creator, kind="generation.failed").exists()
+    drive(job_id)  # a later pass submits nothing for a failed job
+    assert ProviderBatch.objects.filter(work_id=job_id).count() == 1

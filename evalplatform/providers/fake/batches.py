@@ -3,7 +3,8 @@ inline batches. A batch moves through its states over ``batch_duration_s``; line
 ``batch_failure_rate`` or by a ``[[fault:...]]`` marker; ``[[batch:expire]]`` in any request
 makes the batch expire with half its requests done; results come back shuffled (OpenAI,
 Anthropic) or in input order without keys (Gemini). ``[[fault:KIND*N]]`` fails only the first
-N submissions of that request; ``[[fault:reject]]`` makes the provider refuse a submission;
+N submissions of that request; ``[[fault:reject]]`` makes the provider refuse a submission
+(HTTP 500; ``[[fault:reject-401]]``: refuse the API key, ``[[fault:reject-404]]``: the model);
 ``[[batch:drop]]`` loses that request's result line. Each protocol also lists recent batches."""
 
 from __future__ import annotations
@@ -129,9 +130,13 @@ class BatchStore:
         return batch
 
     def _rejected(self, protocol: str, requests: list[tuple[str, LLMRequest]]) -> Reply | None:
-        """``[[fault:reject]]`` in a request: the provider refuses the whole submission."""
-        if any("[[fault:reject]]" in r.user for _, r in requests):
-            return self._reply(wire.error_body(protocol, 500, "Batch submission failed."), 500)
+        """``[[fault:reject]]`` in a request: the provider refuses the whole submission
+        (``[[fault:reject-401]]``, ``-404``: with that status)."""
+        for status, marker in ((401, "-401"), (404, "-404"), (500, "")):
+            if any(f"[[fault:reject{marker}]]" in r.user for _, r in requests):
+                message = {401: "Incorrect API key provided.", 404: "The model does not exist."}
+                text = message.get(status, "Batch submission failed.")
+                return self._reply(wire.error_body(protocol, status, text), status)
         return None
 
     def _fraction(self, batch: FakeBatch) -> float:
