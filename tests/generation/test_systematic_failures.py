@@ -6,8 +6,11 @@ replies larger than the platform accepts are refused."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
+import threading
+import time
 
 import pytest
 
@@ -146,3 +149,110 @@ def test_a_refused_batch_submission_fails_the_job(
     assert Notification.objects.filter(user=creator, kind="generation.failed").exists()
     drive(job_id)  # a later pass submits nothing for a failed job
     assert ProviderBatch.objects.filter(work_id=job_id).count() == 1
+
+
+class RawServer:
+    """A one-purpose HTTP server over loopback: every connection gets ``reply`` (a function
+    writing to the socket until it returns or the client goes away)."""
+
+    def __init__(self, reply):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.reply = reply
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn):
+        with conn:
+            conn.recv(65536)  # the request (small: headers and a short JSON body)
+            with contextlib.suppress(OSError):  # the client hung up: what the test wants
+                self.reply(conn)
+
+    def close(self):
+        self.sock.close()
+
+
+def _huge_declared(conn):
+    conn.sendall(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 2147483648\r\n\r\n" + b" " * 1024
+    )
+    time.sleep(5)
+
+
+def _endless_stream(conn):
+    conn.sendall(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    event = "data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": "word " * 50}}]})
+    chunk = (event + "\n\n").encode()
+    framed = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
+    for _ in range(100_000):  # 25 MB of text if nobody stops reading
+        conn.sendall(framed)
+
+
+def _endless_body(conn):
+    conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{"choices": [')
+    for _ in range(100_000):
+        conn.sendall(b" " * 4096)
+
+
+@pytest.mark.parametrize(
+    ("reply", "streaming", "kind"),
+    [
+        (_huge_declared, False, "reply_too_large"),
+        (_endless_body, False, "reply_too_large"),
+        (_endless_stream, True, "reply_too_long"),
+    ],
+)
+def test_replies_are_capped_client_side(settings, reply, streaming, kind):
+    settings.PROVIDER_MAX_REPLY_BYTES = 1024 * 1024
+    server = RawServer(reply)
+    conn = ConnectionFactory.build(kind="openai", base_url=server.url, timeout_s=30)
+    request = LLMRequest(model="gpt-fake", user="Write", max_tokens=50)
+
+    async def call():
+        async with ProviderClient.for_connection(conn, retry=RetryPolicy(max_retries=0)) as c:
+            if streaming:
+                return await c.complete_streaming(request, lambda delta: None)
+            return await c.complete(request)
+
+    try:
+        with pytest.raises(ProviderError) as caught:
+            asyncio.run(call())
+    finally:
+        server.close()
+    assert caught.value.kind == kind
+    assert len(caught.value.message) < 500  # the reply itself is not kept
+
+
+def test_cancelling_aborts_the_calls_in_flight(api, creator, team_a, fake_provider, settings):
+    settings.GENERATION_CONTROL_S = 0.2
+    fake_provider.app.config.latency_s = 60  # every call would take a minute
+    job_id = job_on(api, creator, team_a, fake_provider.url, items=4)
+    GenerationJob.objects.filter(pk=job_id).update(concurrency=4)
+    summary = {}
+    runner = threading.Thread(target=lambda: summary.update(done=run(job_id)), daemon=True)
+    runner.start()
+    deadline = time.monotonic() + 20
+    while not GenerationJob.objects.get(pk=job_id).outputs.filter(status="running").exists():
+        assert time.monotonic() < deadline, "the runner never sent a call"
+        time.sleep(0.05)
+    cancelled = api(creator).post(f"{JOBS}/{job_id}/cancel")
+    assert cancelled.status_code == 200
+    runner.join(timeout=15)  # far less than the calls' minute: they were aborted
+    assert not runner.is_alive() and summary["done"].stopped_by == "cancelled"
+    job = GenerationJob.objects.get(pk=job_id)
+    assert job.status == JobStatus.CANCELLED and job.reserved_usd == 0
+    assert not job.outputs.filter(status="running").exists()
+    assert job.runner_token == "" or job.lease_until is None
