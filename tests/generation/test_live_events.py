@@ -337,3 +337,26 @@ def test_the_publisher_sends_one_message_per_window_in_order(settings):
             {"event": "progress", "data": {"n": 50}},
         ],
     ]
+
+
+def test_a_failed_job_is_an_event_with_its_reason(
+    api, creator, team_a, fake_provider, platform_server
+):
+    from tests.generation.test_systematic_failures import job_on
+
+    fake_provider.app.config.fault_rate = 1.0
+    fake_provider.app.config.fault_kinds = ("401",)
+    job_id = job_on(api, creator, team_a, fake_provider.url)
+
+    async def scenario():
+        async with Socket(platform_server, f"/ws/generation/jobs/{job_id}", user=creator) as ws:
+            await ws.next()
+            thread, _ = await in_thread(lambda: run_in_background(job_id))
+            messages = await ws.until(events.JOB_FAILED)
+            await in_thread(lambda: thread.join(60))
+            return messages
+
+    messages = asyncio.run(scenario())
+    assert events.JOB_COMPLETED not in [m["event"] for m in messages]
+    failed = messages[-1]["data"]
+    assert failed["status"] == "failed" and "refused the API key" in failed["status_message"]
