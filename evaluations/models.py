@@ -64,6 +64,12 @@ class Assignment(models.Model):
         ]
         constraints = [
             models.UniqueConstraint(fields=["task", "evaluator"], name="one_assignment_per_task"),
+            # An evaluator holds one reservation per scenario, however many requests race.
+            models.UniqueConstraint(
+                fields=["scenario", "evaluator"],
+                condition=models.Q(status="reserved"),
+                name="one_reservation_per_evaluator",
+            ),
             models.CheckConstraint(
                 condition=models.Q(status__in=AssignmentStatus.values),
                 name="assignment_status_valid",

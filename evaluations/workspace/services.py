@@ -6,8 +6,10 @@ you left off); else a task they were never handed, among those with a free place
 task row is locked while its place is taken (``SELECT … FOR UPDATE SKIP LOCKED`` on
 PostgreSQL; SQLite's write lock, taken at the start of every transaction, serializes it
 there), so under any number of concurrent evaluators no task gets more than ``overlap``
-judgments. Reservations last ``RESERVATION`` and expire when abandoned: a scheduled sweep
-gives their places back, and so does ``next_task`` when it finds nothing else.
+judgments; one evaluator's concurrent requests take turns on their user row, and hold one
+reservation per scenario (a constraint). Reservations last ``RESERVATION`` and expire when
+abandoned: a scheduled sweep gives their places back, and so does ``next_task`` when it
+finds nothing else.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from django.db import connection, transaction
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -76,8 +79,20 @@ def next_task(*, user: Any, scenario: Scenario) -> Assignment | None:
 
 
 def _reserve(user: Any, scenario: Scenario) -> Assignment | None:
+    try:
+        return _reserve_once(user, scenario)
+    except IntegrityError:
+        # Another request of this evaluator reserved meanwhile (the constraint
+        # ``one_reservation_per_evaluator`` let only one in): that reservation is the answer.
+        return _reserve_once(user, scenario)
+
+
+def _reserve_once(user: Any, scenario: Scenario) -> Assignment | None:
     now = timezone.now()
     with transaction.atomic():
+        # One evaluator's requests take turns (their user row is the lock), so concurrent
+        # "next" requests find the reservation the first one made.
+        list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk"))
         current = (
             Assignment.objects.filter(
                 scenario=scenario, evaluator=user, status=AssignmentStatus.RESERVED

@@ -263,6 +263,39 @@ def test_concurrent_evaluators_never_exceed_the_overlap(api, creator, finished_j
     assert all(t.taken == 2 for t in Task.objects.filter(scenario=scenario))
 
 
+@pytest.mark.django_db(transaction=True)
+def test_one_evaluators_concurrent_requests_make_one_reservation(
+    api, creator, finished_job, team_a, member
+):
+    manager = member(team_a, Role.MANAGER)
+    scenario = open_scenario(api, creator, finished_job, manager, overlap=2)
+    eve = member(team_a, Role.EVALUATOR)
+    barrier = threading.Barrier(6)
+    answers, failures = [], []
+
+    def ask():
+        client = api(eve)
+        try:
+            barrier.wait(10)
+            response = client.post(f"{EVAL}/scenarios/{scenario.pk}/next")
+            assert response.status_code == 200, response.content
+            answers.append(response.json()["assignment"])
+        except Exception as exc:
+            failures.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=ask) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not failures, failures
+    held = Assignment.objects.filter(evaluator=eve, status=AssignmentStatus.RESERVED)
+    assert held.count() == 1 and set(answers) == {held.get().pk}
+    assert sum(Task.objects.filter(scenario=scenario).values_list("taken", flat=True)) == 1
+
+
 @pytest.mark.django_db
 def test_judgments_export_unblinded(api, creator, finished_job, people):
     import csv
