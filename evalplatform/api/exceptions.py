@@ -3,7 +3,9 @@
 Validation failures are 400 ``{"detail": "Invalid input.", "errors": {field: [messages]}}``
 whether they come from a serializer, a model's ``full_clean`` or a service's ``FieldErrors``;
 a body in a format the endpoint does not read is a 400 too, naming the ones it reads; a
-delete that other rows forbid (``on_delete=PROTECT``) is 409.
+delete that other rows forbid (``on_delete=PROTECT``) is 409, and so is a write that a
+unique constraint refused because a concurrent request made the same thing first (the
+services check names before writing; two requests at once can both pass that check).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import IntegrityError
 from django.db.models import ProtectedError, RestrictedError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.defaults import page_not_found
@@ -43,6 +46,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             {"detail": "Other objects use this one, so it cannot be deleted."},
             status=status.HTTP_409_CONFLICT,
         )
+    if isinstance(exc, IntegrityError) and (conflict := _conflict(exc)) is not None:
+        return conflict
     if isinstance(exc, exceptions.UnsupportedMediaType):
         view = context.get("view")
         accepted = [parser.media_type for parser in getattr(view, "parser_classes", [])]
@@ -61,6 +66,22 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             status=status.HTTP_400_BAD_REQUEST,
         )
     return drf_exception_handler(exc, context)
+
+
+def _conflict(exc: IntegrityError) -> Response | None:
+    """A unique constraint's refusal as a 409; a clash of names names the field. The
+    database's message is not shown (it quotes values and table names)."""
+    text = str(exc).lower()
+    if "unique" not in text and "duplicate" not in text:
+        return None  # not a clash: a bug, left to be a 500 and logged
+    body: dict[str, Any] = {
+        "detail": "Something of the same identity was created at the same time; reload "
+        "and try again."
+    }
+    # PostgreSQL names the constraint (``…_name_…``); SQLite the columns (``table.name``).
+    if "name" in text.split("constraint", 1)[-1]:
+        body["errors"] = {"name": ["That name is already taken."]}
+    return Response(body, status=status.HTTP_409_CONFLICT)
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
