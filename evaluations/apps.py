@@ -12,6 +12,9 @@ class EvaluationsConfig(AppConfig):
 
         sources.register(judges.SOURCE_KIND, judges.judge_source, internal=True)
         results.register(judges.SOURCE_KIND, judges.JudgeResults())
+        from scenarios import services as scenarios
+
+        scenarios.register_delete_guard(judges.scenario_delete_guard)
         # Judge files: jobs whose rows carry their own requests; replies read as verdicts.
         from evaluations.judgefiles.services import JudgeFileResults
         from generation.models import SourceKind

@@ -5,7 +5,7 @@ scenario is written (items, variants, tasks) in one transaction."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -447,10 +447,23 @@ def scenario_update(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -
     return scenario
 
 
+# Higher apps' reasons to keep a scenario (``register_delete_guard`` from their
+# ``AppConfig.ready``): each returns why it cannot be deleted now, or None.
+DELETE_GUARDS: list[Callable[[Scenario], str | None]] = []
+
+
+def register_delete_guard(guard: Callable[[Scenario], str | None]) -> None:
+    if guard not in DELETE_GUARDS:
+        DELETE_GUARDS.append(guard)
+
+
 def scenario_delete(*, user: Any, scenario: Scenario) -> None:
     with transaction.atomic():
         scenario = _manage(user, scenario)
         if scenario.status != ScenarioStatus.DRAFT:
             raise Conflict("Only a draft scenario can be deleted; close it instead.")
+        for guard in DELETE_GUARDS:
+            if (reason := guard(scenario)) is not None:
+                raise Conflict(reason)
         audit.record(user=user, team=scenario.team_id, action="scenario.delete", target=scenario)
         scenario.delete()

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db import transaction
+from django.db.models import QuerySet
 
 from evalplatform import validation
 from evalplatform.accounts import audit, policy
@@ -295,18 +296,30 @@ def judge_delete(*, user: Any, judge: LLMJudge) -> None:
     _may_judge(user, judge.scenario)
     with transaction.atomic():
         judge = LLMJudge.objects.select_for_update().get(pk=judge.pk)
-        busy = (
-            judge.runs.exclude(job__status__in=FINISHED).exists()
-            or GenerationOutput.objects.filter(
-                job__judge_run__judge=judge, status=OutputStatus.RUNNING
-            ).exists()
-        )
-        if busy:
+        if _busy(LLMJudge.objects.filter(pk=judge.pk)):
             raise Conflict("A run of this judge is not finished: cancel it first.")
         audit.record(
             user=user, team=judge.scenario.team_id, action="evaluations.judge.delete", target=judge
         )
         judge.delete()
+
+
+def _busy(judges: QuerySet[LLMJudge]) -> bool:
+    """Whether a run of these judges is unfinished or still has calls out."""
+    return (
+        JudgeRun.objects.filter(judge__in=judges).exclude(job__status__in=FINISHED).exists()
+        or GenerationOutput.objects.filter(
+            job__judge_run__judge__in=judges, status=OutputStatus.RUNNING
+        ).exists()
+    )
+
+
+def scenario_delete_guard(scenario: Scenario) -> str | None:
+    """Registered with ``scenarios.services.register_delete_guard``: a scenario is not
+    deleted while one of its judges runs (as the judge alone is not)."""
+    if _busy(LLMJudge.objects.filter(scenario=scenario)):
+        return "A run of one of this scenario's judges is not finished: cancel it first."
+    return None
 
 
 # --- the items of a run -------------------------------------------------------------------------

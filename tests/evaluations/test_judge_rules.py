@@ -10,6 +10,7 @@ from django.test import Client
 from evaluations.models import Invitation, Judgment
 from generation.models import GenerationJob, GenerationOutput, JobStatus
 from scenarios import services as scenario_services
+from scenarios.models import Scenario
 from tests.evaluations.test_judges import create_judge, make_scenario, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -74,6 +75,19 @@ def test_deleting_a_judge_waits_for_its_runs_and_late_replies_are_harmless(
     run(job_id)
     assert GenerationJob.objects.get(pk=job_id).completed_cells == 9
     assert not Judgment.objects.exists()
+
+
+def test_a_scenario_is_not_deleted_while_a_judge_of_it_runs(api, people, team_a, mock_judge):
+    scenario = make_scenario(people, team_a, "comparison", {})
+    judge = create_judge(api, people["manager"], scenario, name="J", model=mock_judge.pk)
+    manager = api(people["manager"])
+    job_id = start(api, people["manager"], judge).json()["job"]
+    refused = manager.delete(f"/api/scenarios/{scenario.pk}")
+    assert refused.status_code == 409 and "judges" in refused.json()["detail"]
+    assert Scenario.objects.filter(pk=scenario.pk).exists()
+    manager.post(f"/api/generation/jobs/{job_id}/cancel")
+    assert manager.delete(f"/api/scenarios/{scenario.pk}").status_code == 204
+    assert not Scenario.objects.filter(pk=scenario.pk).exists()
 
 
 def test_judge_jobs_come_from_the_judge_service_only(api, people, team_a, mock_judge):
