@@ -118,6 +118,7 @@ class LLMJudge(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name, verbose_name_plural = "LLM judge", "LLM judges"
         ordering = ["scenario_id", "pk"]
         constraints = [
             models.UniqueConstraint(fields=["scenario", "name"], name="judge_name_per_scenario")
@@ -313,6 +314,7 @@ class StoredAnalysis(models.Model):
     progress = models.FloatField(default=0.0)
 
     class Meta:
+        verbose_name_plural = "stored analyses"
         constraints = [
             models.UniqueConstraint(fields=["scenario", "key"], name="one_analysis_per_options")
         ]

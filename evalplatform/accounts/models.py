@@ -56,6 +56,7 @@ class ApiToken(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name, verbose_name_plural = "API token", "API tokens"
         ordering = ["-created_at"]
 
     def __str__(self) -> str:

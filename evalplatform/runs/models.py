@@ -62,6 +62,7 @@ class ProviderBatch(models.Model):
     closed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name_plural = "provider batches"
         ordering = ["-created_at", "-pk"]
         indexes = [
             models.Index(fields=["work_kind", "work_id"]),

@@ -341,3 +341,12 @@ def test_admin_asks_for_the_key_again_when_the_address_changes(manager_a, team_a
     connection.refresh_from_db()
     assert connection.base_url == "https://collector.example"
     assert connection.get_api_key() == "new-key"
+
+
+@pytest.mark.django_db
+def test_the_console_names_read_well(superuser):
+    page = login(superuser).get("/admin/").content.decode()
+    for name in ("Provider batches", "LLM judges", "API tokens"):
+        assert f">{name}<" in page, name
+    for clumsy in ("batchs", "Llm judges", "Api tokens", "analysiss"):
+        assert clumsy not in page
