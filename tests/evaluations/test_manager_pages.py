@@ -81,6 +81,7 @@ def test_the_scenario_pages(api, creator, finished_job, team_a, team_b, member):
     assert "<td>18</td><td>0</td>" in listing and "None" not in listing
     page = client.get(f"/scenarios/{scenario.pk}").content.decode()
     assert "1 of 18 judgments" in page and eve.username in page and "↓ CSV" in page
+    assert "within each item" in page and "within_item" not in page  # words, not codes
     closed = client.post(f"/scenarios/{scenario.pk}/close", follow=True)
     assert "Scenario closed." in closed.content.decode()
     again = client.post(f"/scenarios/{scenario.pk}/close", follow=True)
