@@ -124,6 +124,7 @@ class ScenarioViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveM
     view_feature = SCENARIOS_VIEW
     action_features = {
         "create": SCENARIOS_CREATE,
+        "preview": SCENARIOS_CREATE,
         "partial_update": SCENARIOS_MANAGE,
         "destroy": SCENARIOS_MANAGE,
         "open": SCENARIOS_MANAGE,
@@ -152,6 +153,22 @@ class ScenarioViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveM
             user=request.user, team=team, data=data, raw=raw, filename=filename
         )
         return self._answer(scenario, status.HTTP_201_CREATED)
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    @action(detail=False, methods=["post"])
+    def preview(self, request):
+        """The body of ``create``, previewed without writing anything: ``tasks`` (counted,
+        not built), ``judgments`` (tasks times overlap), ``items``, ``variants``, whether the
+        design is within ``limit`` (``allowed``), the human time (``human_hours`` at
+        ``seconds_per_judgment``), and with ``judge_model`` (a model id) one judge call per
+        task's estimated cost (``judge``). The name may be left out."""
+        data, raw, filename = _upload(request)
+        team = _team(request.user, data.get("team"))
+        return Response(
+            services.preview_from_upload(
+                user=request.user, team=team, data=data, raw=raw, filename=filename
+            )
+        )
 
     @extend_schema(request=OpenApiTypes.OBJECT, responses=ScenarioSerializer)
     def partial_update(self, request, *args, **kwargs):
@@ -200,8 +217,9 @@ class JobToScenarioView(APIView):
     """``POST /api/generation/jobs/{id}/to-scenario`` (``feature:generation:to_scenario``
     and ``feature:scenarios:create``): name, type, config, instructions, blind, overlap,
     seed, and ``outputs`` ({status: [...], models: [job model ids], prompts: [job prompt
-    ids]}; completed outputs of every model and prompt by default). Items are grouped by
-    the job's source items."""
+    ids, repetitions, temperatures]}; completed outputs of every model and prompt by
+    default). Items are grouped by the job's source items. With ``"preview": true`` nothing
+    is written: the answer is the preview of ``POST /api/scenarios/preview``."""
 
     parser_classes = [JSONParser]
 
@@ -216,6 +234,12 @@ class JobToScenarioView(APIView):
         )
         if not isinstance(request.data, dict):
             raise FieldErrors({"non_field_errors": "Send a JSON object."})
-        scenario = services.scenario_from_job(user=request.user, job=job, data=dict(request.data))
+        data = dict(request.data)
+        preview = data.pop("preview", False)
+        if not isinstance(preview, bool):
+            raise FieldErrors({"preview": "true or false."})
+        if preview:
+            return Response(services.preview_from_job(user=request.user, job=job, data=data))
+        scenario = services.scenario_from_job(user=request.user, job=job, data=data)
         fresh = selectors.scenario_with_team(scenario.pk)
         return Response(ScenarioSerializer(fresh).data, status=status.HTTP_201_CREATED)

@@ -5,10 +5,13 @@ scenario is written (items, variants, tasks) in one transaction."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -17,6 +20,8 @@ from evalplatform.accounts import audit, policy
 from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import GENERATION_TO_SCENARIO, SCENARIOS_CREATE, SCENARIOS_MANAGE
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
+from evalplatform.providers.estimate import CHARS_PER_TOKEN
+from evalplatform.providers.models import LLMModel
 from generation import sources
 from generation.models import GenerationJob, OutputStatus
 from scenarios import selectors
@@ -65,10 +70,10 @@ class ScenarioPlan:
 
 
 def _settings(
-    team: Team, data: Mapping[str, Any], *, own: Scenario | None = None
+    team: Team, data: Mapping[str, Any], *, own: Scenario | None = None, preview: bool = False
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """The fields every scenario has, checked; errors by field. ``own``: the scenario being
-    edited (its own name is no clash)."""
+    edited (its own name is no clash); ``preview``: the name does not matter yet."""
     errors: dict[str, str] = {}
     name = str(data.get("name") or "").strip()
     clash = Scenario.objects.filter(team=team, name=name)
@@ -112,7 +117,7 @@ def _settings(
         "blind": blind,
         "overlap": overlap,
         "seed": seed,
-    }, errors
+    }, {k: v for k, v in errors.items() if not (preview and k == "name")}
 
 
 def _check_items(kind: str, config: Mapping[str, Any], items: list[ItemSpec]) -> None:
@@ -122,6 +127,7 @@ def _check_items(kind: str, config: Mapping[str, Any], items: list[ItemSpec]) ->
 
 
 def _create(user: Any, plan: ScenarioPlan) -> Scenario:
+    _check_design(plan)  # before anything is built
     with transaction.atomic():
         scenario = Scenario.objects.create(
             team=plan.team,
@@ -250,11 +256,17 @@ def scenario_from_job(*, user: Any, job: GenerationJob, data: Mapping[str, Any])
     outputs that pass ``outputs`` (``status``: a list, default completed only; ``models``
     and ``prompts``: the job's model configuration and prompt ids; ``repetitions`` and
     ``temperatures``: which of the job's; all by default)."""
+    return _create(user, _job_plan(user, job, data))
+
+
+def _job_plan(
+    user: Any, job: GenerationJob, data: Mapping[str, Any], *, preview: bool = False
+) -> ScenarioPlan:
     if not policy.may(user, GENERATION_TO_SCENARIO, job) or not policy.has_feature(
         user, SCENARIOS_CREATE, job.team_id
     ):
         raise Forbidden()
-    settings_, errors = _settings(job.team, data)
+    settings_, errors = _settings(job.team, data, preview=preview)
     filters = data.get("outputs") or {}
     if not isinstance(filters, dict):
         raise FieldErrors({"outputs": "An object {status, models, prompts}."})
@@ -308,7 +320,7 @@ def scenario_from_job(*, user: Any, job: GenerationJob, data: Mapping[str, Any])
     plan_items = list(items.values())
     _check_items(settings_["type"], settings_["config"], plan_items)
     source = {"kind": "generation_job", "job": job.pk, "job_name": job.name, "outputs": filters}
-    return _create(user, ScenarioPlan(job.team, **settings_, source=source, items=plan_items))
+    return ScenarioPlan(job.team, **settings_, source=source, items=plan_items)
 
 
 # --- from an upload -----------------------------------------------------------------------------
@@ -319,9 +331,21 @@ def scenario_from_upload(
     ``item_id, variant_id, content`` and optionally ``model, prompt, context`` (a JSON
     object in CSV). Every bad row is reported by line; nothing is created unless all are
     good."""
+    return _create(user, _upload_plan(user, team, data, raw, filename))
+
+
+def _upload_plan(
+    user: Any,
+    team: Team,
+    data: Mapping[str, Any],
+    raw: bytes,
+    filename: str,
+    *,
+    preview: bool = False,
+) -> ScenarioPlan:
     if not policy.has_feature(user, SCENARIOS_CREATE, team):
         raise Forbidden()
-    settings_, errors = _settings(team, data)
+    settings_, errors = _settings(team, data, preview=preview)
     fmt = sources.detect_format(filename, str(data.get("format") or ""))
     if fmt not in ("csv", "jsonl", "json"):
         errors["file"] = "CSV with a header, JSON lines or a JSON array."
@@ -372,7 +396,96 @@ def scenario_from_upload(
     plan_items = list(items.values())
     _check_items(settings_["type"], settings_["config"], plan_items)
     source = {"kind": "upload", "filename": filename[:200], "format": fmt, "rows": len(rows)}
-    return _create(user, ScenarioPlan(team, **settings_, source=source, items=plan_items))
+    return ScenarioPlan(team, **settings_, source=source, items=plan_items)
+
+
+# --- previews -----------------------------------------------------------------------------------
+def preview_from_job(*, user: Any, job: GenerationJob, data: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``scenario_from_job`` would make of ``data``, without writing anything."""
+    return _preview(_job_plan(user, job, data, preview=True), data)
+
+
+def preview_from_upload(
+    *, user: Any, team: Team, data: Mapping[str, Any], raw: bytes, filename: str = ""
+) -> dict[str, Any]:
+    """What ``scenario_from_upload`` would make of ``data`` and the rows, writing nothing."""
+    return _preview(_upload_plan(user, team, data, raw, filename, preview=True), data)
+
+
+def design_size(kind: str, config: Mapping[str, Any], sizes: Sequence[int]) -> int:
+    """The number of tasks a design makes, counted without making them."""
+    return registry.get(kind).task_count(config, sizes)
+
+
+def _check_design(plan: ScenarioPlan) -> int:
+    tasks = design_size(plan.type, plan.config, [len(i.variants) for i in plan.items])
+    limit = settings.SCENARIO_MAX_TASKS
+    if tasks > limit:
+        raise FieldErrors(
+            {
+                "config": f"This design makes {tasks:,} tasks; the limit is {limit:,}. Sample "
+                "the pairs (sample_count, sample_share, max_pairs_per_item) or choose fewer "
+                "outputs."
+            }
+        )
+    return tasks
+
+
+def _preview(plan: ScenarioPlan, data: Mapping[str, Any]) -> dict[str, Any]:
+    kind = registry.get(plan.type)
+    sizes = [len(i.variants) for i in plan.items]
+    tasks = design_size(plan.type, plan.config, sizes)
+    judgments = tasks * plan.overlap
+    seconds = kind.seconds_per_task
+    preview: dict[str, Any] = {
+        "type": plan.type,
+        "items": len(plan.items),
+        "variants": sum(sizes),
+        "tasks": tasks,
+        "overlap": plan.overlap,
+        "judgments": judgments,
+        "limit": settings.SCENARIO_MAX_TASKS,
+        "allowed": tasks <= settings.SCENARIO_MAX_TASKS,
+        "seconds_per_judgment": seconds,
+        "human_hours": round(judgments * seconds / 3600, 2),
+        "judge": None,
+    }
+    if data.get("judge_model") is not None:
+        preview["judge"] = _judge_cost(plan, data.get("judge_model"), tasks, kind)
+    return preview
+
+
+# The default judge prompt and its rationale, in characters and tokens (docs/scenarios.md).
+JUDGE_PROMPT_CHARS = 1200
+JUDGE_REPLY_TOKENS = 150
+
+
+def _judge_cost(plan: ScenarioPlan, model_id: Any, tasks: int, kind: Any) -> dict[str, Any]:
+    """One call per task to the team's model ``model_id``: the default judge prompt with the
+    task's input and the variants it shows, one token per four characters."""
+    if isinstance(model_id, bool) or not isinstance(model_id, int) or not 0 < model_id < 2**31:
+        raise FieldErrors({"judge_model": "The id of one of the team's models."})
+    model = LLMModel.objects.filter(pk=model_id, connection__team=plan.team).first()
+    if model is None:
+        raise FieldErrors({"judge_model": "The id of one of the team's models."})
+    variants = [v for item in plan.items for v in item.variants]
+    mean_variant = sum(len(v.content) for v in variants) / max(1, len(variants))
+    mean_context = sum(len(json.dumps(i.context)) for i in plan.items) / max(1, len(plan.items))
+    sizes = [len(i.variants) for i in plan.items]
+    shown = kind.variants_per_task(sum(sizes) / max(1, len(sizes)))
+    per_call = JUDGE_PROMPT_CHARS + mean_context + shown * mean_variant
+    input_tokens = math.ceil(tasks * per_call / CHARS_PER_TOKEN)
+    output_tokens = tasks * JUDGE_REPLY_TOKENS
+    cost = model.cost_usd(input_tokens, output_tokens)
+    batch = model.cost_usd(input_tokens, output_tokens, batch=True)
+    return {
+        "model": model.pk,
+        "calls": tasks,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cost_usd": str(cost.quantize(Decimal("0.0001"))),
+        "batch_cost_usd": str(batch.quantize(Decimal("0.0001"))) if model.supports_batch else None,
+    }
 
 
 # --- lifecycle ----------------------------------------------------------------------------------

@@ -131,6 +131,19 @@ class ScenarioKind(ABC):
         ``FieldErrors`` (key ``items``) if not. By default any items can."""
         return None
 
+    # A person's typical time on one task, in seconds (the preview's human-time estimate).
+    seconds_per_task: ClassVar[int] = 30
+
+    def variants_per_task(self, mean_variants: float) -> float:
+        """How many variants one task shows, for items of ``mean_variants`` on average."""
+        return 1.0
+
+    def task_count(self, config: Mapping[str, Any], sizes: Sequence[int]) -> int:
+        """How many tasks ``design`` makes for items of these numbers of variants, without
+        making them (the preview, and the design limit checked before anything is built).
+        By default one per variant."""
+        return sum(sizes)
+
     def design(
         self, items: DesignItems, config: Mapping[str, Any], rng: random.Random
     ) -> list[TaskSpec]:

@@ -2,13 +2,18 @@
 a tie, when the scenario allows ties).
 
 The design: pairs within each item or across the whole variant set; all pairs or a sample (a
-count or a share); each pair's presentation order drawn at random; a share of the pairs also
-asked in the reverse order. The same seed gives the same tasks in the same order.
+count or a share, and within items at most ``max_pairs_per_item`` of each item's); each
+pair's presentation order drawn at random; a share of the pairs also asked in the reverse
+order. The same seed gives the same tasks in the same order. A sample never lists every
+pair: pairs are drawn by their rank among all pairs and unranked, so 8,000 variants
+compared across items (32 million pairs) cost what the sample costs.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
+import math
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -43,6 +48,47 @@ def _number(value: str, default: float) -> float:
         return float(value)
     except (TypeError, ValueError):
         return default
+
+
+MAX_SAMPLE = 10_000_000  # sample_count and max_pairs_per_item: far beyond any design limit
+
+
+def _pairs_of(n: int) -> int:
+    return n * (n - 1) // 2
+
+
+def _unrank(n: int, rank: int) -> tuple[int, int]:
+    """The ``rank``-th pair (i < j) of ``n`` things in ``itertools.combinations`` order."""
+
+    def before(i: int) -> int:  # pairs whose first element is below i
+        return i * (2 * n - i - 1) // 2
+
+    i = max(0, int(n - 2 - math.floor(math.sqrt(max(0, 4 * n * (n - 1) - 8 * rank - 7)) / 2 - 0.5)))
+    while i > 0 and before(i) > rank:  # float rounding, either way
+        i -= 1
+    while before(i + 1) <= rank:
+        i += 1
+    return i, rank - before(i) + i + 1
+
+
+def _groups(items: DesignItems, config: Mapping[str, Any]) -> list[tuple[Any, Sequence[Any]]]:
+    if config.get("pairing", "within_item") == "across":
+        return [(None, [v for _, variants in items for v in variants])]
+    return [(item, variants) for item, variants in items]
+
+
+def _pool(config: Mapping[str, Any], sizes: Sequence[int]) -> list[int]:
+    """Each group's number of candidate pairs (capped by ``max_pairs_per_item``)."""
+    cap = config.get("max_pairs_per_item")
+    return [min(_pairs_of(n), cap) if cap else _pairs_of(n) for n in sizes]
+
+
+def _wanted(config: Mapping[str, Any], total: int) -> int:
+    if config.get("sample_count") is not None:
+        return min(total, int(config["sample_count"]))
+    if config.get("sample_share") is not None:
+        return min(total, max(1, round(total * float(config["sample_share"]))))
+    return total
 
 
 def _winners(config: Mapping[str, Any]) -> list[str]:
@@ -87,6 +133,11 @@ class Comparison(ScenarioKind):
         },
     )
 
+    seconds_per_task = 30
+
+    def variants_per_task(self, mean_variants: float) -> float:
+        return 2.0
+
     def check_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
         errors: dict[str, str] = {}
         pairing = config.get("pairing", "within_item")
@@ -95,9 +146,18 @@ class Comparison(ScenarioKind):
         count = config.get("sample_count")
         sample_share = config.get("sample_share")
         if count is not None and (
-            isinstance(count, bool) or not isinstance(count, int) or count < 1
+            isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_SAMPLE
         ):
-            errors["config.sample_count"] = "A number of pairs, at least 1."
+            errors["config.sample_count"] = f"A number of pairs, 1 to {MAX_SAMPLE:,}."
+        per_item = config.get("max_pairs_per_item")
+        if per_item is not None and (
+            isinstance(per_item, bool)
+            or not isinstance(per_item, int)
+            or not 1 <= per_item <= MAX_SAMPLE
+        ):
+            errors["config.max_pairs_per_item"] = f"A number of pairs, 1 to {MAX_SAMPLE:,}."
+        elif per_item is not None and pairing == "across":
+            errors["config.max_pairs_per_item"] = "Only for pairs within each item."
         if sample_share is not None and (
             share(sample_share) is None or not 0 < float(sample_share) <= 1
         ):
@@ -112,6 +172,7 @@ class Comparison(ScenarioKind):
             "pairing": pairing,
             "sample_count": count,
             "sample_share": sample_share,
+            "max_pairs_per_item": per_item,
             "reverse_share": float(reverse),
             "ties": flag(config, "ties", True, errors),
         }
@@ -125,26 +186,39 @@ class Comparison(ScenarioKind):
         elif sum(count for _, count in sizes) < 2:
             raise FieldErrors({"items": "At least two variants are needed to compare."})
 
+    def task_count(self, config: Mapping[str, Any], sizes: Sequence[int]) -> int:
+        if config.get("pairing", "within_item") == "across":
+            sizes = [sum(sizes)]
+        pairs = _wanted(config, sum(_pool(config, sizes)))
+        return pairs + round(pairs * float(config.get("reverse_share") or 0))
+
     def design(
         self, items: DesignItems, config: Mapping[str, Any], rng: random.Random
     ) -> list[TaskSpec]:
-        if config.get("pairing", "within_item") == "across":
-            everything = [v for _, variants in items for v in variants]
-            pairs = [(None, a, b) for a, b in itertools.combinations(everything, 2)]
-        else:
-            pairs = [
-                (item, a, b)
-                for item, variants in items
-                for a, b in itertools.combinations(variants, 2)
-            ]
-        wanted = len(pairs)
-        if config.get("sample_count") is not None:
-            wanted = min(len(pairs), int(config["sample_count"]))
-        elif config.get("sample_share") is not None:
-            wanted = max(1, round(len(pairs) * float(config["sample_share"])))
-        if wanted < len(pairs):
-            keep = sorted(rng.sample(range(len(pairs)), wanted))
-            pairs = [pairs[i] for i in keep]
+        groups = _groups(items, config)
+        sizes = [len(variants) for _, variants in groups]
+        pool = _pool(config, sizes)
+        starts = list(itertools.accumulate(pool, initial=0))
+        total = starts[-1]
+        wanted = _wanted(config, total)
+        # Ranks among all candidate pairs (in combinations order, group by group), drawn
+        # without listing the pairs; a capped group draws its own candidates when reached.
+        picks: Sequence[int] = range(total)
+        if wanted < total:
+            picks = sorted(rng.sample(range(total), wanted))
+        pairs = []
+        capped: tuple[int, list[int]] = (-1, [])
+        for rank in picks:
+            group = bisect.bisect_right(starts, rank) - 1
+            local = rank - starts[group]
+            item, variants = groups[group]
+            if pool[group] < _pairs_of(len(variants)):
+                if capped[0] != group:
+                    chosen = rng.sample(range(_pairs_of(len(variants))), pool[group])
+                    capped = (group, sorted(chosen))
+                local = capped[1][local]
+            i, j = _unrank(len(variants), local)
+            pairs.append((item, variants[i], variants[j]))
         tasks = [
             TaskSpec(item, a=a, b=b) if rng.random() < 0.5 else TaskSpec(item, a=b, b=a)
             for item, a, b in pairs

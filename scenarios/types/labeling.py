@@ -71,6 +71,8 @@ class Labeling(ScenarioKind):
         ONE_RESPONSE_TASK,
     )
 
+    seconds_per_task = 20
+
     def check_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
         labels = config.get("labels")
         if (

@@ -49,6 +49,14 @@ class Ranking(ScenarioKind):
     def check_items(self, config: Mapping[str, Any], sizes: Sequence[tuple[str, int]]) -> None:
         two_variants_per_item(sizes)
 
+    seconds_per_task = 90
+
+    def variants_per_task(self, mean_variants: float) -> float:
+        return mean_variants
+
+    def task_count(self, config: Mapping[str, Any], sizes: Sequence[int]) -> int:
+        return len(sizes)
+
     def design(
         self, items: DesignItems, config: Mapping[str, Any], rng: random.Random
     ) -> list[TaskSpec]:

@@ -150,6 +150,8 @@ class Rating(ScenarioKind):
         ONE_RESPONSE_TASK,
     )
 
+    seconds_per_task = 60
+
     def check_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
         dimensions = config.get("dimensions")
         if not isinstance(dimensions, list) or not 1 <= len(dimensions) <= MAX_DIMENSIONS:

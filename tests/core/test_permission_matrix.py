@@ -137,6 +137,7 @@ TABLE: list[Row] = [
     R("api/generation/outputs/<pk>", VIEW_JOB, params={"pk": "@output"}),
     # --- scenarios API ---
     R("api/scenarios", {**VIEW_SCN, "POST": "ok=AMCS 403=EVI"}),
+    R("api/scenarios/preview", {"POST": "ok=AMCS 403=EVI"}),
     R("api/scenarios/<pk>", {**VIEW_SCN, "PATCH": "ok=AMS 403=CEVI",
                              "DELETE": "ok=AMS 403=CEVI"}, params=SCN),
     R("api/scenarios/<pk>/open", {"POST": "ok=AMS 403=CEVI"}, params=SCN),
