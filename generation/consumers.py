@@ -1,4 +1,5 @@
-"""``ws/generation/jobs/<id>``: a job's live events, for users who may view the job."""
+"""A job's live events, for users who may view the job: ``ws/generation/jobs/<id>`` (plain
+WebSocket) and the ``job`` topic of the Socket.IO endpoint (``evalplatform.routing``)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,19 @@ from typing import Any
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import GENERATION_VIEW
 from evalplatform.live.consumers import LiveConsumer
+from evalplatform.live.watch import Topic
 from generation import events
 from generation.models import GenerationJob
 
 
+def job_authorize(user: Any, job_id: int) -> str:
+    job = policy.access(user, GENERATION_VIEW, GenerationJob.objects.all(), pk=job_id)
+    return events.group(job.pk)
+
+
+JOB_TOPIC = Topic(authorize=job_authorize, snapshot=events.snapshot)
+
+
 class JobConsumer(LiveConsumer):
-    job_id: int
-
-    def authorize(self, user: Any, **kwargs: Any) -> str:
-        job = policy.access(user, GENERATION_VIEW, GenerationJob.objects.all(), pk=kwargs["job_id"])
-        self.job_id = job.pk
-        return events.group(job.pk)
-
-    def snapshot(self) -> dict[str, Any]:
-        return events.snapshot(self.job_id)
+    topic = JOB_TOPIC
+    url_kwarg = "job_id"

@@ -1,9 +1,13 @@
-"""WebSocket authentication: the browser's session, or an API token for scripts
-(``Authorization: Token <key>`` header, as on the REST API)."""
+"""Live-event authentication: the browser's session, or an API token for scripts
+(``Authorization: Token <key>`` header, as on the REST API). The plain WebSocket runs the
+stack below as middleware; Socket.IO runs the same stack on its handshake (``scope_user``)
+and also takes the token from its ``auth`` payload (``token_user``), since browsers cannot
+set headers on a WebSocket."""
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlparse
 
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
@@ -14,12 +18,17 @@ from django.conf import settings
 from evalplatform.accounts.services import token_authenticate
 
 
+def token_user(key: str) -> Any:
+    """The user an API token's key authenticates, or None."""
+    token = token_authenticate(key)
+    return token.user if token is not None else None
+
+
 def _token_user(header: bytes) -> Any:
     parts = header.decode("latin-1").split()
     if len(parts) != 2 or parts[0].lower() not in ("token", "bearer"):
         return None
-    token = token_authenticate(parts[1])
-    return token.user if token is not None else None
+    return token_user(parts[1])
 
 
 class TokenAuthMiddleware(BaseMiddleware):
@@ -38,6 +47,18 @@ def LiveAuthMiddlewareStack(inner):
     return AuthMiddlewareStack(TokenAuthMiddleware(inner))
 
 
+async def scope_user(scope: dict[str, Any]) -> Any:
+    """The user a connection's ASGI scope authenticates as, by the same stack as the
+    WebSocket's (session cookie, then token header); anonymous if neither."""
+    found: dict[str, Any] = {}
+
+    async def capture(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        found["user"] = scope.get("user")
+
+    await LiveAuthMiddlewareStack(capture)(scope, None, None)
+    return found.get("user")
+
+
 class SameHostOriginValidator(OriginValidator):
     """Browsers always send ``Origin`` on a WebSocket handshake: it must be one of
     ``ALLOWED_HOSTS`` (no cross-site hijacking of a session). Scripts send none and
@@ -49,3 +70,9 @@ class SameHostOriginValidator(OriginValidator):
 
 def LiveOriginValidator(inner):
     return SameHostOriginValidator(inner, settings.ALLOWED_HOSTS)
+
+
+def origin_allowed(origin: str | None) -> bool:
+    """The same rule for Socket.IO's handshakes and polling requests."""
+    parsed = urlparse(origin) if origin else None
+    return bool(SameHostOriginValidator(None, settings.ALLOWED_HOSTS).valid_origin(parsed))

@@ -50,7 +50,7 @@ from evalplatform.accounts.models import Membership, Notification, Team
 from evalplatform.accounts.roles import Role
 from evalplatform.accounts.services import token_create
 from evalplatform.errors import Forbidden
-from evalplatform.routing import websocket_urlpatterns
+from evalplatform.routing import socketio_topics, websocket_urlpatterns
 from evalplatform.runs.models import ProviderBatch
 from evaluations.invitations import services as invitations
 from evaluations.judges import services as judges
@@ -320,6 +320,8 @@ TABLE: list[Row] = [
     ],
     # --- WebSockets (probed by test_websocket_matrix; 4401 is "login", 4404 "404") ---
     R("ws/generation/jobs/<job_id>", {"WS": "ok=AMCVS"}, params={"job_id": "@job"}),
+    # --- Socket.IO topics: ``subscribe`` {"job": <id>} (probed by test_socketio_matrix) ---
+    R("socket.io:job:<job>", {"SIO": "ok=AMCVS"}, params={"job": "@job"}),
 ]
 # fmt: on
 
@@ -478,6 +480,8 @@ def served_methods(pattern: URLPattern) -> set[str]:
 
 HTTP_PATTERNS = dict(walk(get_resolver().url_patterns))
 WS_PATTERNS = dict(walk(websocket_urlpatterns))
+SIO_TOPICS = {f"socket.io:{kind}:<{kind}>" for kind in socketio_topics}
+LIVE_METHODS = ("WS", "SIO")  # probed over a live server, not by the test client
 
 
 def test_every_url_has_a_row():
@@ -487,8 +491,9 @@ def test_every_url_has_a_row():
         rows.setdefault(row.route, set()).update(row.methods)
     missing = sorted(set(HTTP_PATTERNS) - set(rows))
     missing += sorted(f"{route} (WebSocket)" for route in set(WS_PATTERNS) - set(rows))
+    missing += sorted(f"{route} (Socket.IO)" for route in SIO_TOPICS - set(rows))
     assert not missing, f"URL patterns with no row in the permission matrix: {missing}"
-    unknown = sorted(set(rows) - set(HTTP_PATTERNS) - set(WS_PATTERNS))
+    unknown = sorted(set(rows) - set(HTTP_PATTERNS) - set(WS_PATTERNS) - SIO_TOPICS)
     assert not unknown, f"rows for URL patterns that do not exist: {unknown}"
     unprobed = sorted(
         f"{route} {method}"
@@ -898,7 +903,7 @@ def probe(world: World, row: Row, method: str, role: str, scope: str, expected: 
 def cases(kind: str):
     for row in ALL_ROWS:
         for method in row.methods:
-            if (method == "WS") == (kind == "ws"):
+            if (method in LIVE_METHODS) == (kind == "live"):
                 fixed = ",".join(v for v in row.params.values() if not v.startswith("@"))
                 name = f"{method} /{row.route}{f' [{fixed}]' if fixed else ''}"
                 marks = [pytest.mark.xfail(strict=True, reason=row.xfail)] if row.xfail else []
@@ -946,22 +951,58 @@ def test_websocket_matrix(platform_server):
             code = closed.rcvd.code if closed.rcvd else 0
             return codes.get(code, str(code))
 
-    async def run_all():
-        failures = []
-        for row in (r for r in TABLE if "WS" in r.methods):
-            expected = expected_outcomes(row.methods["WS"])
-            for role in ROLES:
-                for scope in ("own", "other", "missing"):
-                    path, _ = fill(world, row, role, scope)
-                    got = await probe(path, role)
-                    want = expected[role]
-                    if scope != "own" and role != "S":
-                        want = "login" if role == "U" else "404"
-                    if scope == "missing" and role == "S":
-                        want = "404"
-                    if got != want:
-                        failures.append(f"{path} as {role} ({scope}): {got}, expected {want}")
-        return failures
+    failures = asyncio.run(live_failures(world, "WS", probe))
+    assert not failures, "\n".join(failures)
 
-    failures = asyncio.run(run_all())
+
+async def live_failures(world: World, method: str, probe: Any) -> list[str]:
+    """Probe every row of a live method (``await probe(path, role)`` → an outcome) for each
+    role on its own team's object, the other team's and a missing one."""
+    failures = []
+    for row in (r for r in TABLE if method in r.methods):
+        expected = expected_outcomes(row.methods[method])
+        for role in ROLES:
+            for scope in ("own", "other", "missing"):
+                path, _ = fill(world, row, role, scope)
+                got = await probe(path, role)
+                want = expected[role]
+                if scope != "own" and role != "S":
+                    want = "login" if role == "U" else "404"
+                if scope == "missing" and role == "S":
+                    want = "404"
+                if got != want:
+                    failures.append(f"{path} as {role} ({scope}): {got}, expected {want}")
+    return failures
+
+
+@pytest.mark.django_db(transaction=True)
+def test_socketio_matrix(platform_server):
+    """The Socket.IO rows: each role connects with its token (anonymous: refused, "login")
+    and subscribes; ``not_found`` is "404", a snapshot "ok"."""
+    import aiohttp
+    import socketio
+
+    world = build_world()
+
+    async def probe(path: str, role: str) -> str:
+        _, kind, pk = path.lstrip("/").split(":")
+        snapshots: asyncio.Queue = asyncio.Queue()
+        async with aiohttp.ClientSession() as http:
+            client = socketio.AsyncClient(reconnection=False, http_session=http)
+            client.on("*", lambda event, data: snapshots.put_nowait(event))
+            auth = None if role == "U" else {"token": world.keys[role]}
+            try:
+                await client.connect(f"http://{platform_server}", auth=auth, wait_timeout=10)
+            except socketio.exceptions.ConnectionError:
+                return "login"
+            try:
+                answer = await client.call("subscribe", {kind: int(pk)}, timeout=10)
+                if answer.get("ok"):
+                    event = await asyncio.wait_for(snapshots.get(), 10)
+                    return "ok" if event.endswith("snapshot") else event
+                return {"not_found": "404"}.get(answer.get("error"), str(answer))
+            finally:
+                await client.disconnect()
+
+    failures = asyncio.run(live_failures(world, "SIO", probe))
     assert not failures, "\n".join(failures)
