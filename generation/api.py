@@ -7,7 +7,7 @@ from typing import Any, cast
 
 import django_filters
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
@@ -22,10 +22,10 @@ from evalplatform.accounts.roles import (
     GENERATION_MANAGE,
     GENERATION_VIEW,
 )
-from evalplatform.api.uploads import config_and_upload
+from evalplatform.api.uploads import config_and_upload, csv_chunks, download
 from evalplatform.errors import FieldErrors
-from evalplatform.runs.models import ProviderBatch
-from generation import exports, pilot, planning, selectors, services
+from evalplatform.runs.models import BatchState, ProviderBatch
+from generation import batch_registry, exports, pilot, planning, selectors, services
 from generation.models import GenerationJob, GenerationOutput
 
 
@@ -120,6 +120,37 @@ class BatchSerializer(serializers.ModelSerializer):
         model = ProviderBatch
         fields = list(selectors.BATCH_FIELDS)
         read_only_fields = fields
+
+
+class BatchRegistrySerializer(serializers.Serializer):
+    """A row of the batch registry (``generation.batch_registry.COLUMNS``)."""
+
+    id = serializers.IntegerField()
+    job_id = serializers.IntegerField(help_text="The generation job (a judge run's too).")
+    job_name = serializers.CharField(allow_null=True, help_text="None: the job was deleted.")
+    team = serializers.CharField(help_text="The team's slug.")
+    provider = serializers.CharField(help_text="The connection's kind when it was sent.")
+    connection_id = serializers.IntegerField()
+    connection_name = serializers.CharField()
+    model = serializers.CharField(help_text="The provider's model id.")
+    name = serializers.CharField(help_text="The name sent to the provider.")
+    remote_id = serializers.CharField(help_text="The provider's batch id (blank: not yet).")
+    input_file_id = serializers.CharField(help_text="The provider's input file, if it has one.")
+    state = serializers.ChoiceField(choices=BatchState.choices)
+    provider_state = serializers.CharField()
+    round = serializers.IntegerField(help_text="1 = the cells' first submission.")
+    request_count = serializers.IntegerField()
+    succeeded = serializers.IntegerField(help_text="As the provider counts them.")
+    failed = serializers.IntegerField(help_text="As the provider counts them.")
+    cells_completed = serializers.IntegerField(help_text="Cells whose result came from it.")
+    cells_failed = serializers.IntegerField(help_text="Cells that failed for good in it.")
+    cost_usd = serializers.DecimalField(max_digits=14, decimal_places=6)
+    submitted_bytes = serializers.IntegerField()
+    error_message = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    submitted_at = serializers.DateTimeField(allow_null=True)
+    ended_at = serializers.DateTimeField(allow_null=True)
+    closed_at = serializers.DateTimeField(allow_null=True)
 
 
 class JobUpdateSerializer(serializers.Serializer):
@@ -238,10 +269,11 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
         return self.get_paginated_response(OutputSerializer(page, many=True).data)
 
     @extend_schema(responses=BatchSerializer(many=True))
-    @action(detail=True, methods=["get"], pagination_class=None)
+    @action(detail=True, methods=["get"])
     def batches(self, request, pk=None):
         """The job's provider batches (batch mode): state, counts, round, newest first."""
-        return Response(BatchSerializer(selectors.job_batches(self._job()), many=True).data)
+        page = self.paginate_queryset(selectors.job_batches(self._job()))
+        return self.get_paginated_response(BatchSerializer(page, many=True).data)
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     @action(detail=True, methods=["get"])
@@ -299,3 +331,52 @@ class EstimateView(APIView):
         pilot.pilot_cells(data)  # a bad pilot value is a 400 before anything runs
         plan = planning.job_plan(user=request.user, data=data, upload=upload, filename=filename)
         return Response(pilot.job_estimate_with_pilot(plan, data))
+
+
+REGISTRY_FILTERS = [
+    OpenApiParameter("job", int, description="A job's id (another team's is a 404)."),
+    OpenApiParameter("team", str, description="A team's slug."),
+    OpenApiParameter("provider", str, description="Connection kinds, comma-separated."),
+    OpenApiParameter("connection", int, description="A connection's id."),
+    OpenApiParameter("state", str, description="Batch states, comma-separated."),
+    OpenApiParameter("since", str, description="Submitted at or after: ISO date or time."),
+    OpenApiParameter("until", str, description="Submitted at or before (a date: that day)."),
+]
+
+
+class BatchRegistryViewSet(TeamScopedViewSet):
+    """The batch registry: every provider batch of the generation jobs you may view, newest
+    first, with what resuming or auditing one needs (docs/generation.md, "Batch registry")."""
+
+    view_feature = GENERATION_VIEW
+    serializer_class = BatchRegistrySerializer
+
+    def get_queryset(self):
+        filters = batch_registry.filters_from(self.request.user, self.request.query_params)
+        return batch_registry.batches(self.request.user, filters)
+
+    @extend_schema(operation_id="generation_batches_list", parameters=REGISTRY_FILTERS)
+    def list(self, request):
+        page = self.paginate_queryset(self.get_queryset())
+        rows = [batch_registry.row(values) for values in page or []]
+        return self.get_paginated_response(BatchRegistrySerializer(rows, many=True).data)
+
+    @extend_schema(
+        operation_id="generation_batches_csv",
+        parameters=REGISTRY_FILTERS,
+        responses={(200, "text/csv"): OpenApiTypes.STR, 404: OpenApiTypes.OBJECT},
+    )
+    def csv(self, request):
+        """The same rows as CSV (columns: ``generation.batch_registry.COLUMNS``), streamed,
+        every cell formula-safe."""
+        rows = self.get_queryset()  # a bad filter is a 400 here, before anything streams
+        out = BatchRegistrySerializer()
+        lines = (
+            list(out.to_representation(batch_registry.row(values)).values())
+            for values in rows.iterator(chunk_size=2000)
+        )
+        return download(
+            csv_chunks(batch_registry.COLUMNS, lines),
+            "text/csv; charset=utf-8",
+            "generation-batches.csv",
+        )

@@ -133,9 +133,7 @@ BATCH_FIELDS = (
 )
 
 
-def job_batches(job: GenerationJob) -> list[dict[str, Any]]:
+def job_batches(job: GenerationJob) -> QuerySet[ProviderBatch, dict[str, Any]]:
     """The job's provider batches, newest first (the job page and the API show them)."""
-    rows: Any = ProviderBatch.objects.filter(work_kind=BATCH_WORK_KIND, work_id=job.pk).values(
-        *BATCH_FIELDS
-    )
-    return list(rows)
+    rows = ProviderBatch.objects.filter(work_kind=BATCH_WORK_KIND, work_id=job.pk)
+    return rows.order_by("-created_at", "-pk").values(*BATCH_FIELDS)

@@ -1,11 +1,13 @@
 """Request bodies with a file: the upload (size-checked) and the configuration beside it
 (a JSON ``config`` field in a multipart request, or the JSON body itself); and streamed
-downloads."""
+downloads, with CSV cells a spreadsheet cannot run as formulas."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -53,3 +55,30 @@ def download(chunks: Iterator[str], content_type: str, filename: str) -> Streami
     response = StreamingHttpResponse(chunks, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
+
+
+# A cell starting with one of these is a formula to a spreadsheet (CSV injection).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+CSV_FLUSH_BYTES = 64 * 1024
+
+
+def inert(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text: a string that would start a formula gets a
+    leading ``'``; anything else is unchanged."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def csv_chunks(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Iterator[str]:
+    """CSV as it is made (flat memory), every cell ``inert``; ``None`` is an empty cell."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow([inert(value) for value in row])
+        if buffer.tell() > CSV_FLUSH_BYTES:
+            yield buffer.getvalue()
+            buffer.seek(0)
+            buffer.truncate()
+    yield buffer.getvalue()

@@ -126,6 +126,11 @@ TABLE: list[Row] = [
     R("api/generation/jobs/<pk>", {**VIEW_JOB, "PATCH": "ok=AMCS 403=VEI",
                                    "DELETE": "ok=AMCS 403=VEI"}, params=JOB),
     R("api/generation/jobs/<pk>/batches", VIEW_JOB, params=JOB),
+    # The batch registry: a job filter naming another team's job answers as a missing one.
+    R("api/generation/batches", VIEW_JOB),
+    R("api/generation/batches", VIEW_JOB, query="job=@job", other="404"),
+    R("api/generation/batches.csv", VIEW_JOB),
+    R("api/generation/batches.csv", VIEW_JOB, query="job=@job", other="404"),
     R("api/generation/jobs/<pk>/outputs", VIEW_JOB, params=JOB),
     R("api/generation/jobs/<pk>/statistics", VIEW_JOB, params=JOB),
     R("api/generation/jobs/<pk>/start", MANAGE_JOB, params=JOB),

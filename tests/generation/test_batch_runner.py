@@ -290,7 +290,7 @@ def test_the_batches_show_in_the_api_and_on_the_job_page(
     model = model_for(team_a, fast_batches)
     job_id = batch_job(api, creator, team_a, model, ["a"])
     drive_until_done(job_id)
-    (listed,) = api(creator).get(f"{JOBS}/{job_id}/batches").json()
+    (listed,) = api(creator).get(f"{JOBS}/{job_id}/batches").json()["results"]
     assert listed["state"] == "completed" and listed["request_count"] == 2
     assert api(member(team_b, Role.ADMIN)).get(f"{JOBS}/{job_id}/batches").status_code == 404
     browser = Client()
