@@ -289,6 +289,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         "statistics": selectors.statistics_for(job),
         "batches": selectors.job_batches(job) if job.mode == JobMode.BATCH else [],
         "statuses": OutputStatus.choices,
+        "repetitions": range(job.repetitions),
         "can_manage": policy.may(user, GENERATION_MANAGE, job),
         "can_export": policy.may(user, GENERATION_EXPORT, job),
         # A judge run's outputs are verdicts, not texts to evaluate.

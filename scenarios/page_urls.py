@@ -9,4 +9,5 @@ app_name = "scenarios"
 
 urlpatterns = [
     path("jobs/<int:job_id>/to-scenario", views.from_job, name="from-job"),
+    path("jobs/<int:job_id>/to-scenario/preview", views.preview_job, name="preview-job"),
 ]

@@ -1,4 +1,5 @@
-"""The job page's "Convert to scenario" dialog posts here (the spec's conversion, as a form)."""
+"""The job page's "Convert to scenario" dialog posts here (the spec's conversion, as a form),
+and previews its design first."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import GENERATION_VIEW
-from evalplatform.errors import ApplicationError, FieldErrors, NotFound
+from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
 from generation.models import GenerationJob
 from scenarios import services
 from scenarios.types import registry
@@ -23,29 +25,66 @@ def form_to_data(post: Any) -> dict[str, Any]:
     found = registry.find(kind)
     config = found.config_from_dialog(post) if found is not None else {}
     outputs: dict[str, Any] = {}
-    for key in ("models", "prompts"):
-        ids = [int(v) for v in post.getlist(key) if v.isdigit()]
+    for key in ("models", "prompts", "repetitions"):
+        ids = [int(v) for v in post.getlist(key) if v.isdigit() and len(v) < 10]
         if ids:
             outputs[key] = ids
-    overlap = post.get("overlap", "1")
+    temperatures = [_temperature(v) for v in post.getlist("temperatures")]
+    if temperatures:
+        outputs["temperatures"] = temperatures
+    overlap, seed = post.get("overlap", "1"), post.get("seed", "0").strip() or "0"
     return {
         "name": post.get("name", ""),
         "type": kind,
         "instructions": post.get("instructions", ""),
         "config": config,
         "blind": post.get("blind") == "1",
-        "overlap": int(overlap) if overlap.isdigit() else overlap,
+        "overlap": int(overlap) if overlap.isdigit() and len(overlap) < 10 else overlap,
+        "seed": int(seed) if seed.isdigit() and len(seed) < 20 else seed,
         "outputs": outputs,
     }
+
+
+def _temperature(value: str) -> float | str | None:
+    """A checkbox's temperature: a number, or "none" (no temperature was sent)."""
+    if value == "none":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def _job(request: HttpRequest, job_id: int) -> GenerationJob:
+    try:
+        return policy.access(request.user, GENERATION_VIEW, GenerationJob.objects.all(), pk=job_id)
+    except NotFound as exc:
+        raise Http404 from exc
+
+
+@login_required
+@require_POST
+def preview_job(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The dialog's design, previewed (htmx): tasks, judgments and human time, or what is
+    wrong with it; nothing is written."""
+    job = _job(request, job_id)
+    try:
+        preview = services.preview_from_job(
+            user=request.user, job=job, data=form_to_data(request.POST)
+        )
+    except FieldErrors as exc:
+        return render(request, "scenarios/_preview.html", {"errors": exc.errors})
+    except Forbidden as exc:
+        raise PermissionDenied from exc
+    except ApplicationError as exc:
+        return render(request, "scenarios/_preview.html", {"errors": {"": [exc.message]}})
+    return render(request, "scenarios/_preview.html", {"preview": preview})
 
 
 @login_required
 @require_POST
 def from_job(request: HttpRequest, job_id: int) -> HttpResponse:
-    try:
-        job = policy.access(request.user, GENERATION_VIEW, GenerationJob.objects.all(), pk=job_id)
-    except NotFound as exc:
-        raise Http404 from exc
+    job = _job(request, job_id)
     try:
         scenario = services.scenario_from_job(
             user=request.user, job=job, data=form_to_data(request.POST)

@@ -258,10 +258,20 @@ class Comparison(ScenarioKind):
         return config
 
     def config_from_dialog(self, post: Any) -> dict[str, Any]:
-        return {
+        config: dict[str, Any] = {
+            "pairing": post.get("pairing", "within_item"),
             "reverse_share": _number(post.get("reverse_share", "0"), 0),
             "ties": post.get("ties") == "1",
         }
+        sample = post.get("sample", "").strip()
+        if sample.endswith("%"):
+            config["sample_share"] = _form_share(sample[:-1], percent=True)
+        elif sample and sample.lower() != "all":
+            config["sample_count"] = form_int(sample)
+        per_item = post.get("max_pairs_per_item", "").strip()
+        if per_item and per_item.lower() != "all":
+            config["max_pairs_per_item"] = form_int(per_item)
+        return config
 
     def answer_from_form(self, post: Any, config: Mapping[str, Any]) -> dict[str, Any]:
         return {"winner": post.get("winner")}

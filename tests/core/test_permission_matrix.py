@@ -285,6 +285,8 @@ TABLE: list[Row] = [
     ],
     R("generation/jobs/<job_id>/to-scenario", {"POST": "ok=AMCS 403=V"},
       params={"job_id": "@job"}, body="form"),
+    R("generation/jobs/<job_id>/to-scenario/preview", {"POST": "ok=AMCS 403=V"},
+      params={"job_id": "@job"}, body="form"),
     # --- pages: evaluating ---
     R("evaluate/", {"GET": SIGNED_IN}),
     R("evaluate/scenarios/<scenario_id>", {"GET": "ok=AMCEIS"},

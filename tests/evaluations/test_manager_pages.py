@@ -63,6 +63,46 @@ def test_the_job_page_converts_outputs_to_a_scenario(creator, finished_job):
 
 
 @pytest.mark.django_db
+def test_the_dialog_previews_its_design_and_filters_the_outputs(
+    creator, finished_job, team_b, member
+):
+    client = browser(creator)
+    page = client.get(f"/generation/jobs/{finished_job.pk}").content.decode()
+    for field in ('name="sample"', 'name="max_pairs_per_item"', 'name="pairing"', 'name="seed"'):
+        assert field in page
+    assert 'name="repetitions" value="1"' in page and 'name="temperatures" value="1.0"' in page
+    url = f"/generation/jobs/{finished_job.pk}/to-scenario"
+    form = {
+        "type": "comparison",
+        "pairing": "within_item",
+        "max_pairs_per_item": "4",
+        "sample": "50%",
+        "reverse_share": "0.5",
+        "repetitions": ["0"],
+        "temperatures": ["1.0"],
+        "overlap": "2",
+        "seed": "9",
+    }
+    # 3 items x 4 outputs (2 models x 2 prompts at one repetition and temperature): 6 pairs
+    # an item, capped at 4, half of the 12 sampled, half of those also reversed.
+    preview = client.post(f"{url}/preview", form).content.decode()
+    assert "9 tasks" in preview and "12 outputs" in preview and "18 judgments" in preview
+    assert not Scenario.objects.exists()
+    made = client.post(url, form | {"name": "Previewed"})
+    scenario = Scenario.objects.get(name="Previewed")
+    assert made.status_code == 302 and scenario.tasks.count() == 9 and scenario.seed == 9
+    outputs = {
+        (v.source_output.repetition, v.source_output.temperature)
+        for v in scenario.variants.select_related("source_output")
+    }
+    assert outputs == {(0, 1.0)}
+    wrong = client.post(f"{url}/preview", form | {"max_pairs_per_item": "0"}).content.decode()
+    assert "cannot be made" in wrong and "max_pairs_per_item" in wrong
+    outsider = browser(member(team_b, Role.ADMIN))
+    assert outsider.post(f"{url}/preview", form).status_code == 404
+
+
+@pytest.mark.django_db
 def test_the_scenario_pages(api, creator, finished_job, team_a, team_b, member):
     manager = member(team_a, Role.MANAGER)
     scenario = open_scenario(api, creator, finished_job, manager)
