@@ -128,6 +128,7 @@ class ScenarioViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveM
         "partial_update": SCENARIOS_MANAGE,
         "destroy": SCENARIOS_MANAGE,
         "open": SCENARIOS_MANAGE,
+        "regenerate": SCENARIOS_MANAGE,
         "close": SCENARIOS_MANAGE,
     }
     filterset_fields = ["type", "status"]
@@ -190,6 +191,18 @@ class ScenarioViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveM
     def open(self, request, pk=None):
         """Open a draft for evaluation (its design is fixed from then on)."""
         return self._answer(services.scenario_open(user=request.user, scenario=self._scenario()))
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=ScenarioSerializer)
+    @action(detail=True, methods=["post"])
+    def regenerate(self, request, pk=None):
+        """A draft's tasks made again with another pair design or seed: ``config`` (merged
+        into the current one) and ``seed``; not once any task was asked."""
+        if not isinstance(request.data, dict):
+            raise FieldErrors({"non_field_errors": "Send a JSON object."})
+        scenario = services.scenario_regenerate(
+            user=request.user, scenario=self._scenario(), data=dict(request.data)
+        )
+        return self._answer(scenario)
 
     @extend_schema(request=None, responses=ScenarioSerializer)
     @action(detail=True, methods=["post"])

@@ -168,27 +168,32 @@ def _create(user: Any, plan: ScenarioPlan) -> Scenario:
             ],
             batch_size=BULK,
         )
-        by_key = {(v.item_id, v.position): v for v in variants}
-        keys = [
-            (item.pk, [(item.pk, p) for p in range(len(spec.variants))])
-            for item, spec in zip(items, plan.items, strict=True)
-        ]
-        specs = design(plan.type, keys, plan.config, plan.seed)
-        tasks_add(
-            scenario=scenario,
-            tasks=[
-                NewTask(
-                    item_id=spec.item,
-                    variant_a_id=by_key[spec.a].pk if spec.a is not None else None,
-                    variant_b_id=by_key[spec.b].pk if spec.b is not None else None,
-                    order=[by_key[k].pk for k in spec.order],
-                    reverse_of=spec.reverse_of,
-                )
-                for spec in specs
-            ],
-            start=0,  # a new scenario: no task yet
-        )
+        _build_tasks(scenario, variants)
     return scenario
+
+
+def _build_tasks(scenario: Scenario, variants: Sequence[Variant]) -> None:
+    """The scenario's tasks by its design, over its variants (a scenario without tasks)."""
+    by_key = {(v.item_id, v.position): v for v in variants}
+    positions: dict[int, list[int]] = {}
+    for v in variants:
+        positions.setdefault(v.item_id, []).append(v.position)
+    keys = [(item, [(item, p) for p in sorted(ps)]) for item, ps in positions.items()]
+    specs = design(scenario.type, keys, scenario.config, scenario.seed)
+    tasks_add(
+        scenario=scenario,
+        tasks=[
+            NewTask(
+                item_id=spec.item,
+                variant_a_id=by_key[spec.a].pk if spec.a is not None else None,
+                variant_b_id=by_key[spec.b].pk if spec.b is not None else None,
+                order=[by_key[k].pk for k in spec.order],
+                reverse_of=spec.reverse_of,
+            )
+            for spec in specs
+        ],
+        start=0,  # no task yet
+    )
 
 
 @dataclass
@@ -418,7 +423,11 @@ def design_size(kind: str, config: Mapping[str, Any], sizes: Sequence[int]) -> i
 
 
 def _check_design(plan: ScenarioPlan) -> int:
-    tasks = design_size(plan.type, plan.config, [len(i.variants) for i in plan.items])
+    return _check_size(plan.type, plan.config, [len(i.variants) for i in plan.items])
+
+
+def _check_size(kind: str, config: Mapping[str, Any], sizes: Sequence[int]) -> int:
+    tasks = design_size(kind, config, sizes)
     limit = settings.SCENARIO_MAX_TASKS
     if tasks > limit:
         raise FieldErrors(
@@ -519,7 +528,7 @@ def scenario_close(*, user: Any, scenario: Scenario) -> Scenario:
 
 EDITABLE = ("name", "instructions", "blind", "overlap", "config")
 # The configuration keys the tasks were made from: fixed once the scenario exists.
-DESIGN_KEYS = ("pairing", "sample_count", "sample_share", "reverse_share")
+DESIGN_KEYS = ("pairing", "sample_count", "sample_share", "max_pairs_per_item", "reverse_share")
 
 
 def scenario_update(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> Scenario:
@@ -543,7 +552,8 @@ def scenario_update(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -
         checked, errors = _settings(scenario.team, merged, own=scenario)
         if "config" in data and not errors:
             errors |= {
-                f"config.{key}": "Fixed by the task design: create another scenario to change it."
+                f"config.{key}": "Fixed by the task design: regenerate the draft's tasks "
+                "to change it."
                 for key in DESIGN_KEYS
                 if checked["config"].get(key) != scenario.config.get(key)
             }
@@ -557,6 +567,53 @@ def scenario_update(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -
         for name in data:
             setattr(scenario, name, checked[name])
         scenario.save(update_fields=list(data))
+    return scenario
+
+
+def scenario_regenerate(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> Scenario:
+    """Make a draft's tasks again with another pair design or seed (``config``, merged into
+    the current one, and ``seed``): the items and variants stay. Not once anything was
+    asked (judgments, reservations) or while a judge of it runs."""
+    unknown = set(data) - {"config", "seed"}
+    if unknown:
+        raise FieldErrors({f: "Only config and seed can change the design." for f in unknown})
+    with transaction.atomic():
+        scenario = _manage(user, scenario)
+        if scenario.status != ScenarioStatus.DRAFT:
+            raise Conflict("Only a draft's tasks can be made again.")
+        config = data.get("config", {})
+        if not isinstance(config, dict):
+            raise FieldErrors({"config": "The configuration is an object."})
+        merged = {
+            **{f: getattr(scenario, f) for f in EDITABLE},
+            "type": scenario.type,
+            "config": {**scenario.config, **config},
+            "seed": data.get("seed", scenario.seed),
+        }
+        checked, errors = _settings(scenario.team, merged, own=scenario)
+        if errors:
+            raise FieldErrors(errors)
+        for guard in DELETE_GUARDS:
+            if (reason := guard(scenario)) is not None:
+                raise Conflict(reason)
+        if scenario.judgments.exists() or scenario.assignments.exists():
+            raise Conflict("Tasks of this draft were asked already: create another scenario.")
+        variants = list(Variant.objects.filter(scenario=scenario).order_by("item_id", "position"))
+        sizes: dict[int, int] = {}
+        for v in variants:
+            sizes[v.item_id] = sizes.get(v.item_id, 0) + 1
+        scenario.config, scenario.seed = checked["config"], checked["seed"]
+        plan_sizes = list(sizes.values())
+        registry.get(scenario.type).check_items(
+            scenario.config, [(str(item), n) for item, n in sizes.items()]
+        )
+        _check_size(scenario.type, scenario.config, plan_sizes)
+        scenario.tasks.all().delete()
+        scenario.save(update_fields=["config", "seed"])
+        _build_tasks(scenario, variants)
+        audit.record(
+            user=user, team=scenario.team_id, action="scenario.regenerate", target=scenario
+        )
     return scenario
 
 

@@ -147,6 +147,7 @@ TABLE: list[Row] = [
                              "DELETE": "ok=AMS 403=CEVI"}, params=SCN),
     R("api/scenarios/<pk>/open", {"POST": "ok=AMS 403=CEVI"}, params=SCN),
     R("api/scenarios/<pk>/close", {"POST": "ok=AMS 403=CEVI"}, params=SCN),
+    R("api/scenarios/<pk>/regenerate", {"POST": "ok=AMS 403=CEVI"}, params=SCN),
     R("api/scenarios/<pk>/tasks", VIEW_SCN, params=SCN),
     R("api/scenarios/<pk>/variants", VIEW_SCN, params=SCN),
     R("api/scenarios/<pk>/export/<fmt>", {"POST": "ok=AMCS 403=V"}, params={**SCN, "fmt": "csv"}),

@@ -131,3 +131,40 @@ def test_bad_pair_designs_are_400(api, creator, team_a, config, field):
     body = {"team": team_a.slug, "type": "comparison", "format": "jsonl", "content": rows(2, 3)}
     refused = api(creator).post(f"{SCENARIOS}/preview", body | {"config": config}, format="json")
     assert refused.status_code == 400 and field in refused.json()["errors"]
+
+
+@pytest.mark.django_db
+def test_a_drafts_tasks_are_made_again_with_another_design(api, creator, team_a, member):
+    from evalplatform.accounts.roles import Role
+    from evaluations.models import Judgment
+
+    manager = member(team_a, Role.MANAGER)
+    body = {"team": team_a.slug, "type": "comparison", "format": "jsonl", "name": "D"}
+    made = api(manager).post(SCENARIOS, body | {"content": rows(4, 4)}, format="json")
+    scenario = Scenario.objects.get(pk=made.json()["id"])
+    assert scenario.tasks.count() == 24  # 6 pairs in each of 4 items
+    url = f"{SCENARIOS}/{scenario.pk}/regenerate"
+    design = {"config": {"max_pairs_per_item": 2, "reverse_share": 0.5}, "seed": 3}
+    preview = api(creator).post(
+        f"{SCENARIOS}/preview", body | {"content": rows(4, 4)} | design, format="json"
+    )
+    again = api(manager).post(url, design, format="json")
+    assert again.status_code == 200, again.json()
+    scenario.refresh_from_db()
+    assert scenario.tasks.count() == preview.json()["tasks"] == 12 and scenario.seed == 3
+    assert scenario.config["max_pairs_per_item"] == 2 and scenario.variants.count() == 16
+    for bad, field in (
+        ({"config": {"max_pairs_per_item": -1}}, "config.max_pairs_per_item"),
+        ({"seed": 10**30}, "seed"),
+        ({"name": "x"}, "name"),
+    ):
+        refused = api(manager).post(url, bad, format="json")
+        assert refused.status_code == 400 and field in refused.json()["errors"], refused.json()
+    assert scenario.tasks.count() == 12  # unchanged
+    viewer = member(team_a, Role.VIEWER)
+    assert api(viewer).post(url, design, format="json").status_code == 403
+    task = scenario.tasks.first()
+    Judgment.objects.create(
+        scenario=scenario, task=task, rater_kind="external", payload={"winner": "A"}
+    )
+    assert api(manager).post(url, design, format="json").status_code == 409
