@@ -105,18 +105,26 @@ def usd(value: Any, *, errors: dict[str, str], name: str = "budget_usd") -> Deci
     return amount
 
 
-def temperatures_problem(temperatures: Any) -> str | None:
-    """What is wrong with a list of temperatures, if anything."""
+def temperatures_problem(temperatures: Any, *, allow_none: bool = False) -> str | None:
+    """What is wrong with a list of temperatures, if anything. ``allow_none``: a null entry
+    is a slot where no temperature is sent (the provider's default)."""
+    if allow_none and temperatures == []:
+        return "Give at least one temperature; use [null] to send none."
     if (
         not isinstance(temperatures, list)
         or not temperatures
         or not all(
-            isinstance(t, int | float)
-            and not isinstance(t, bool)
-            and TEMPERATURE_MIN <= t <= TEMPERATURE_MAX
+            (allow_none and t is None)
+            or (
+                isinstance(t, int | float)
+                and not isinstance(t, bool)
+                and TEMPERATURE_MIN <= t <= TEMPERATURE_MAX
+            )
             for t in temperatures
         )
     ):
+        if allow_none:
+            return "A list of temperatures, each from 0 to 2 or null (send none)."
         return "A list of temperatures, each from 0 to 2."
     if len(set(temperatures)) != len(temperatures):
         return "Each temperature once."
@@ -124,13 +132,19 @@ def temperatures_problem(temperatures: Any) -> str | None:
 
 
 def temperatures(
-    value: Any, *, errors: dict[str, str], default: list[float], name: str = "temperatures"
-) -> list[float]:
-    """A list of distinct temperatures from 0 to 2, as floats."""
-    if problem := temperatures_problem(value):
+    value: Any,
+    *,
+    errors: dict[str, str],
+    default: list[float],
+    name: str = "temperatures",
+    allow_none: bool = False,
+) -> list[float | None]:
+    """A list of distinct temperatures from 0 to 2, as floats; with ``allow_none``, null
+    entries (no temperature sent) stay None."""
+    if problem := temperatures_problem(value, allow_none=allow_none):
         errors[name] = problem
-        return default
-    return [float(t) for t in value]
+        return list(default)
+    return [None if t is None else float(t) for t in value]
 
 
 def flag(value: Any, *, name: str, errors: dict[str, str], default: bool) -> bool:

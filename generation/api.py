@@ -205,8 +205,9 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
     @extend_schema(request=OpenApiTypes.OBJECT, responses={201: JobSerializer})
     def create(self, request, *args, **kwargs):
         """Create a job: team, name, mode, source ({type: manual|prompt_only, format,
-        content} or a multipart ``file`` with the rest as JSON in ``config``),
-        prompt_versions, models, repetitions, temperatures, max_tokens, budget_usd,
+        content}, {type: scenario, scenario: id}, or a multipart ``file`` with the rest as
+        JSON in ``config``), prompt_versions, models, repetitions, temperatures (null: send
+        none), max_tokens, budget_usd,
         max_retries, concurrency, finish_live (batch mode: failed rows finish live).
         Nothing is written unless all of it is valid."""
         data, upload, filename = _job_input(request)

@@ -108,6 +108,8 @@ class JobCells:
         rendered = render(prompt.blocks, cell.item_data, prompt.defaults, item_id=cell.item_id)
         model, params = self.models[cell.model_config_id]
         params = dict(params)
+        # ``"temperature": null`` marks a configuration that sends none (its cells hold None).
+        params.pop("temperature", None)
         if model.connection.kind == "mock":
             params.setdefault("seed", cell.repetition)  # repeated calls differ, reproducibly
         return LLMRequest(

@@ -34,17 +34,20 @@ def _sample(plan: JobPlan, cells: int, seed: int) -> list[tuple[Any, LLMRequest]
         prompt_services.version_render(version=version, items=plan.items)
         for version in plan.prompts
     ]
+    # (prompt, item, temperature slot); a configuration that sends no temperature has one.
     combos = [
-        (prompt, item, temperature)
+        (prompt, item, slot)
         for prompt in range(len(plan.prompts))
         for item in range(len(plan.items))
-        for temperature in plan.temperatures
+        for slot in range(len(plan.temperatures))
     ]
     rng = random.Random(seed)  # noqa: S311 (a reproducible sample, not a secret)
     per_model = max(1, math.ceil(cells / len(plan.models)))
     chosen = []
     for spec in plan.models:
-        for prompt, item, temperature in rng.sample(combos, min(per_model, len(combos))):
+        temperatures = plan.temperatures_for(spec)
+        params = {k: v for k, v in spec.params.items() if k != "temperature"}
+        for prompt, item, slot in rng.sample(combos, min(per_model, len(combos))):
             text = rendered[prompt][item]
             chosen.append(
                 (
@@ -53,9 +56,9 @@ def _sample(plan: JobPlan, cells: int, seed: int) -> list[tuple[Any, LLMRequest]
                         model=spec.llm_model.model_id,
                         system=text.system,
                         user=text.user,
-                        temperature=temperature,
+                        temperature=temperatures[slot % len(temperatures)],
                         max_tokens=plan.max_tokens or UNCAPPED_RESERVE_TOKENS,
-                        params=dict(spec.params),
+                        params=params,
                     ),
                 )
             )

@@ -19,18 +19,39 @@ from evalplatform.accounts.roles import GENERATION_CREATE, PROMPTS_VIEW, PROVIDE
 from evalplatform.errors import FieldErrors
 from evalplatform.prompts import services as prompt_services
 from evalplatform.prompts.models import PromptVersion
-from evalplatform.prompts.rendering import MissingVariable, MissingVariables, missing_for
+from evalplatform.prompts.rendering import (
+    MissingVariable,
+    MissingVariables,
+    missing_for,
+    placeholder_problems,
+)
 from evalplatform.providers.estimate import estimate_cost
 from evalplatform.providers.models import LLMModel
 from generation import sources
 from generation.models import JobMode, SourceKind
+
+MAX_PROBLEMS = 5  # malformed placeholders quoted per prompt version
+
+
+# How a slot without temperature is shown: the wizard's choice, and the estimate's note.
+NO_TEMPERATURE_CHOICE = "none (provider default)"
+NO_TEMPERATURE = "no temperature sent"
+
+
+def temperature_label(temperature: float | None, none: str = NO_TEMPERATURE) -> str:
+    return none if temperature is None else f"{temperature:g}"
 
 
 @dataclass
 class ModelSpec:
     llm_model: LLMModel
     label: str
+    # ``{"temperature": null}`` among them: this configuration sends no temperature.
     params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sends_temperature(self) -> bool:
+        return "temperature" not in self.params
 
 
 @dataclass
@@ -44,22 +65,34 @@ class JobPlan:
     prompts: list[PromptVersion]
     models: list[ModelSpec]
     repetitions: int
-    temperatures: list[float]
+    temperatures: list[float | None]  # None: a slot where no temperature is sent
     max_tokens: int | None
     budget_usd: Decimal | None
     max_retries: int
     concurrency: int
     finish_live: bool = False
 
+    def temperatures_for(self, spec: ModelSpec) -> list[float | None]:
+        """The temperature slots of a model configuration: the job's, or one slot sending
+        none for a configuration that sends no temperature."""
+        return list(self.temperatures) if spec.sends_temperature else [None]
+
+    @property
+    def all_send_temperature(self) -> bool:
+        return all(spec.sends_temperature for spec in self.models)
+
+    @property
+    def model_slots(self) -> int:
+        """The model configurations times their temperature slots."""
+        return sum(len(self.temperatures_for(spec)) for spec in self.models)
+
     @property
     def cell_count(self) -> int:
-        return (
-            len(self.items)
-            * len(self.prompts)
-            * len(self.models)
-            * self.repetitions
-            * len(self.temperatures)
-        )
+        return len(self.items) * len(self.prompts) * self.model_slots * self.repetitions
+
+    @property
+    def temperature_labels(self) -> list[str]:
+        return [temperature_label(t, NO_TEMPERATURE_CHOICE) for t in self.temperatures]
 
 
 def job_plan(
@@ -108,7 +141,10 @@ def job_plan(
     max_retries = whole("max_retries", 3, 0, 10)
     concurrency = whole("concurrency", 8, 1, 256)
     temperatures = validation.temperatures(
-        data.get("temperatures", [data.get("temperature", 0.7)]), errors=errors, default=[0.7]
+        data.get("temperatures", [data.get("temperature", 0.7)]),
+        errors=errors,
+        default=[0.7],
+        allow_none=True,
     )
     budget = validation.usd(data.get("budget_usd"), errors=errors)
 
@@ -172,7 +208,8 @@ def job_plan(
             if reserved := reserved_params(params):
                 errors[f"models[{index}].params"] = (
                     f"{', '.join(reserved)} are set by the job (model, prompt, max_tokens, "
-                    "temperature, one reply), not by parameters."
+                    "temperature, one reply), not by parameters; "
+                    '"temperature": null sends no temperature for this model.'
                 )
                 continue
             label = str(
@@ -208,13 +245,27 @@ def job_plan(
         except FieldErrors as exc:
             errors.update({k: v[0] for k, v in exc.errors.items()})
         meta = {"format": fmt, "filename": filename, "bytes": len(raw)}
-    elif kind in sources.SOURCE_REGISTRY and (internal or kind not in sources.INTERNAL_SOURCES):
-        items = sources.SOURCE_REGISTRY[kind](user=user, team=team, spec=source)
+    elif (
+        isinstance(kind, str)
+        and kind in sources.SOURCE_REGISTRY
+        and (internal or kind not in sources.INTERNAL_SOURCES)
+    ):
+        try:
+            items = sources.SOURCE_REGISTRY[kind](user=user, team=team, spec=source)
+        except FieldErrors as exc:
+            errors.update({k: v[0] for k, v in exc.errors.items()})
         meta = {k: v for k, v in source.items() if k != "type"}
     else:
-        errors["source.type"] = "manual, prompt_only" + "".join(
-            f", {k}" for k in sources.SOURCE_REGISTRY if k not in sources.INTERNAL_SOURCES
-        )
+        errors["source.type"] = "One of: " + ", ".join(sources.public_kinds()) + "."
+    for version in prompts:
+        if problems := placeholder_problems(version.as_blocks()):
+            more = len(problems) - MAX_PROBLEMS
+            errors[f"prompt_versions[{prompt_ids.index(version.pk)}]"] = (
+                f"{version.template.name} v{version.number} has placeholders that are no "
+                "variable (make a new version without them): "
+                + "; ".join(map(str, problems[:MAX_PROBLEMS]))
+                + (f"; and {more} more." if more > 0 else ".")
+            )
     if errors:
         raise FieldErrors(errors)
 
@@ -238,7 +289,7 @@ def job_plan(
         prompts,
         models,
         repetitions,
-        [float(t) for t in temperatures],
+        temperatures,
         max_tokens,
         budget,
         max_retries or 0,
@@ -270,7 +321,10 @@ _RESERVED_KEYS = {
 
 
 def reserved_params(params: Mapping[str, Any]) -> list[str]:
-    found = sorted(k for k in params if k in _RESERVED_KEYS)
+    """The parameters a job sets itself; ``"temperature": null`` (send none) is allowed."""
+    found = sorted(
+        k for k in params if k in _RESERVED_KEYS and not (k == "temperature" and params[k] is None)
+    )
     config = params.get("generationConfig")
     if isinstance(config, Mapping):
         found += [f"generationConfig.{k}" for k in sorted(config) if k in _RESERVED_KEYS]
@@ -286,8 +340,9 @@ def job_estimate(plan: JobPlan, pilot: dict[str, Any] | None = None) -> dict[str
         for version in plan.prompts
     ]
     per_model: list[dict[str, Any]] = []
-    runs = plan.repetitions * len(plan.temperatures)
     for spec in plan.models:
+        temperatures = plan.temperatures_for(spec)
+        runs = plan.repetitions * len(temperatures)
         prompts = [(r.system, r.user) for _, results in rendered for r in results] * runs
         measured = ((pilot or {}).get("per_model") or {}).get(spec.label) or {}
         calibrated = measured.get("output_tokens_p50") is not None
@@ -314,6 +369,8 @@ def job_estimate(plan: JobPlan, pilot: dict[str, Any] | None = None) -> dict[str
                 "live_usd_high": str(e.live_usd_high.quantize(Decimal("0.000001"))),
                 "batch_usd_high": str(e.batch_usd_high.quantize(Decimal("0.000001"))),
                 "calibrated": calibrated,
+                "temperatures": temperatures,
+                "temperature_labels": [temperature_label(t) for t in temperatures],
             }
         )
 

@@ -61,21 +61,24 @@ def percentile(values: list[int], q: float) -> float | None:
 
 
 def statistics_for(job: GenerationJob) -> dict[str, Any]:
-    groups: dict[str, dict[str, dict[str, Any]]] = {"model": {}, "prompt": {}}
+    groups: dict[str, dict[str, dict[str, Any]]] = {"model": {}, "prompt": {}, "temperature": {}}
     by_status: dict[str, int] = defaultdict(int)
     latencies: dict[tuple[str, str], list[int]] = defaultdict(list)
     rows = GenerationOutput.objects.filter(job=job).values_list(
         "status",
         "model_config__label",
         "prompt__label",
+        "temperature",
         "input_tokens",
         "output_tokens",
         "cost_usd",
         "processing_time_ms",
     )
-    for status, model, prompt, tokens_in, tokens_out, cost, latency in rows.iterator(2000):
+    for status, model, prompt, temp, tokens_in, tokens_out, cost, latency in rows.iterator(2000):
         by_status[status] += 1
-        for kind, key in (("model", model), ("prompt", prompt)):
+        # "none": cells that sent no temperature (the provider's default).
+        temperature = "none" if temp is None else f"{temp:g}"
+        for kind, key in (("model", model), ("prompt", prompt), ("temperature", temperature)):
             entry = groups[kind].setdefault(
                 key,
                 {
@@ -111,6 +114,7 @@ def statistics_for(job: GenerationJob) -> dict[str, Any]:
         "cost_usd": str(job.cost_usd),
         "by_model": groups["model"],
         "by_prompt": groups["prompt"],
+        "by_temperature": groups["temperature"],
     }
 
 

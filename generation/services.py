@@ -35,9 +35,14 @@ from generation.planning import JobPlan, job_estimate
 BULK = 2000
 
 
-def custom_id(job_id: int, item: int, prompt: int, model: int, repetition: int, temp: int) -> str:
-    """Deterministic, unique in the job, and valid for every provider (≤ 64, [A-Za-z0-9_-])."""
-    return f"j{job_id}-i{item}-p{prompt}-m{model}-r{repetition}-t{temp}"
+def custom_id(
+    job_id: int, item: int, prompt: int, model: int, repetition: int, temp: int | None
+) -> str:
+    """Deterministic, unique in the job, and valid for every provider (≤ 64, [A-Za-z0-9_-]).
+    ``temp``: the index of the job's temperature, or None for the one slot of a model
+    configuration where no temperature is sent ("tn")."""
+    t = "n" if temp is None else temp
+    return f"j{job_id}-i{item}-p{prompt}-m{model}-r{repetition}-t{t}"
 
 
 def job_create(*, user: Any, plan: JobPlan) -> GenerationJob:
@@ -119,6 +124,15 @@ def job_create(*, user: Any, plan: JobPlan) -> GenerationJob:
         )
         for version in plan.prompts:
             prompt_services.version_lock(version=version)
+        # Each configuration's temperature slots: (index in the job's list, or None when
+        # none is sent, and the temperature sent).
+        slots = {
+            model.pk: [
+                (None if temp is None else index, temp)
+                for index, temp in enumerate(plan.temperatures_for(spec))
+            ]
+            for model, spec in zip(models, plan.models, strict=True)
+        }
         cells = (
             GenerationOutput(
                 job=job,
@@ -131,9 +145,10 @@ def job_create(*, user: Any, plan: JobPlan) -> GenerationJob:
                     job.pk, item.position, prompt.position, model.position, rep, t_index
                 ),
             )
-            for item, prompt, model, rep, (t_index, temp) in itertools.product(
-                items, prompts, models, range(plan.repetitions), enumerate(plan.temperatures)
+            for item, prompt, model, rep in itertools.product(
+                items, prompts, models, range(plan.repetitions)
             )
+            for t_index, temp in slots[model.pk]
         )
         while chunk := list(itertools.islice(cells, BULK)):
             GenerationOutput.objects.bulk_create(chunk)

@@ -28,14 +28,32 @@ SOURCE_REGISTRY: dict[str, Callable[..., list[Item]]] = {}
 # Sources only their own app may use (its service passes ``internal=True`` to ``job_plan``):
 # a judge run's job is made by the judge service, never from the jobs API.
 INTERNAL_SOURCES: set[str] = set()
+# What the wizard offers of a public source: name → (label, function(user, team) → the
+# choices [(id, label)] of its ``spec[name]``).
+SOURCE_CHOICES: dict[str, tuple[str, Callable[..., list[tuple[Any, str]]]]] = {}
 
 
-def register(kind: str, source: Callable[..., list[Item]], *, internal: bool = False) -> None:
+def register(
+    kind: str,
+    source: Callable[..., list[Item]],
+    *,
+    internal: bool = False,
+    label: str = "",
+    choices: Callable[..., list[tuple[Any, str]]] | None = None,
+) -> None:
     """Add another app's source of items (call from its ``AppConfig.ready``). ``internal``:
-    only that app's own service may plan jobs from it."""
+    only that app's own service may plan jobs from it. ``label`` and ``choices``: the
+    wizard offers the source as a select of ``choices(user=..., team=...)``."""
     SOURCE_REGISTRY[kind] = source
     if internal:
         INTERNAL_SOURCES.add(kind)
+    elif choices is not None:
+        SOURCE_CHOICES[kind] = (label or f"From {kind}", choices)
+
+
+def public_kinds() -> list[str]:
+    """The source types users may name: never an internal one."""
+    return ["manual", "prompt_only", *(k for k in SOURCE_REGISTRY if k not in INTERNAL_SOURCES)]
 
 
 def detect_format(filename: str, declared: str = "") -> str:

@@ -121,11 +121,17 @@ def _choices(request: HttpRequest, team) -> dict[str, Any]:
         if policy.has_feature(request.user, PROVIDERS_VIEW, team)
         else LLMModel.objects.none()
     )
-    return {
-        "prompts": prompts,
-        "models": list(models),
-        "extra_sources": list(sources.SOURCE_REGISTRY),
-    }
+    # Other apps' sources users may choose (never an internal one, such as a judge's).
+    extra_sources = [
+        {
+            "kind": kind,
+            "label": label,
+            "choices": choices(user=request.user, team=team),
+            "selected": request.POST.get(kind, ""),
+        }
+        for kind, (label, choices) in sources.SOURCE_CHOICES.items()
+    ]
+    return {"prompts": prompts, "models": list(models), "extra_sources": extra_sources}
 
 
 def _config_from_form(request: HttpRequest, team) -> tuple[dict[str, Any], dict[str, str]]:
@@ -133,8 +139,12 @@ def _config_from_form(request: HttpRequest, team) -> tuple[dict[str, Any], dict[
     post = request.POST
     errors: dict[str, str] = {}
     temperatures: Any = []
+    if post.get("no_temperature") == "1":
+        temperatures.append(None)  # "none (provider default)": no temperature is sent
     for part in _TEMPERATURE_SPLIT.split(post.get("temperatures", "").strip()):
-        if part:
+        if part.lower() in ("none", "null"):
+            temperatures.append(None)
+        elif part:
             temperatures.append(number_or_text(part))
     models: list[Any] = [int(m) for m in post.getlist("models") if m.isdigit()]
     extra = post.get("model_configs", "").strip()
@@ -155,15 +165,14 @@ def _config_from_form(request: HttpRequest, team) -> tuple[dict[str, Any], dict[
         # Pasted text without a declared format: JSON and JSON lines show by their start.
         start = content.lstrip()[:1]
         fmt = "json" if start == "[" else "jsonl" if start == "{" else "text"
+    source: dict[str, Any] = {"type": source_type, "format": fmt, "content": content}
+    if source_type in sources.SOURCE_CHOICES:
+        source = {"type": source_type, source_type: number_or_text(post.get(source_type))}
     config = {
         "team": team.slug,
         "name": post.get("name", ""),
         "mode": post.get("mode", "live"),
-        "source": {
-            "type": source_type,
-            "format": fmt,
-            "content": content,
-        },
+        "source": source,
         "prompt_versions": [int(p) for p in post.getlist("prompt_versions") if p.isdigit()],
         "models": models,
         "temperatures": temperatures or [0.7],

@@ -1,10 +1,21 @@
-"""Reads of scenarios: their variants and tasks, and where the next task goes."""
+"""Reads of scenarios: their variants and tasks, where the next task goes, and their items
+as a generation source ("scenario", registered from ``ScenariosConfig.ready``)."""
 
 from __future__ import annotations
 
-from django.db.models import Max, QuerySet
+from collections.abc import Mapping
+from typing import Any
 
-from scenarios.models import Scenario, Task, Variant
+from django.db.models import Count, Max, QuerySet
+
+from evalplatform.accounts import policy
+from evalplatform.accounts.models import Team
+from evalplatform.accounts.roles import SCENARIOS_VIEW
+from evalplatform.errors import FieldErrors
+from scenarios.models import Scenario, ScenarioItem, Task, Variant
+
+SOURCE_KIND = "scenario"
+MAX_SOURCE_CHOICES = 500
 
 
 def next_task_position(scenario: Scenario) -> int:
@@ -35,3 +46,52 @@ def tasks(scenario: Scenario) -> QuerySet[Task]:
 def scenario_with_team(pk: int) -> Scenario:
     """One scenario with its team and creator, as the API shows it."""
     return Scenario.objects.select_related("team", "created_by").get(pk=pk)
+
+
+def readable_scenarios(user: Any, team: Team) -> QuerySet[Scenario]:
+    """The team's scenarios the user may read (none without ``feature:scenarios:view``)."""
+    return policy.visible(user, SCENARIOS_VIEW, Scenario.objects.filter(team=team))
+
+
+def generation_source(
+    *, user: Any, team: Team, spec: Mapping[str, Any]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The generation source "scenario": ``{"scenario": id}``, the items of a scenario of
+    the job's team the user may read, in order, each with its fields (its context) as the
+    prompt's variables. Another team's, an unreadable or an unknown scenario are the same
+    error."""
+    scenario_id = spec.get("scenario")
+    scenario = (
+        readable_scenarios(user, team).filter(pk=scenario_id).first()
+        if isinstance(scenario_id, int)
+        and not isinstance(scenario_id, bool)
+        and 0 < scenario_id < 2**63  # what a primary key column holds
+        else None
+    )
+    if scenario is None:
+        raise FieldErrors(
+            {"source.scenario": "Not found: give the id of a scenario of this team you can read."}
+        )
+    rows = (
+        ScenarioItem.objects.filter(scenario=scenario)
+        .order_by("position")
+        .values_list("item_id", "context")
+    )
+    items = [
+        (item_id, dict(context) if isinstance(context, dict) else {"context": context})
+        for item_id, context in rows.iterator(2000)
+    ]
+    if not items:
+        raise FieldErrors({"source.scenario": f"“{scenario.name}” has no items."})
+    return items
+
+
+def generation_source_choices(*, user: Any, team: Team) -> list[tuple[int, str]]:
+    """The wizard's choice of scenarios: the team's readable ones with their item counts."""
+    rows = (
+        readable_scenarios(user, team)
+        .annotate(item_count=Count("items"))
+        .order_by("name")
+        .values_list("pk", "name", "item_count")[:MAX_SOURCE_CHOICES]
+    )
+    return [(pk, f"{name} · {count:,} items") for pk, name, count in rows]

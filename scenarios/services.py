@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from evalplatform import validation
@@ -282,21 +283,35 @@ def _job_plan(
     models = _ids(filters, "models", set(job.models.values_list("pk", flat=True)), errors)
     prompts = _ids(filters, "prompts", set(job.prompts.values_list("pk", flat=True)), errors)
     repetitions = _ids(filters, "repetitions", set(range(job.repetitions)), errors)
-    temperatures = filters.get("temperatures", job.temperatures)
-    if not isinstance(temperatures, list) or not set(temperatures) <= set(job.temperatures):
+    # null: the cells that sent no temperature (a null slot, or a configuration that sends
+    # none whatever the job's temperatures).
+    job_temperatures = list(job.temperatures)
+    if None not in job_temperatures and job.outputs.filter(temperature__isnull=True).exists():
+        job_temperatures.append(None)
+    temperatures = filters.get("temperatures", job_temperatures)
+    if (
+        not isinstance(temperatures, list)
+        or not all(t is None or isinstance(t, int | float) for t in temperatures)
+        or not set(temperatures) <= set(job_temperatures)
+    ):
         errors["outputs.temperatures"] = (
-            "Some of the job's: " + ", ".join(map(str, job.temperatures)) + "."
+            "Some of the job's: "
+            + ", ".join("null" if t is None else str(t) for t in job_temperatures)
+            + "."
         )
-        temperatures = job.temperatures
+        temperatures = job_temperatures
     if errors:
         raise FieldErrors(errors)
+    at_temperatures = Q(temperature__in=[t for t in temperatures if t is not None])
+    if None in temperatures:
+        at_temperatures |= Q(temperature__isnull=True)
     outputs = (
         job.outputs.filter(
+            at_temperatures,
             status__in=statuses,
             model_config_id__in=models,
             prompt_id__in=prompts,
             repetition__in=repetitions,
-            temperature__in=temperatures,
         )
         .select_related("item", "prompt", "model_config")
         .order_by(

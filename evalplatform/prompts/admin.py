@@ -74,8 +74,21 @@ class PromptTemplateAdmin(TeamScopedAdmin):
                 services.template_delete(user=request.user, template=template)
 
 
+class BlockForm(forms.ModelForm):
+    class Meta:
+        model = PromptBlock
+        fields = ["position", "title", "body"]
+
+    def clean_body(self):
+        body = self.cleaned_data.get("body") or ""
+        if problem := services.malformed_in(body):
+            raise forms.ValidationError(problem)
+        return body
+
+
 class BlockInline(TeamScopedInline):
     model = PromptBlock
+    form = BlockForm
     change_feature = PROMPTS_EDIT
     fields = ["position", "title", "body"]
     extra = 1

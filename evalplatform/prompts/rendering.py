@@ -3,9 +3,16 @@
 - A block titled ``System`` (case and surrounding spaces ignored) is the system prompt; if
   several are, they join in order. All other blocks join, in order, into one user message,
   separated by a blank line. Block titles are labels for authors and are not sent.
-- ``{{ name }}`` is replaced by the item's value. A name from an alias group (the generation
-  spec's table) is satisfied by any field of its group, in the group's order; exact names win.
+- ``{{ name }}`` is replaced by the item's value. A name is made of Unicode letters, digits,
+  ``_`` and ``-`` (``{{inhalt_ä}}``, ``{{email-thread}}``); a dotted path reaches into JSON
+  values, by dict key or list index (``{{body.messages.0.content}}``). A field whose name
+  holds the dots itself (a CSV column ``a.b``) wins over the path.
+- A name from an alias group (the generation spec's table) is satisfied by any field of its
+  group, in the group's order; exact names win. In a path, the first part may be an alias.
 - Values come from the item first, then from the version's default variables.
+- Every ``{{`` opens a placeholder: one that is empty, unclosed or not a name or path
+  (``{{}}``, ``{{name}``, ``{{ a..b }}``) is an error (``placeholder_problems``), never text
+  sent as it is.
 - Every missing variable is reported, for every item, before anything is rendered.
 """
 
@@ -17,9 +24,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evalplatform.errors import ApplicationError
+from evalplatform.errors import ApplicationError, FieldErrors
 
-VARIABLE_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+OPEN, CLOSE = "{{", "}}"
+# A name: Unicode letters, digits and "_" (``\w``) and "-"; a path joins names with dots.
+NAME_RE = re.compile(r"[\w-]+(?:\.[\w-]+)*")
 SYSTEM_TITLE = "system"
 
 ALIAS_GROUPS: tuple[tuple[str, ...], ...] = (
@@ -68,12 +77,105 @@ class MissingVariables(ApplicationError):
         )
 
 
+@dataclass(frozen=True)
+class Placeholder:
+    """One ``{{...}}`` of a body: where it starts and ends, its text, and its variable name
+    (None when it is malformed, ``problem`` saying why)."""
+
+    start: int
+    end: int
+    text: str
+    name: str | None
+    problem: str = ""
+
+
+@dataclass(frozen=True)
+class PlaceholderProblem:
+    block: int  # the block's index
+    title: str
+    text: str  # the offending text
+    problem: str
+
+    def __str__(self) -> str:
+        where = f"block {self.block + 1}" + (f" ({self.title})" if self.title else "")
+        return f"{where}: {self.text!r} {self.problem}"
+
+
+class MalformedPlaceholders(FieldErrors):
+    """Placeholders that are no variable: per block (``blocks[i].body``), what and why."""
+
+    def __init__(self, problems: Sequence[PlaceholderProblem]):
+        self.problems = list(problems)
+        errors: dict[str, list[str]] = {}
+        for p in self.problems:
+            errors.setdefault(f"blocks[{p.block}].body", []).append(f"{p.text!r} {p.problem}")
+        super().__init__(errors, "Some placeholders are not variables.")
+
+
+_SHOWN = 60  # characters of an unclosed placeholder quoted in its error
+
+
+def placeholders(body: str) -> list[Placeholder]:
+    """Every placeholder of ``body`` in order: each ``{{`` up to the next ``}}``."""
+    found: list[Placeholder] = []
+    position = 0
+    while (start := body.find(OPEN, position)) != -1:
+        close = body.find(CLOSE, start + len(OPEN))
+        reopen = body.find(OPEN, start + len(OPEN))
+        if close == -1 or (reopen != -1 and reopen < close):
+            stop = reopen if reopen != -1 else len(body)
+            text = body[start:stop].rstrip()
+            # Quote up to a lone "}" (``{{name}``), else the rest of the line.
+            cut = min((i for i in (text.find("}") + 1, text.find("\n")) if i > 0), default=None)
+            text = text[:cut][:_SHOWN]
+            found.append(Placeholder(start, stop, text, None, "has no closing '}}'."))
+            position = stop
+            continue
+        end = close + len(CLOSE)
+        text, inner = body[start:end], body[start + len(OPEN) : close].strip()
+        if not inner:
+            found.append(Placeholder(start, end, text, None, "is empty: name a variable."))
+        elif NAME_RE.fullmatch(inner) is None:
+            found.append(
+                Placeholder(
+                    start,
+                    end,
+                    text[:_SHOWN],
+                    None,
+                    "is not a variable: a name of letters, digits, '_' and '-', or a "
+                    "dotted path such as body.messages.0.content.",
+                )
+            )
+        else:
+            found.append(Placeholder(start, end, text, inner))
+        position = end
+    return found
+
+
+def placeholder_problems(blocks: Iterable[Block]) -> list[PlaceholderProblem]:
+    """The malformed placeholders of every block, in order."""
+    return [
+        PlaceholderProblem(index, block.title, p.text, p.problem)
+        for index, block in enumerate(blocks)
+        for p in placeholders(block.body)
+        if p.name is None
+    ]
+
+
+def check_placeholders(blocks: Sequence[Block]) -> None:
+    """Raise ``MalformedPlaceholders`` if any placeholder is no variable."""
+    if problems := placeholder_problems(blocks):
+        raise MalformedPlaceholders(problems)
+
+
 def variables_in(blocks: Iterable[Block]) -> list[str]:
-    """Variable names used by the blocks, in order of first use."""
+    """Variable names (and paths) used by the blocks, in order of first use; malformed
+    placeholders are left out (``placeholder_problems`` reports them)."""
     seen: dict[str, None] = {}
     for block in blocks:
-        for name in VARIABLE_RE.findall(block.body):
-            seen.setdefault(name, None)
+        for p in placeholders(block.body):
+            if p.name is not None:
+                seen.setdefault(p.name, None)
     return list(seen)
 
 
@@ -86,10 +188,35 @@ def _lookup(name: str, source: Mapping[str, Any]) -> tuple[bool, Any]:
     return False, None
 
 
-def resolve(name: str, item: Mapping[str, Any], defaults: Mapping[str, Any]) -> tuple[bool, Any]:
-    found, value = _lookup(name, item)
+def _follow(name: str, source: Mapping[str, Any]) -> tuple[bool, Any]:
+    """The value of a name or dotted path in ``source``."""
+    found, value = _lookup(name, source)
+    if found or "." not in name:
+        return found, value
+    head, *rest = name.split(".")
+    found, value = _lookup(head, source)
     if not found:
-        found, value = _lookup(name, defaults)
+        return False, None
+    for part in rest:
+        if isinstance(value, Mapping) and part in value:
+            value = value[part]
+        elif (
+            isinstance(value, list)
+            and part.isascii()
+            and part.isdigit()
+            and len(part) < 10
+            and int(part) < len(value)
+        ):
+            value = value[int(part)]
+        else:
+            return False, None
+    return (value is not None), value
+
+
+def resolve(name: str, item: Mapping[str, Any], defaults: Mapping[str, Any]) -> tuple[bool, Any]:
+    found, value = _follow(name, item)
+    if not found:
+        found, value = _follow(name, defaults)
     return found, value
 
 
@@ -116,6 +243,18 @@ def missing_for(
     ]
 
 
+def _substitute(body: str, item: Mapping[str, Any], defaults: Mapping[str, Any]) -> str:
+    parts: list[str] = []
+    position = 0
+    for p in placeholders(body):
+        # ``render`` checked the placeholders: a malformed one never gets here.
+        value = p.text if p.name is None else _as_text(resolve(p.name, item, defaults)[1])
+        parts += [body[position : p.start], value]
+        position = p.end
+    parts.append(body[position:])
+    return "".join(parts)
+
+
 def render(
     blocks: Sequence[Block],
     item: Mapping[str, Any],
@@ -124,15 +263,12 @@ def render(
     item_id: str = "-",
 ) -> RenderedPrompt:
     defaults = defaults or {}
+    check_placeholders(blocks)
     missing = missing_for(blocks, [(item_id, item)], defaults)
     if missing:
         raise MissingVariables(missing)
-
-    def substitute(match: re.Match[str]) -> str:
-        return _as_text(resolve(match.group(1), item, defaults)[1])
-
-    system = [VARIABLE_RE.sub(substitute, b.body) for b in blocks if b.is_system]
-    user = [VARIABLE_RE.sub(substitute, b.body) for b in blocks if not b.is_system]
+    system = [_substitute(b.body, item, defaults) for b in blocks if b.is_system]
+    user = [_substitute(b.body, item, defaults) for b in blocks if not b.is_system]
     return RenderedPrompt(system="\n\n".join(system), user="\n\n".join(user))
 
 
@@ -141,7 +277,9 @@ def render_all(
     items: Sequence[tuple[str, Mapping[str, Any]]],
     defaults: Mapping[str, Any] | None = None,
 ) -> list[RenderedPrompt]:
-    """Render for every item, or raise ``MissingVariables`` listing every gap of every item."""
+    """Render for every item, or raise ``MalformedPlaceholders``, or ``MissingVariables``
+    listing every gap of every item."""
+    check_placeholders(blocks)
     missing = missing_for(blocks, items, defaults)
     if missing:
         raise MissingVariables(missing)

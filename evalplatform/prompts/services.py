@@ -12,7 +12,7 @@ from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import PROMPTS_EDIT
 from evalplatform.errors import Conflict, FieldErrors, Forbidden, validate_instance
 from evalplatform.prompts.models import PromptBlock, PromptTemplate, PromptVersion, VersionLocked
-from evalplatform.prompts.rendering import Block, RenderedPrompt, render_all
+from evalplatform.prompts.rendering import Block, RenderedPrompt, placeholders, render_all
 
 MAX_BLOCKS = 100
 
@@ -22,8 +22,14 @@ def _require_edit(user: Any, team: Team | int) -> None:
         raise Forbidden()
 
 
+def malformed_in(body: str) -> str:
+    """What is wrong with a block body's placeholders ("" when nothing is)."""
+    return " ".join(f"{p.text!r} {p.problem}" for p in placeholders(body) if p.name is None)
+
+
 def blocks_validate(blocks: Any) -> list[Block]:
-    """Check a list of ``{"title", "body"}``; errors name the block index and field."""
+    """Check a list of ``{"title", "body"}``; errors name the block index and field, and
+    every placeholder that is no variable."""
     if not isinstance(blocks, list) or not blocks:
         raise FieldErrors({"blocks": "Give at least one block as a list of {title, body}."})
     if len(blocks) > MAX_BLOCKS:
@@ -42,6 +48,8 @@ def blocks_validate(blocks: Any) -> list[Block]:
         unknown = set(raw) - {"title", "body"}
         if unknown:
             errors[f"blocks[{index}]"] = f"Unknown keys: {', '.join(sorted(unknown))}."
+        if isinstance(body, str) and (bad := malformed_in(body)):
+            errors[f"blocks[{index}].body"] = bad
         if f"blocks[{index}]" not in errors and isinstance(title, str) and isinstance(body, str):
             result.append(Block(title=title.strip(), body=body))
     if errors:

@@ -93,6 +93,23 @@ def test_temperatures():
         assert got == [1.0] and "temperatures" in errors
 
 
+def test_temperatures_with_null_slots():
+    def allowed(value):
+        return check(validation.temperatures, value, default=[1.0], allow_none=True)
+
+    assert allowed([None]) == ([None], {})
+    assert allowed([None, 0, 0.7]) == ([None, 0.0, 0.7], {})
+    assert allowed([]) == (
+        [1.0],
+        {"temperatures": "Give at least one temperature; use [null] to send none."},
+    )
+    for bad in ([None, None], [float("nan")], [1e20], [2.5], ["0.7"], [True], [[None]], None):
+        got, errors = allowed(bad)
+        assert got == [1.0] and "temperatures" in errors, bad
+    # Without ``allow_none`` (judges), null stays refused.
+    assert "temperatures" in check(validation.temperatures, [None], default=[1.0])[1]
+
+
 def test_flag_is_a_json_boolean():
     assert check(validation.flag, None, name="f", default=True) == (True, {})
     assert check(validation.flag, False, name="f", default=True) == (False, {})

@@ -208,3 +208,71 @@ def test_template_list_query_count_is_constant(api, team_a, member):
     assert latest["latest_version"]["number"] == 2
     assert latest["latest_version"]["variables"] == ["c"]
     assert [b["body"] for b in latest["latest_version"]["blocks"]] == ["b", "{{c}}"]
+
+
+@pytest.mark.django_db
+def test_placeholders_of_any_letters_and_paths_are_listed_as_variables(api, creator_a):
+    blocks = [{"title": "", "body": "{{body.messages.0.content}} {{inhalt_ä}} {{email-thread}}"}]
+    r = _create(api, creator_a, blocks=blocks)
+    assert r.status_code == 201, r.json()
+    assert r.json()["latest_version"]["variables"] == [
+        "body.messages.0.content",
+        "inhalt_ä",
+        "email-thread",
+    ]
+
+
+@pytest.mark.django_db
+def test_malformed_placeholders_are_refused_on_create_and_edit(api, creator_a):
+    bad = [
+        {"title": "System", "body": "Fine {{language}}"},
+        {"title": "Task", "body": "Read {{name} and {{}} and {{ a..b }}"},
+    ]
+    r = _create(api, creator_a, blocks=bad)
+    assert r.status_code == 400
+    [message] = r.json()["errors"]["blocks[1].body"]
+    assert "'{{name}' has no closing '}}'." in message
+    assert "'{{}}' is empty" in message and "'{{ a..b }}' is not a variable" in message
+    assert PromptTemplate.objects.count() == 0
+
+    template_id = _create(api, creator_a).json()["id"]
+    client = api(creator_a)
+    r = client.post(
+        f"/api/prompts/templates/{template_id}/versions", {"blocks": bad}, format="json"
+    )
+    assert r.status_code == 400 and "blocks[1].body" in r.json()["errors"]
+    version = PromptVersion.objects.get(template_id=template_id)
+    r = client.patch(f"/api/prompts/versions/{version.pk}", {"blocks": bad}, format="json")
+    assert r.status_code == 400 and "blocks[1].body" in r.json()["errors"]
+    assert PromptVersion.objects.count() == 1
+    assert [b["body"] for b in BLOCKS] == list(version.blocks.values_list("body", flat=True))
+
+
+@pytest.mark.django_db
+def test_the_admin_refuses_malformed_placeholders(team_a, member):
+    from django.test import Client
+
+    manager = member(team_a, Role.MANAGER, username="mina")
+    template = PromptTemplateFactory(team=team_a)
+    client = Client()
+    client.force_login(manager)
+    form = {
+        "template": template.pk,
+        "note": "",
+        "default_variables": "{}",
+        "sample_item": "{}",
+        "blocks-TOTAL_FORMS": 1,
+        "blocks-INITIAL_FORMS": 0,
+        "blocks-MIN_NUM_FORMS": 0,
+        "blocks-MAX_NUM_FORMS": 1000,
+        "blocks-0-position": 0,
+        "blocks-0-title": "",
+        "blocks-0-body": "Summarize {{content}",
+    }
+    refused = client.post("/admin/prompts/promptversion/add/", form)
+    assert refused.status_code == 200
+    assert "&#x27;{{content}&#x27; has no closing &#x27;}}&#x27;." in refused.content.decode()
+    assert not PromptVersion.objects.filter(template=template).exists()
+    form["blocks-0-body"] = "Summarize {{content}}"
+    assert client.post("/admin/prompts/promptversion/add/", form).status_code == 302
+    assert PromptVersion.objects.get(template=template).blocks.get().body == "Summarize {{content}}"

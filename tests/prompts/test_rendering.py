@@ -5,7 +5,9 @@ import pytest
 from evalplatform.prompts.rendering import (
     ALIAS_GROUPS,
     Block,
+    MalformedPlaceholders,
     MissingVariables,
+    placeholder_problems,
     render,
     render_all,
     variables_in,
@@ -86,6 +88,102 @@ def test_none_counts_as_missing_but_empty_text_is_a_value():
         render(blocks, {"content": None})
 
 
-def test_variables_in_order_of_first_use():
+def test_variables_in_order_of_first_use_without_the_malformed():
     blocks = [Block("", "{{b}} {{ a }} {{b}}"), Block("", "{{c}} {{not a var}} {{}}")]
     assert variables_in(blocks) == ["b", "a", "c"]
+
+
+def test_names_take_any_letters_digits_underscores_and_hyphens_and_paths():
+    blocks = [
+        Block("", "{{inhalt_ä}} {{email-thread}} {{ 名前 }} {{x2}} {{0}}"),
+        Block("", "{{body.messages.0.content}} {{ body.meta.tags.1 }}"),
+    ]
+    assert variables_in(blocks) == [
+        "inhalt_ä",
+        "email-thread",
+        "名前",
+        "x2",
+        "0",
+        "body.messages.0.content",
+        "body.meta.tags.1",
+    ]
+    item = {
+        "inhalt_ä": "Ä",
+        "email-thread": "T",
+        "名前": "N",
+        "x2": 2,
+        "0": "zero",
+        "body": {"messages": [{"content": "first"}], "meta": {"tags": ["a", {"b": [1]}]}},
+    }
+    assert render(blocks, item).user == 'Ä T N 2 zero\n\nfirst {"b": [1]}'
+
+
+def test_paths_reach_dicts_and_lists_start_at_an_alias_and_fall_back_to_defaults():
+    blocks = [Block("", "{{messages.1.text}} / {{cfg.tone}}")]
+    item = {"email_thread": [{"text": "one"}, {"text": "two"}]}
+    assert render(blocks, item, {"cfg": {"tone": "calm"}}).user == "two / calm"
+    # A field named with the dots itself wins over the path.
+    assert render([Block("", "{{a.b}}")], {"a.b": "flat", "a": {"b": "deep"}}).user == "flat"
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {},
+        {"body": "not JSON to walk"},
+        {"body": {"messages": []}},
+        {"body": {"messages": [{"content": None}]}},
+        {"body": {"messages": {"0": {}}}},
+        {"body": {"messages": [{"text": "x"}]}},
+    ],
+)
+def test_a_path_that_leads_nowhere_is_missing_and_named(item):
+    with pytest.raises(MissingVariables) as err:
+        render_all([Block("", "{{body.messages.0.content}}")], [("i1", item)])
+    assert [(m.item_id, m.variable) for m in err.value.missing] == [
+        ("i1", "body.messages.0.content")
+    ]
+    assert "item i1: {{body.messages.0.content}}" in err.value.message
+
+
+def test_a_list_index_is_a_plain_number():
+    item = {"xs": ["a", "b"]}
+    assert render([Block("", "{{xs.1}}")], item).user == "b"
+    for path in ("xs.-1", "xs.01x", "xs.²", "xs.99999999999999999999"):
+        with pytest.raises(MissingVariables):
+            render([Block("", f"{{{{{path}}}}}")], item)
+
+
+@pytest.mark.parametrize(
+    ("body", "text", "problem"),
+    [
+        ("a {{}} b", "{{}}", "is empty"),
+        ("a {{   }} b", "{{   }}", "is empty"),
+        ("{{ a..b }}", "{{ a..b }}", "is not a variable"),
+        ("{{.a}}", "{{.a}}", "is not a variable"),
+        ("{{a.}}", "{{a.}}", "is not a variable"),
+        ("{{a b}}", "{{a b}}", "is not a variable"),
+        ("{{a$}}", "{{a$}}", "is not a variable"),
+        ("Hello {{name} and {{other}}", "{{name}", "has no closing '}}'"),
+        ("Hello {{name", "{{name", "has no closing '}}'"),
+        ("{{na\nme}}", "{{na\nme}}", "is not a variable"),
+    ],
+)
+def test_malformed_placeholders_are_errors_naming_block_and_text(body, text, problem):
+    blocks = [Block("System", "Fine {{x}}"), Block("Task", body)]
+    [found] = placeholder_problems(blocks)
+    assert (found.block, found.title, found.text) == (1, "Task", text)
+    assert problem in found.problem
+    assert str(found).startswith(f"block 2 (Task): {text!r} {problem}")
+    with pytest.raises(MalformedPlaceholders) as err:
+        render(blocks, {"x": 1, "name": "n", "other": "o", "a": "a"})
+    assert list(err.value.errors) == ["blocks[1].body"]
+    assert err.value.errors["blocks[1].body"][0].startswith(f"{text!r} {problem}")
+    with pytest.raises(MalformedPlaceholders):
+        render_all(blocks, [("i", {})])
+
+
+def test_braces_that_open_no_placeholder_are_text():
+    blocks = [Block("", 'JSON: {"a": {"b": 1}} and {single} and }} and {{x}}')]
+    assert placeholder_problems(blocks) == []
+    assert render(blocks, {"x": "X"}).user == 'JSON: {"a": {"b": 1}} and {single} and }} and X'
