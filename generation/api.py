@@ -105,6 +105,7 @@ class OutputSerializer(serializers.ModelSerializer):
             "output_tokens",
             "cost_usd",
             "processing_time_ms",
+            "last_attempt_ms",
             "attempts",
             "error_kind",
             "error_message",
