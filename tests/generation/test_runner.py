@@ -191,6 +191,39 @@ def test_budget_pauses_and_raising_it_resumes(api, creator, setup):
 
 
 @pytest.mark.django_db(transaction=True)
+def test_resuming_without_more_budget_does_not_notify_again(api, creator, setup):
+    client = api(creator)
+    job_id = started_job(api, creator, setup, budget_usd="0.004")
+
+    def budget_notices():
+        listed = client.get("/api/notifications").json()["results"]
+        return [n for n in listed if n["kind"] == "generation.budget_exceeded"]
+
+    def resume_and_run():
+        assert client.post(f"{JOBS}/{job_id}/start").json()["status"] == "running"
+        run(job_id)
+        assert GenerationJob.objects.get(pk=job_id).status == JobStatus.PAUSED
+
+    run(job_id)
+    (first,) = budget_notices()
+    resume_and_run()  # the budget is still spent: paused again, the notice refreshed
+    (again,) = budget_notices()
+    assert again["id"] == first["id"] and again["message"] == first["message"]
+    assert again["read_at"] is None
+    assert client.post(f"/api/notifications/{first['id']}/read").status_code == 204
+    resume_and_run()  # read, and nothing new to say: still the one notice, still read
+    (read,) = budget_notices()
+    assert read["id"] == first["id"] and read["read_at"] is not None
+    # A raised budget, reached again, is news.
+    raised = client.patch(f"{JOBS}/{job_id}", {"budget_usd": "0.008"}, format="json")
+    assert raised.status_code == 200
+    resume_and_run()
+    newest, old = budget_notices()
+    assert old["id"] == first["id"] and newest["read_at"] is None
+    assert "of $0.008" in newest["message"]
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_restarted_runner_finishes_only_what_is_left(api, creator, setup):
     from django.utils import timezone
 
