@@ -299,4 +299,4 @@ class EstimateView(APIView):
         data, upload, filename = _job_input(request)
         pilot.pilot_cells(data)  # a bad pilot value is a 400 before anything runs
         plan = planning.job_plan(user=request.user, data=data, upload=upload, filename=filename)
-        return Response(pilot.job_estimate_with_pilot(plan, data))
+        return Response(pilot.job_estimate_with_pilot(plan, data, user=request.user))
