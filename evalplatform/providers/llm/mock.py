@@ -30,6 +30,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from evalplatform import validation
 from evalplatform.providers.estimate import estimate_tokens
 from evalplatform.providers.llm.base import Adapter, StreamItem
 from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
@@ -110,6 +111,32 @@ class MockSettings:
     def from_options(cls, options: Mapping[str, Any]) -> MockSettings:
         known = {k: options[k] for k in cls.__dataclass_fields__ if k in options}
         return cls(**{k: type(getattr(cls, k))(v) for k, v in known.items()})
+
+    @classmethod
+    def problems(cls, options: Mapping[str, Any]) -> dict[str, str]:
+        """What is wrong with a connection's mock options, by option name (empty: nothing).
+        Every option is bounded; a name that is not an option is refused."""
+        errors: dict[str, str] = {}
+        for name, value in options.items():
+            if name == "seed":
+                validation.seed(value, errors=errors, name=name)
+            elif name in OPTION_BOUNDS:
+                lo, hi, what = OPTION_BOUNDS[name]
+                validation.number(value, name=name, lo=lo, hi=hi, errors=errors, message=f"{what}.")
+            else:
+                errors[str(name)[:100]] = "Not a mock option (" + ", ".join(OPTIONS) + ")."
+        return errors
+
+
+# The bounds of the mock's numeric options (a connection's ``options``), with what each is.
+OPTION_BOUNDS: dict[str, tuple[float, float, str]] = {
+    "latency_s": (0.0, 60.0, "Seconds each call takes, from 0 to 60"),
+    "failure_rate": (0.0, 1.0, "The share of calls that fail, from 0 to 1"),
+    "position_bias": (0.0, 1.0, "The added share of first-position wins, from 0 to 1"),
+    "noise": (0.0, 10.0, "The judgments' noise at temperature 1, from 0 to 10"),
+    "fenced_json_rate": (0.0, 1.0, "The share of JSON replies in a code fence, from 0 to 1"),
+}
+OPTIONS = tuple(MockSettings.__dataclass_fields__)
 
 
 def request_key(request: LLMRequest, seed: int) -> str:
