@@ -13,8 +13,13 @@ Plain prompts get fluent-looking filler of a length drawn from the request. Judg
 Every text has a latent quality (a hash of the text), so judges agree with each other more
 than chance. ``temperature`` scales the noise: at 0 the answer is the quality ordering (still
 subject to the position bias), at 1 it varies by ``noise``. ``position_bias`` adds that share
-of first-position wins. Vary ``params["seed"]`` (e.g. the repetition) to get repeated calls
-that differ the way a real model's do.
+of first-position wins.
+
+Repeated calls: a request with ``params["seed"]`` always gets the same answer (vary the seed,
+e.g. with the repetition, to get calls that differ reproducibly). Without a seed, a request
+at a temperature above 0 is sampled anew on each call, as a real model's is: its n-th
+identical call draws with n in the key (the first call's answer is the seedless one, as
+before); at temperature 0, or none given, every call gets the same answer.
 """
 
 from __future__ import annotations
@@ -158,6 +163,32 @@ def request_key(request: LLMRequest, seed: int) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def samples_anew(request: LLMRequest) -> bool:
+    """Whether identical calls should differ: sampling (a temperature above 0) that no
+    ``seed`` parameter pins."""
+    return (request.temperature or 0) > 0 and request.params.get("seed") is None
+
+
+class Draws:
+    """How many times each sampled request (``samples_anew``) has been answered, for the key
+    of its next answer; bounded, the oldest forgotten."""
+
+    LIMIT = 100_000
+
+    def __init__(self) -> None:
+        self._counts: OrderedDict[str, int] = OrderedDict()
+
+    def key(self, request: LLMRequest, base: str) -> str:
+        """The key to answer ``request`` with (``base``: its ``request_key``)."""
+        if not samples_anew(request):
+            return base
+        drawn = self._counts.pop(base, 0)
+        self._counts[base] = drawn + 1
+        if len(self._counts) > self.LIMIT:
+            self._counts.popitem(last=False)
+        return base if drawn == 0 else f"{base}:draw:{drawn}"
+
+
 class MockAdapter(Adapter):
     protocol = "mock"
 
@@ -171,6 +202,7 @@ class MockAdapter(Adapter):
         self.sleep = sleep
         # Attempts per failing request, so retries can succeed; bounded, oldest dropped.
         self._attempts: OrderedDict[str, int] = OrderedDict()
+        self.draws = Draws()
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         key = request_key(request, self.settings.seed)
@@ -186,7 +218,7 @@ class MockAdapter(Adapter):
                 "Mock failure (failure_rate)", kind="server", retryable=True, status=500
             )
         self._attempts.pop(key, None)
-        text, finish = answer(request, self.settings, key=key)
+        text, finish = answer(request, self.settings, key=self.draws.key(request, key))
         return LLMResponse(
             text=text,
             input_tokens=tokens_for(request.system) + tokens_for(request.user),
