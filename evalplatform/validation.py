@@ -14,6 +14,7 @@ writing anything.
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -60,6 +61,34 @@ def whole_number(
         errors[name] = message or f"A whole number from {lo:,} to {hi:,}."
         return default
     return number
+
+
+def number(
+    value: Any,
+    *,
+    name: str,
+    lo: float,
+    hi: float,
+    errors: dict[str, str],
+    default: float | None = None,
+    message: str | None = None,
+) -> float | None:
+    """A finite number (integer or decimal) from ``lo`` to ``hi``; None or "" is ``default``.
+    A numeric string counts (form fields); booleans, infinities and NaN do not."""
+    if value is None or value == "":
+        return default
+    found: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        found = float(value)
+    elif isinstance(value, str) and len(value) <= 100:
+        try:
+            found = float(value.strip())
+        except ValueError:
+            found = None
+    if found is None or not math.isfinite(found) or not lo <= found <= hi:
+        errors[name] = message or f"A number from {lo:g} to {hi:g}."
+        return default
+    return found
 
 
 def max_tokens(value: Any, *, errors: dict[str, str], name: str = "max_tokens") -> int | None:

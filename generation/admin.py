@@ -163,6 +163,7 @@ class GenerationOutputAdmin(ReadOnlyTeamScopedAdmin):
         "output_tokens",
         "cost_usd",
         "processing_time_ms",
+        "last_attempt_ms",
     ]
     list_filter = ["status", "error_kind", ("job", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["custom_id", "content", "item__item_id", "error_message"]

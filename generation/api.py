@@ -105,6 +105,7 @@ class OutputSerializer(serializers.ModelSerializer):
             "output_tokens",
             "cost_usd",
             "processing_time_ms",
+            "last_attempt_ms",
             "attempts",
             "error_kind",
             "error_message",
@@ -331,7 +332,7 @@ class EstimateView(APIView):
         data, upload, filename = _job_input(request)
         pilot.pilot_cells(data)  # a bad pilot value is a 400 before anything runs
         plan = planning.job_plan(user=request.user, data=data, upload=upload, filename=filename)
-        return Response(pilot.job_estimate_with_pilot(plan, data))
+        return Response(pilot.job_estimate_with_pilot(plan, data, user=request.user))
 
 
 REGISTRY_FILTERS = [

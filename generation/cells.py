@@ -23,6 +23,7 @@ from evalplatform.prompts.rendering import Block, render
 from evalplatform.providers.estimate import estimate_tokens
 from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
 from evalplatform.providers.models import LLMModel
+from evalplatform.validation import INT_MAX
 from generation import events, results
 from generation.models import GenerationJob, GenerationOutput, OutputStatus, SourceKind
 from generation.requests import RowRequest
@@ -231,7 +232,8 @@ def release_live_cells(job: GenerationJob) -> Decimal:
 @dataclass
 class Finished:
     """A claimed cell's result: a reply, or the error it ended with. ``retry``: the error
-    returns the cell to pending, to be run again."""
+    returns the cell to pending, to be run again. ``total_s``: a live reply's seconds across
+    all its attempts, waits before retrying included (None: the last attempt's only)."""
 
     pk: int
     model_config_id: int
@@ -240,6 +242,7 @@ class Finished:
     response: LLMResponse | None = None
     error: ProviderError | None = None
     retry: bool = False
+    total_s: float | None = None
 
 
 @dataclass
@@ -305,7 +308,12 @@ def record(
                 "error_message": problem or "",
             }
             if batch_id is None:
-                change["processing_time_ms"] = round(response.latency_s * 1000)
+                # processing_time_ms: what producing the output took, retries and their
+                # waits included; last_attempt_ms: the call that answered.
+                last_ms = round(response.latency_s * 1000)
+                total_ms = round(cell.total_s * 1000) if cell.total_s is not None else last_ms
+                change["processing_time_ms"] = min(max(total_ms, last_ms), INT_MAX)
+                change["last_attempt_ms"] = min(last_ms, INT_MAX)
             if problem:
                 tally.failed += 1
                 if item_events:
@@ -321,7 +329,8 @@ def record(
                                 "input_tokens": response.input_tokens,
                                 "output_tokens": response.output_tokens,
                                 "cost_usd": str(cost),
-                                "processing_time_ms": round(response.latency_s * 1000),
+                                "processing_time_ms": change.get("processing_time_ms"),
+                                "last_attempt_ms": change.get("last_attempt_ms"),
                                 "attempts": cell.attempts,
                                 "preview": response.text[: events.PREVIEW_CHARS],
                             },

@@ -33,8 +33,7 @@ def csv_chunks(job: GenerationJob) -> Iterator[str]:
 def json_chunks(job: GenerationJob, head: dict[str, Any]) -> Iterator[str]:
     yield '{"job": ' + json.dumps(head | {"config": job.config}, default=str) + ', "outputs": ['
     first = True
-    for row in selectors.export_rows(job):
-        record = dict(zip(selectors.CSV_COLUMNS, row, strict=True))
+    for record in selectors.export_records(job):
         yield ("" if first else ",") + json.dumps(record, default=str)
         first = False
     yield "]}"

@@ -32,7 +32,7 @@ from django.db import transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
-from evalplatform.accounts.services import notify
+from evalplatform.accounts.services import notify, notify_once
 from evalplatform.errors import Conflict
 from generation import events
 from generation.cells import release_live_cells
@@ -273,7 +273,8 @@ def _pause_for_budget(job: GenerationJob) -> None:
         "Raise the budget and resume to continue."
     )
     job.save(update_fields=["status", "status_message", "updated_at"])
-    notify(
+    # Resumed without a higher budget, the job stops again at once: the owner has been told.
+    notify_once(
         user=job.owner,
         team=job.team,
         kind="generation.budget_exceeded",

@@ -227,7 +227,10 @@ class GenerationOutput(models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
     )
+    # A live reply's time: in all (every attempt and the waits between them), and of the
+    # attempt that answered. Batch results have neither.
     processing_time_ms = models.PositiveIntegerField(null=True, blank=True)
+    last_attempt_ms = models.PositiveIntegerField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     error_kind = models.CharField(max_length=40, blank=True)
     error_message = models.TextField(blank=True)

@@ -1,25 +1,28 @@
 """A pilot: a few real cells of a planned job, run before it exists, to calibrate its
 estimate with measured reply lengths (median and p90) and prompt tokens.
 
-The cells are a seeded sample, spread over the model configurations (each gets at least
-one). They are real provider calls at the live price; what they cost is reported, and they
-are not part of any job.
+The cells are a seeded sample, spread evenly over the model configurations (with more
+configurations than cells, a seeded choice of them gets one each). They are real provider
+calls at the live price, one call a cell (a failed call is not retried: it is reported), so a
+pilot never makes more than ``MAX_PILOT_CELLS`` calls; what they cost is reported and written
+to the audit log, and they are not part of any job.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import random
 from collections import defaultdict
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from evalplatform.accounts import audit
 from evalplatform.errors import FieldErrors
 from evalplatform.prompts import services as prompt_services
 from evalplatform.providers.estimate import estimate_tokens
 from evalplatform.providers.llm.client import ProviderClient
+from evalplatform.providers.llm.retry import RetryPolicy
 from evalplatform.providers.llm.types import LLMRequest, ProviderError
 from generation.cells import MICRO_USD, UNCAPPED_RESERVE_TOKENS
 from generation.planning import JobPlan, job_estimate
@@ -27,6 +30,8 @@ from generation.selectors import percentile
 
 MAX_PILOT_CELLS = 20
 PARALLEL = 8
+# A pilot's cell is one call: a failure is reported, not retried (nor waited for).
+ONE_CALL = RetryPolicy(max_retries=0)
 
 
 def _sample(plan: JobPlan, cells: int, seed: int) -> list[tuple[Any, LLMRequest]]:
@@ -42,12 +47,17 @@ def _sample(plan: JobPlan, cells: int, seed: int) -> list[tuple[Any, LLMRequest]
         for slot in range(len(plan.temperatures))
     ]
     rng = random.Random(seed)  # noqa: S311 (a reproducible sample, not a secret)
-    per_model = max(1, math.ceil(cells / len(plan.models)))
+    models = list(plan.models)
+    if len(models) > cells:  # no more calls than cells: a seeded choice of configurations
+        kept = set(rng.sample(range(len(models)), cells))
+        models = [spec for index, spec in enumerate(models) if index in kept]
+    base, extra = divmod(cells, len(models))
     chosen = []
-    for spec in plan.models:
+    for position, spec in enumerate(models):
+        wanted = base + (position < extra)
         temperatures = plan.temperatures_for(spec)
         params = {k: v for k, v in spec.params.items() if k != "temperature"}
-        for prompt, item, slot in rng.sample(combos, min(per_model, len(combos))):
+        for prompt, item, slot in rng.sample(combos, min(wanted, len(combos))):
             text = rendered[prompt][item]
             chosen.append(
                 (
@@ -62,7 +72,7 @@ def _sample(plan: JobPlan, cells: int, seed: int) -> list[tuple[Any, LLMRequest]
                     ),
                 )
             )
-    return chosen[: max(cells, len(plan.models))]
+    return chosen[:cells]
 
 
 async def _run(chosen: list[tuple[Any, LLMRequest]]) -> list[tuple[Any, LLMRequest, Any]]:
@@ -72,7 +82,7 @@ async def _run(chosen: list[tuple[Any, LLMRequest]]) -> list[tuple[Any, LLMReque
     async def one(spec: Any, request: LLMRequest) -> tuple[Any, LLMRequest, Any]:
         connection = spec.llm_model.connection
         if connection.pk not in clients:
-            clients[connection.pk] = ProviderClient.for_connection(connection)
+            clients[connection.pk] = ProviderClient.for_connection(connection, retry=ONE_CALL)
         async with gate:
             try:
                 result = await clients[connection.pk].complete(request)
@@ -89,9 +99,10 @@ async def _run(chosen: list[tuple[Any, LLMRequest]]) -> list[tuple[Any, LLMReque
             await client.aclose()
 
 
-def run_pilot(plan: JobPlan, cells: int, *, seed: int = 0) -> dict[str, Any]:
-    """Run ``cells`` sampled cells live; per model configuration: samples, failures, reply
-    tokens (p50, p90) and the ratio of real to estimated prompt tokens."""
+def run_pilot(plan: JobPlan, cells: int, *, user: Any, seed: int = 0) -> dict[str, Any]:
+    """Run ``cells`` sampled cells live, one call each, for ``user`` (the audit log names
+    them); per model configuration: samples, failures, reply tokens (p50, p90) and the ratio
+    of real to estimated prompt tokens."""
     chosen = _sample(plan, cells, seed)
     outcomes = asyncio.run(_run(chosen))
     per_label: dict[str, dict[str, Any]] = defaultdict(
@@ -122,12 +133,18 @@ def run_pilot(plan: JobPlan, cells: int, *, seed: int = 0) -> dict[str, Any]:
             if entry["in_estimated"]
             else None,
         }
-    return {
-        "cells": len(outcomes),
-        "cost_usd": str(total.quantize(MICRO_USD)),
-        "per_model": per_model,
-        "errors": errors[:10],
-    }
+    cost = str(total.quantize(MICRO_USD))
+    audit.record(
+        user=user,
+        team=plan.team,
+        action="generation.pilot.run",
+        target=f"pilot of {plan.name}"[:300],
+        calls=len(outcomes),
+        failed=len(errors),
+        cost_usd=cost,
+        models=sorted(per_model),
+    )
+    return {"cells": len(outcomes), "cost_usd": cost, "per_model": per_model, "errors": errors[:10]}
 
 
 def pilot_cells(data: Mapping[str, Any]) -> int:
@@ -146,7 +163,7 @@ def pilot_cells(data: Mapping[str, Any]) -> int:
     return cells
 
 
-def job_estimate_with_pilot(plan: JobPlan, data: Mapping[str, Any]) -> dict[str, Any]:
-    """The estimate, calibrated by a pilot when the request asks for one."""
+def job_estimate_with_pilot(plan: JobPlan, data: Mapping[str, Any], *, user: Any) -> dict[str, Any]:
+    """The estimate, calibrated by a pilot (run for ``user``) when the request asks for one."""
     cells = pilot_cells(data)
-    return job_estimate(plan, run_pilot(plan, cells) if cells else None)
+    return job_estimate(plan, run_pilot(plan, cells, user=user) if cells else None)

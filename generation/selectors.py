@@ -27,6 +27,8 @@ CSV_FIELDS = [
     ("completed_at", "completed_at"),
 ]
 CSV_COLUMNS = [column for column, _ in CSV_FIELDS]
+# The JSON export's outputs: the CSV's columns and what the spec's CSV leaves out.
+JSON_FIELDS = [*CSV_FIELDS, ("last_attempt_ms", "last_attempt_ms")]
 
 
 def jobs() -> QuerySet[GenerationJob]:
@@ -40,16 +42,27 @@ def outputs(job: GenerationJob | None = None) -> QuerySet[GenerationOutput]:
     return qs.filter(job=job) if job is not None else qs
 
 
+def _rows(job: GenerationJob, fields: list[tuple[str, str]]):
+    names = [field for _, field in fields]
+    rows = GenerationOutput.objects.filter(job=job).order_by("pk").values_list(*names)
+    created_at, completed_at = names.index("created_at"), names.index("completed_at")
+    for row in rows.iterator(chunk_size=2000):
+        values = list(row)
+        values[created_at] = values[created_at].isoformat()
+        values[completed_at] = values[completed_at].isoformat() if values[completed_at] else ""
+        yield values
+
+
 def export_rows(job: GenerationJob):
     """CSV rows in the spec's column order, fetched in chunks (flat memory)."""
-    rows = (
-        GenerationOutput.objects.filter(job=job)
-        .order_by("pk")
-        .values_list(*(field for _, field in CSV_FIELDS))
-    )
-    for row in rows.iterator(chunk_size=2000):
-        *head, created, completed = row
-        yield [*head, created.isoformat(), completed.isoformat() if completed else ""]
+    yield from _rows(job, CSV_FIELDS)
+
+
+def export_records(job: GenerationJob):
+    """The JSON export's outputs, one dict each, fetched in chunks (flat memory)."""
+    columns = [column for column, _ in JSON_FIELDS]
+    for values in _rows(job, JSON_FIELDS):
+        yield dict(zip(columns, values, strict=True))
 
 
 def percentile(values: list[int], q: float) -> float | None:

@@ -260,7 +260,9 @@ def wizard_estimate(request: HttpRequest) -> HttpResponse:
         context["errors"] = [exc.message]
     else:
         try:
-            context["estimate"] = pilot.job_estimate_with_pilot(plan, request.POST)
+            context["estimate"] = pilot.job_estimate_with_pilot(
+                plan, request.POST, user=request.user
+            )
         except FieldErrors as exc:
             context["errors"] = [m for ms in exc.errors.values() for m in ms]
         context["plan"] = plan

@@ -75,6 +75,19 @@ def notify(*, user: Any, team: Any, kind: str, message: str, link: str = "") -> 
     )
 
 
+def notify_once(*, user: Any, team: Any, kind: str, message: str, link: str) -> Notification:
+    """Tell the user, unless they were told already: when their latest notice of this kind
+    about this link is still unread, or says the same, it is refreshed (the new message,
+    listed first again; read or not as it was) instead of a second one being added."""
+    message, link = message[:500], link[:300]
+    last = Notification.objects.filter(user=user, kind=kind, link=link).first()
+    if last is None or (last.read_at is not None and last.message != message):
+        return notify(user=user, team=team, kind=kind, message=message, link=link)
+    last.message, last.created_at = message, timezone.now()
+    last.save(update_fields=["message", "created_at"])
+    return last
+
+
 def notifications_dismiss(*, user: Any, ids: list[int] | None = None) -> int:
     """Mark the user's notifications read (all, or those in ``ids``); other users' are never
     touched."""

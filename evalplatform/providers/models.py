@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
@@ -8,6 +9,8 @@ from django.db import models
 
 from evalplatform.accounts.models import Team
 from evalplatform.providers import crypto
+
+MAX_OPTIONS_CHARS = 10_000
 
 
 class ProviderKind(models.TextChoices):
@@ -86,11 +89,17 @@ class ProviderConnection(models.Model):
 
         if not isinstance(self.options, dict):
             raise ValidationError({"options": "Options are an object of names to values."})
+        if len(json.dumps(self.options, default=str)) > MAX_OPTIONS_CHARS:
+            raise ValidationError(
+                {"options": f"Options of at most {MAX_OPTIONS_CHARS:,} characters as JSON."}
+            )
         if self.kind == ProviderKind.MOCK:
-            try:
-                MockSettings.from_options(self.options)
-            except (TypeError, ValueError) as exc:
-                raise ValidationError({"options": f"Bad mock option: {exc}"}) from exc
+            # Each message names its option (``options`` is the form's one field for them).
+            problems = MockSettings.problems(self.options)
+            if problems:
+                raise ValidationError(
+                    {"options": [f"{name}: {message}" for name, message in problems.items()]}
+                )
 
     @property
     def has_api_key(self) -> bool:

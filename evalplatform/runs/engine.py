@@ -44,10 +44,14 @@ class Cell:
 
 @dataclass
 class Outcome:
+    """A cell's reply or final error. ``total_s``: with a reply, the seconds across all its
+    attempts and the waits between them (``response.latency_s`` is the last attempt's)."""
+
     cell: Cell
     attempts: int
     response: LLMResponse | None = None
     error: ProviderError | None = None
+    total_s: float | None = None
 
 
 class Work(Protocol):
@@ -144,7 +148,7 @@ async def run_live(
                 f"Internal error: {type(exc).__name__}", kind="internal", retryable=False
             )
             return Outcome(cell, 1, error=internal)
-        return Outcome(cell, result.attempts, response=result.response)
+        return Outcome(cell, result.attempts, response=result.response, total_s=result.total_s)
 
     async def heartbeat() -> None:
         # Keeps the lease while calls are slow, and watches the job between steps: a

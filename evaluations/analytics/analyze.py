@@ -670,6 +670,28 @@ def labels(rows: list[Row], variants: dict[int, Variant]) -> dict[str, Any]:
 
 
 # --- judges -------------------------------------------------------------------------------------
+def thinking_setting(params: Any) -> Any:
+    """The thinking (reasoning) setting among a model configuration's parameters, in its
+    provider's words: Anthropic's ``thinking``; Gemini's ``thinkingConfig`` (in
+    ``generationConfig``, as the request carries it, or on its own), e.g.
+    ``{"thinkingBudget": 0}`` or ``{"thinkingLevel": "low"}``; OpenAI's ``reasoning_effort``
+    (or the Responses API's ``reasoning.effort``) as ``{"reasoning_effort": "high"}``.
+    None when the parameters set none."""
+    if not isinstance(params, dict):
+        return None
+    if params.get("thinking") is not None:
+        return params["thinking"]
+    generation = params.get("generationConfig")
+    for holder in (generation if isinstance(generation, dict) else {}, params):
+        if holder.get("thinkingConfig") is not None:
+            return holder["thinkingConfig"]
+    reasoning = params.get("reasoning")
+    effort = params.get("reasoning_effort")
+    if effort is None and isinstance(reasoning, dict):
+        effort = reasoning.get("effort")
+    return {"reasoning_effort": effort} if effort is not None else None
+
+
 def judges_table(
     scenario: Scenario,
     judges: list[LLMJudge],
@@ -692,7 +714,7 @@ def judges_table(
             "name": judge.name,
             "model": judge.llm_model.model_id,
             "params": judge.params,
-            "thinking": judge.params.get("thinking") if isinstance(judge.params, dict) else None,
+            "thinking": thinking_setting(judge.params),
             "prompt": f"{judge.prompt_version.template.name} v{judge.prompt_version.number}",
             "temperatures": judge.temperatures,
             "repetitions": judge.repetitions,

@@ -178,6 +178,7 @@ class GenerationWork:
                         response=o.response,
                         error=o.error,
                         retry=o.cell.id in systematic,
+                        total_s=o.total_s,
                     )
                     for o in outcomes
                     if o.cell.id in owned and (o.response is not None or o.error is not None)

@@ -3,6 +3,7 @@ platform on the embedded default, creates the first admin, and answers over real
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -89,3 +90,155 @@ def test_serve_starts_the_platform_with_a_first_admin(server):
         # Without the CSRF token a form post is refused.
         refused = client.post("/login/", data={"username": "admin", "password": "x"})
         assert refused.status_code == 403
+
+
+def _children() -> dict[int, list[int]]:
+    """Each live process's children, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    return children
+
+
+def _descendants(pid: int) -> set[int]:
+    tree, found, todo = _children(), set(), [pid]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _group(pgid: int) -> set[int]:
+    """The live processes of a process group (the worker leads its own)."""
+    members = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.add(int(entry.name))
+    return members
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _command(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _start_serve(tmp_path, port):
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ENCRYPTION_KEYS"}
+    }
+    env |= {"EVAL_DATA_DIR": str(tmp_path / "data"), "EVAL_ADMIN_PASSWORD": "first-Admin-pw-7"}
+    log = (tmp_path / f"serve-{port}.log").open("w+")
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/login/", timeout=2).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        log.seek(0)
+        pytest.fail(f"serve did not start:\n{log.read()}")
+    return proc, log
+
+
+def _cluster_of(proc) -> tuple[int, set[int]]:
+    """serve's qcluster child and, once it has started them, its own processes."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        workers = [p for p in _descendants(proc.pid) if b"qcluster" in _command(p)]
+        tops = [p for p in workers if p in _children().get(proc.pid, [])]
+        if tops and len(_descendants(tops[0])) >= 2:
+            return tops[0], _descendants(tops[0])
+        time.sleep(0.2)
+    pytest.fail("serve's qcluster did not start its processes")
+
+
+def _gone(pids, within: float = 40) -> set[int]:
+    """The pids still alive after waiting up to ``within`` seconds for them to end."""
+    deadline = time.monotonic() + within
+    while (left := {p for p in pids if _alive(p)}) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def _cleanup(*pids):
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_ctrl_c_to_serve_stops_its_worker_and_the_workers_processes(tmp_path):
+    proc, log = _start_serve(tmp_path, free_port())
+    worker, processes = _cluster_of(proc)
+    everything = {proc.pid, worker, *processes}
+    try:
+        os.kill(proc.pid, signal.SIGINT)  # to serve alone (the worker has its own group)
+        proc.wait(timeout=40)
+        assert _gone(everything) == set()
+        assert _group(worker) == set()  # nor any process the worker started later
+        assert not (tmp_path / "data" / "worker.pid").exists()
+    finally:
+        _cleanup(*everything, *_group(worker))
+        log.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_sigterm_and_a_restart_after_a_crash_never_leave_a_worker_behind(tmp_path):
+    first, log = _start_serve(tmp_path, free_port())
+    old_worker, old_processes = _cluster_of(first)
+    everything = {first.pid, old_worker, *old_processes}
+    new_worker = -1  # no group, until known
+    try:
+        first.kill()  # SIGKILL: serve cannot stop its worker, which is left running
+        first.wait(timeout=10)
+        assert _alive(old_worker)
+        second, second_log = _start_serve(tmp_path, free_port())
+        log.close()
+        log = second_log
+        everything.add(second.pid)
+        new_worker, new_processes = _cluster_of(second)
+        everything |= {new_worker, *new_processes}
+        # The second serve stopped the worker the first one left before starting its own.
+        assert _gone({old_worker, *old_processes}) == set() and _group(old_worker) == set()
+        assert _alive(new_worker)
+        os.kill(second.pid, signal.SIGTERM)  # to serve alone, as a service manager would
+        second.wait(timeout=40)
+        assert _gone(everything) == set() and _group(new_worker) == set()
+    finally:
+        _cleanup(*everything, *_group(old_worker), *_group(new_worker))
+        log.close()

@@ -241,3 +241,27 @@ def test_the_scenario_page_adds_adaptive_pairs(api, people, team_a, mock_judge):
     assert (
         viewer.post(f"/scenarios/{scenario.pk}/adaptive-tasks", {"count": "1"}).status_code == 403
     )
+
+
+def test_the_judges_table_shows_each_providers_thinking_setting(api, people, judged):
+    scenario, _ = judged
+    settings = {
+        "Claude": ({"thinking": {"type": "enabled", "budget_tokens": 1024}}, None),
+        "Gemini budget": (
+            {"generationConfig": {"thinkingConfig": {"thinkingBudget": 0}, "topP": 0.9}},
+            {"thinkingBudget": 0},
+        ),
+        "Gemini level": ({"thinkingConfig": {"thinkingLevel": "low"}}, {"thinkingLevel": "low"}),
+        "OpenAI": ({"reasoning_effort": "high"}, {"reasoning_effort": "high"}),
+        "OpenAI responses": ({"reasoning": {"effort": "minimal"}}, {"reasoning_effort": "minimal"}),
+        "Plain": ({"top_p": 0.5}, None),
+    }
+    model = scenario.judges.get().llm_model_id
+    for name, (params, _) in settings.items():
+        create_judge(api, people["manager"], scenario, name=name, model=model, params=params)
+    data = api(people["viewer"]).get(f"/api/scenarios/{scenario.pk}/analytics?resamples=0")
+    assert data.status_code == 200
+    shown = {row["name"]: row["thinking"] for row in data.json()["judges"]}
+    expected = {name: want or params.get("thinking") for name, (params, want) in settings.items()}
+    assert shown == {"J": None, **expected}
+    assert shown["Claude"] == {"type": "enabled", "budget_tokens": 1024}

@@ -8,6 +8,7 @@ import json
 import pytest
 from django.test import Client
 
+from evalplatform.accounts.roles import Role
 from generation.models import GenerationJob
 from tests.factories import ConnectionFactory, LLMModelFactory, PromptTemplateFactory, make_version
 from tests.generation.conftest import job_body
@@ -77,3 +78,43 @@ def test_the_wizard_offers_the_pilot(creator, setup):
     assert "Calibrate with a pilot of 5 cells" in plain and "Calibrated by" not in plain
     piloted = browser.post("/generation/new/estimate", form | {"pilot": "5"}).content.decode()
     assert "Calibrated by a pilot of" in piloted
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pilot_makes_at_most_its_cells_calls_whatever_the_models_and_is_audited(
+    api, creator, member, team_a, fake_provider
+):
+    connection = ConnectionFactory(team=team_a, kind="anthropic", base_url=fake_provider.url)
+    model = LLMModelFactory(connection=connection, model_id="claude-fake")
+    version = make_version(PromptTemplateFactory(team=team_a), [("", "Say {{content}}")])
+    # Failed calls are reported, never retried: they count as calls all the same.
+    items = [{"id": "ok", "content": "thing"}, {"id": "bad", "content": "x [[fault:503]]"}]
+    configurations = [
+        {"model": model.pk, "label": f"Config {n}", "params": {"top_k": n + 1}} for n in range(30)
+    ]
+    body = {
+        "team": "team-a",
+        "name": "Many models",
+        "prompt_versions": [version.pk],
+        "models": configurations,
+        "temperatures": [0.0],
+        "source": {"type": "manual", "format": "json", "content": json.dumps(items)},
+    }
+    response = api(creator).post(ESTIMATE, body | {"pilot": 20}, format="json")
+    assert response.status_code == 200, response.json()
+    pilot = response.json()["pilot"]
+    assert fake_provider.app.requests == 20 == pilot["cells"]
+    assert sum(m["samples"] for m in pilot["per_model"].values()) == 20
+    assert len(pilot["per_model"]) == 20  # a seeded choice of 20 of the 30, one call each
+    failed = sum(m["failed"] for m in pilot["per_model"].values())
+    assert 0 < failed < 20
+    admin = member(team_a, Role.ADMIN)
+    (entry,) = api(admin).get("/api/audit", {"action": "generation.pilot"}).json()["results"]
+    assert entry["username"] == creator.username and entry["team"] == "team-a"
+    assert entry["detail"]["calls"] == 20 and entry["detail"]["failed"] == failed
+    assert entry["detail"]["cost_usd"] == pilot["cost_usd"] and float(pilot["cost_usd"]) > 0
+    assert entry["detail"]["models"] == sorted(pilot["per_model"])
+    # A plain estimate calls nothing and audits nothing.
+    assert api(creator).post(ESTIMATE, body, format="json").status_code == 200
+    assert fake_provider.app.requests == 20
+    assert len(api(admin).get("/api/audit", {"action": "generation.pilot"}).json()["results"]) == 1

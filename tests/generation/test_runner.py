@@ -14,6 +14,7 @@ from decimal import Decimal
 import pytest
 from django.db import connections
 from django.db.models import Sum
+from django.test import Client
 
 from evalplatform.providers.llm.retry import RetryPolicy
 from evalplatform.runs.engine import run_live
@@ -122,6 +123,55 @@ def test_faults_are_retried_and_failures_isolated(api, creator, team_a, fake_pro
 
 
 @pytest.mark.django_db(transaction=True)
+def test_processing_time_counts_every_attempt_and_the_waits(api, creator, team_a, fake_provider):
+    from tests.factories import PromptTemplateFactory, make_version
+
+    connection = ConnectionFactory(team=team_a, kind="openai", base_url=fake_provider.url)
+    model = LLMModelFactory(connection=connection, model_id="gpt-fake")
+    version = make_version(PromptTemplateFactory(team=team_a), [("", "Say: {{content}}")])
+    items = [{"id": "ok", "content": "fine"}, {"id": "flaky", "content": "x [[fault:503*2]]"}]
+    body = {
+        "team": "team-a",
+        "name": "Slow retries",
+        "prompt_versions": [version.pk],
+        "models": [model.pk],
+        "temperatures": [0.0],
+        "source": {"type": "manual", "format": "json", "content": json.dumps(items)},
+    }
+    client = api(creator)
+    job_id = client.post(JOBS, body, format="json").json()["id"]
+    client.post(f"{JOBS}/{job_id}/start")
+    sleep = FakeSleep()
+    run(job_id, sleep=sleep)
+    assert sleep.waits == [1.0, 5.0]
+    listed = client.get(f"{JOBS}/{job_id}/outputs").json()["results"]
+    by_item = {o["source_item_id"]: o for o in listed}
+    flaky, ok = by_item["flaky"], by_item["ok"]
+    assert flaky["attempts"] == 3 and flaky["status"] == "completed"
+    # In all: two failed attempts, 6 s of waits, then the answering call.
+    assert flaky["processing_time_ms"] >= 6000 + flaky["last_attempt_ms"]
+    assert flaky["last_attempt_ms"] < 6000
+    assert ok["attempts"] == 1 and ok["processing_time_ms"] == ok["last_attempt_ms"]
+    single = client.get(f"/api/generation/outputs/{flaky['id']}").json()
+    assert single["last_attempt_ms"] == flaky["last_attempt_ms"]
+    exported = json.loads(b"".join(client.post(f"{JOBS}/{job_id}/export/json").streaming_content))
+    records = {r["source_item_id"]: r for r in exported["outputs"]}
+    assert records["flaky"]["processing_time_ms"] == flaky["processing_time_ms"]
+    assert records["flaky"]["last_attempt_ms"] == flaky["last_attempt_ms"]
+    # The spec's CSV keeps exactly its columns: processing_time_ms is the time in all.
+    response = client.post(f"{JOBS}/{job_id}/export/csv")
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert list(rows[0]) == CSV_COLUMNS
+    csv_flaky = next(r for r in rows if r["source_item_id"] == "flaky")
+    assert int(csv_flaky["processing_time_ms"]) == flaky["processing_time_ms"]
+    browser = Client()
+    browser.force_login(creator)
+    page = browser.get(f"/generation/jobs/{job_id}/outputs")
+    assert page.status_code == 200
+    assert f"(last attempt {flaky['last_attempt_ms']} ms)" in page.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
 def test_budget_pauses_and_raising_it_resumes(api, creator, setup):
     job_id = started_job(api, creator, setup, budget_usd="0.004")
     summary = run(job_id)
@@ -138,6 +188,39 @@ def test_budget_pauses_and_raising_it_resumes(api, creator, setup):
     run(job_id)
     job = totals_agree(GenerationJob.objects.get(pk=job_id))
     assert job.status == JobStatus.COMPLETED and job.completed_cells == 48
+
+
+@pytest.mark.django_db(transaction=True)
+def test_resuming_without_more_budget_does_not_notify_again(api, creator, setup):
+    client = api(creator)
+    job_id = started_job(api, creator, setup, budget_usd="0.004")
+
+    def budget_notices():
+        listed = client.get("/api/notifications").json()["results"]
+        return [n for n in listed if n["kind"] == "generation.budget_exceeded"]
+
+    def resume_and_run():
+        assert client.post(f"{JOBS}/{job_id}/start").json()["status"] == "running"
+        run(job_id)
+        assert GenerationJob.objects.get(pk=job_id).status == JobStatus.PAUSED
+
+    run(job_id)
+    (first,) = budget_notices()
+    resume_and_run()  # the budget is still spent: paused again, the notice refreshed
+    (again,) = budget_notices()
+    assert again["id"] == first["id"] and again["message"] == first["message"]
+    assert again["read_at"] is None
+    assert client.post(f"/api/notifications/{first['id']}/read").status_code == 204
+    resume_and_run()  # read, and nothing new to say: still the one notice, still read
+    (read,) = budget_notices()
+    assert read["id"] == first["id"] and read["read_at"] is not None
+    # A raised budget, reached again, is news.
+    raised = client.patch(f"{JOBS}/{job_id}", {"budget_usd": "0.008"}, format="json")
+    assert raised.status_code == 200
+    resume_and_run()
+    newest, old = budget_notices()
+    assert old["id"] == first["id"] and newest["read_at"] is None
+    assert "of $0.008" in newest["message"]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -239,7 +322,8 @@ def test_exports_and_statistics(api, creator, setup):
     assert len(rows) == 49 and {r[9] for r in rows[1:]} == {"completed"}
     exported = json.loads(b"".join(client.post(f"{JOBS}/{job_id}/export/json").streaming_content))
     assert exported["job"]["config"]["temperatures"] == [0.0, 1.0]
-    assert len(exported["outputs"]) == 48 and set(exported["outputs"][0]) == set(CSV_COLUMNS)
+    assert len(exported["outputs"]) == 48
+    assert set(exported["outputs"][0]) == {*CSV_COLUMNS, "last_attempt_ms"}
     stats = client.get(f"{JOBS}/{job_id}/statistics").json()
     assert stats["by_status"] == {"completed": 48}
     assert set(stats["by_model"]) == {"Small", "Large"}

@@ -242,3 +242,66 @@ def test_model_list_query_count_is_constant(api, team_a, member):
     few = count()
     LLMModelFactory.create_batch(20, connection=ConnectionFactory(team=team_a))
     assert count() == few
+
+
+@pytest.mark.django_db
+def test_mock_options_are_bounded_and_named_on_create_and_update(api, manager_a):
+    url = "/api/providers/connections"
+    client = api(manager_a)
+    bad = {
+        "latency_s": 1e9,
+        "failure_rate": 1.5,
+        "seed": -3,
+        "position_bias": "lots",
+        "noise": True,
+        "fenced_json_rate": -0.1,
+        "latency": 1,
+    }
+    for name, value in bad.items():
+        r = _create(
+            api, manager_a, name=f"Mock {name}", kind="mock", api_key="", options={name: value}
+        )
+        assert r.status_code == 400, name
+        (message,) = r.json()["errors"]["options"]
+        assert message.startswith(f"{name}: "), message
+    # JSON's 1e999 reads as infinity: refused too.
+    raw = '{"team": "team-a", "name": "Inf", "kind": "mock", "options": {"latency_s": 1e999}}'
+    r = client.post(url, raw, content_type="application/json")
+    assert r.status_code == 400 and "options" in r.json()["errors"]
+    assert ProviderConnection.objects.count() == 0
+    every = _create(api, manager_a, name="Mock all", kind="mock", api_key="", options=bad)
+    assert every.status_code == 400
+    assert len(every.json()["errors"]["options"]) == len(bad)
+
+    good = {
+        "latency_s": 0.5,
+        "failure_rate": 0.1,
+        "seed": 7,
+        "position_bias": 0.2,
+        "noise": 2,
+        "fenced_json_rate": 0,
+    }
+    created = _create(api, manager_a, name="Mock", kind="mock", api_key="", options=good)
+    assert created.status_code == 201, created.json()
+    pk = created.json()["id"]
+    r = client.patch(f"{url}/{pk}", {"options": {"latency_s": 1e9}}, format="json")
+    assert r.status_code == 400 and r.json()["errors"]["options"][0].startswith("latency_s: ")
+    assert ProviderConnection.objects.get(pk=pk).options == good  # nothing changed
+    assert (
+        client.patch(f"{url}/{pk}", {"options": {"latency_s": 60}}, format="json").status_code
+        == 200
+    )
+    # Other kinds' options are bounded in size.
+    huge = _create(api, manager_a, name="Huge", options={"x": "y" * 20_000})
+    assert huge.status_code == 400 and "options" in huge.json()["errors"]
+
+
+def test_the_fake_provider_command_refuses_unbounded_flags():
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError) as err:
+        call_command(
+            "fake_provider", "--latency", "1e9", "--fault-rate", "2", "--faults", "429,lightning"
+        )
+    message = str(err.value)
+    assert "--latency:" in message and "--fault-rate:" in message and "--faults:" in message

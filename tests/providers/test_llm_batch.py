@@ -17,7 +17,7 @@ PROTOCOLS = ["openai", "anthropic", "gemini"]
 def items(n: int, *, prefix: str = "q", model: str = "m-1", extra: dict[int, str] | None = None):
     for i in range(n):
         user = f"{prefix} {i}: explain item {i}." + (extra or {}).get(i, "")
-        yield f"req-{i}", LLMRequest(model=model, user=user, temperature=0.2, max_tokens=200)
+        yield f"req-{i}", LLMRequest(model=model, user=user, temperature=0.0, max_tokens=200)
 
 
 async def lifecycle(url, kind, requests, *, limits=None, cancel=False, timeout=20.0):

@@ -47,7 +47,7 @@ async def _stream(url, kind, request, **client_kw):
 
 @pytest.mark.parametrize("kind", PROTOCOLS)
 def test_complete_returns_text_usage_finish_and_raw(fake_provider, kind):
-    request = LLMRequest(model="m-1", system="Be terse.", user="Describe a cat.", temperature=0.3)
+    request = LLMRequest(model="m-1", system="Be terse.", user="Describe a cat.", temperature=0.0)
     result = run(_complete(fake_provider.url, kind, request))
     response = result.response
     assert response.text and result.attempts == 1
@@ -56,12 +56,12 @@ def test_complete_returns_text_usage_finish_and_raw(fake_provider, kind):
     assert response.finish_reason == FINISH[kind]
     assert response.raw and response.latency_s > 0
     again = run(_complete(fake_provider.url, kind, request)).response
-    assert again.text == response.text  # the fake answers deterministically
+    assert again.text == response.text  # the fake answers deterministically at temperature 0
 
 
 @pytest.mark.parametrize("kind", PROTOCOLS)
 def test_stream_yields_deltas_then_the_same_reply(fake_provider, kind):
-    request = LLMRequest(model="m-1", system="S", user="Tell me about dogs.", temperature=0.3)
+    request = LLMRequest(model="m-1", system="S", user="Tell me about dogs.", temperature=0.0)
     items = run(_stream(fake_provider.url, kind, request))
     *deltas, final = items
     assert len(deltas) > 2 and all(isinstance(d, str) for d in deltas)
@@ -311,3 +311,30 @@ def test_a_429_slows_the_rate_limiter(fake_provider):
 
     before, after = run(go())
     assert after > before
+
+
+@pytest.mark.parametrize("kind", PROTOCOLS)
+def test_sampling_varies_between_calls_unless_cold_or_seeded(fake_provider, kind):
+    def texts(request, calls=4):
+        return [
+            run(_complete(fake_provider.url, kind, request)).response.text for _ in range(calls)
+        ]
+
+    def ask(temperature, **params):
+        return LLMRequest(
+            model="m", user="Describe a river.", temperature=temperature, params=params
+        )
+
+    cold = texts(ask(0.0))
+    assert len(set(cold)) == 1
+    unset = texts(LLMRequest(model="m", user="Describe a river."))
+    assert len(set(unset)) == 1
+    warm = texts(ask(0.8))
+    assert len(set(warm)) > 1  # sampled anew on each call, as a real model is
+    if kind == "anthropic":
+        return  # Anthropic's API takes no seed
+    seed = {"openai": {"seed": 7}, "gemini": {"generationConfig": {"seed": 7}}}[kind]
+    seeded = texts(ask(0.8, **seed), calls=3)
+    assert len(set(seeded)) == 1  # a given seed reproduces
+    other = {"openai": {"seed": 8}, "gemini": {"generationConfig": {"seed": 8}}}[kind]
+    assert texts(ask(0.8, **other), calls=1)[0] != seeded[0]

@@ -29,7 +29,11 @@ def ask(adapter: MockAdapter, user: str, *, temperature=0.0, seed=0, system="") 
 def test_same_request_same_answer_and_usage_from_text():
     adapter = MockAdapter()
     request = LLMRequest(
-        model="mock-small", system="Be helpful.", user="Write about rivers.", temperature=0.7
+        model="mock-small",
+        system="Be helpful.",
+        user="Write about rivers.",
+        temperature=0.7,
+        params={"seed": 3},
     )
     first, second = (asyncio.run(adapter.complete(request)) for _ in range(2))
     assert first.text == second.text and len(first.text.split()) > 10
@@ -162,3 +166,20 @@ def test_mock_options_are_validated_on_the_connection(team_a):
     with pytest.raises(ValidationError) as err:
         connection.full_clean()
     assert "options" in err.value.message_dict
+
+
+def test_sampled_requests_differ_between_calls_unless_cold_or_seeded():
+    def texts(adapter, temperature, calls=4, **params):
+        request = LLMRequest(
+            model="mock-small", user="Write about rivers.", temperature=temperature, params=params
+        )
+        return [asyncio.run(adapter.complete(request)).text for _ in range(calls)]
+
+    adapter = MockAdapter()
+    assert len(set(texts(adapter, 0.0))) == 1
+    assert len(set(texts(adapter, None))) == 1
+    warm = texts(adapter, 0.9)
+    assert len(set(warm)) > 1
+    assert texts(MockAdapter(), 0.9) == warm  # reproducible: the n-th call draws the same
+    assert len(set(texts(adapter, 0.9, seed=5))) == 1  # a given seed pins the answer
+    assert texts(adapter, 0.9, calls=1, seed=5) != texts(adapter, 0.9, calls=1, seed=6)

@@ -9,6 +9,11 @@ Kinds: ``429`` (rate limit with Retry-After), ``quota`` (a 429 that must not be 
 ``500``, ``503``, ``529``, ``400``, ``401``, ``404``, ``timeout`` (hangs ``timeout_s``),
 ``malformed`` (a 200 that is not JSON), ``truncated`` (a 200 cut in half; a stream cut after
 its first chunk), ``content_filter``.
+
+Answers are the mock's (``evalplatform.providers.llm.mock``): the same request gets the same
+answer at temperature 0 (or none), or when it carries a seed (OpenAI's ``seed``, Gemini's
+``generationConfig.seed``); at a temperature above 0 without one, each identical call is
+sampled anew (the first answered as before), so repeated calls differ as a real model's do.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from evalplatform.providers.fake import wire
 from evalplatform.providers.fake.batches import BatchStore
 from evalplatform.providers.fake.config import FakeConfig
 from evalplatform.providers.fake.wire import Reply, json_reply
-from evalplatform.providers.llm.mock import answer, tokens_for
+from evalplatform.providers.llm.mock import Draws, answer, request_key, tokens_for
 from evalplatform.providers.llm.types import LLMRequest
 
 _REQUEST_NUMBER: contextvars.ContextVar[int] = contextvars.ContextVar("fake_request", default=0)
@@ -55,6 +60,7 @@ class FakeProvider:
         self.bodies: deque[tuple[str, bytes]] = deque(maxlen=50)  # the last requests, for tests
         self.in_flight = 0
         self.max_in_flight = 0
+        self.draws = Draws()  # sampled requests answered anew on each call
         self._routes: list[tuple[str, re.Pattern[str], Callable[..., Any]]] = [
             ("POST", re.compile(r"^/v1/chat/completions$"), self.openai_chat),
             ("POST", re.compile(r"^/v1/messages$"), self.anthropic_messages),
@@ -190,7 +196,8 @@ class FakeProvider:
         if self.config.reply is not None:  # a test's fixed reply, to every request
             text, finish = self.config.reply(request), "stop"
         else:
-            text, finish = answer(request, self.config.mock)
+            base = request_key(request, self.config.mock.seed)
+            text, finish = answer(request, self.config.mock, key=self.draws.key(request, base))
         usage = (tokens_for(request.system) + tokens_for(request.user), tokens_for(text))
         return text, finish, usage
 

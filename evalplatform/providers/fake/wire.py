@@ -62,6 +62,7 @@ def gemini_request(model: str, body: dict[str, Any]) -> LLMRequest:
         user="\n".join(parts(c) for c in body["contents"] if c.get("role", "user") == "user"),
         temperature=config.get("temperature"),
         max_tokens=config.get("maxOutputTokens"),
+        params={"seed": config["seed"]} if "seed" in config else {},
     )
 
 

@@ -77,9 +77,23 @@ class RateLimiter:
 
 @dataclass
 class CallResult:
+    """The reply with the attempts it took. ``total_s``: the time across all of them, the
+    failed attempts and the waits before retrying included (the reply's own ``latency_s``
+    is the last attempt's)."""
+
     response: LLMResponse
     attempts: int
     errors: list[ProviderError]
+    total_s: float = 0.0
+
+    @classmethod
+    def of(cls, response: LLMResponse, attempts: Attempts) -> CallResult:
+        return cls(
+            response,
+            attempts.count,
+            attempts.errors or [],
+            attempts.failed_s + attempts.waited_s + response.latency_s,
+        )
 
 
 class ProviderClient:
@@ -202,7 +216,7 @@ class ProviderClient:
         except ProviderError as error:
             error.attempts = attempts.count
             raise
-        return CallResult(response, attempts.count, attempts.errors or [])
+        return CallResult.of(response, attempts)
 
     async def complete_streaming(
         self,
@@ -236,7 +250,7 @@ class ProviderClient:
         except ProviderError as error:
             error.attempts = attempts.count
             raise
-        return CallResult(response, attempts.count, attempts.errors or [])
+        return CallResult.of(response, attempts)
 
     async def stream(
         self, request: LLMRequest, *, retry: RetryPolicy | None = None

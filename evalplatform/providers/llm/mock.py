@@ -13,8 +13,13 @@ Plain prompts get fluent-looking filler of a length drawn from the request. Judg
 Every text has a latent quality (a hash of the text), so judges agree with each other more
 than chance. ``temperature`` scales the noise: at 0 the answer is the quality ordering (still
 subject to the position bias), at 1 it varies by ``noise``. ``position_bias`` adds that share
-of first-position wins. Vary ``params["seed"]`` (e.g. the repetition) to get repeated calls
-that differ the way a real model's do.
+of first-position wins.
+
+Repeated calls: a request with ``params["seed"]`` always gets the same answer (vary the seed,
+e.g. with the repetition, to get calls that differ reproducibly). Without a seed, a request
+at a temperature above 0 is sampled anew on each call, as a real model's is: its n-th
+identical call draws with n in the key (the first call's answer is the seedless one, as
+before); at temperature 0, or none given, every call gets the same answer.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from evalplatform import validation
 from evalplatform.providers.estimate import estimate_tokens
 from evalplatform.providers.llm.base import Adapter, StreamItem
 from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
@@ -111,6 +117,32 @@ class MockSettings:
         known = {k: options[k] for k in cls.__dataclass_fields__ if k in options}
         return cls(**{k: type(getattr(cls, k))(v) for k, v in known.items()})
 
+    @classmethod
+    def problems(cls, options: Mapping[str, Any]) -> dict[str, str]:
+        """What is wrong with a connection's mock options, by option name (empty: nothing).
+        Every option is bounded; a name that is not an option is refused."""
+        errors: dict[str, str] = {}
+        for name, value in options.items():
+            if name == "seed":
+                validation.seed(value, errors=errors, name=name)
+            elif name in OPTION_BOUNDS:
+                lo, hi, what = OPTION_BOUNDS[name]
+                validation.number(value, name=name, lo=lo, hi=hi, errors=errors, message=f"{what}.")
+            else:
+                errors[str(name)[:100]] = "Not a mock option (" + ", ".join(OPTIONS) + ")."
+        return errors
+
+
+# The bounds of the mock's numeric options (a connection's ``options``), with what each is.
+OPTION_BOUNDS: dict[str, tuple[float, float, str]] = {
+    "latency_s": (0.0, 60.0, "Seconds each call takes, from 0 to 60"),
+    "failure_rate": (0.0, 1.0, "The share of calls that fail, from 0 to 1"),
+    "position_bias": (0.0, 1.0, "The added share of first-position wins, from 0 to 1"),
+    "noise": (0.0, 10.0, "The judgments' noise at temperature 1, from 0 to 10"),
+    "fenced_json_rate": (0.0, 1.0, "The share of JSON replies in a code fence, from 0 to 1"),
+}
+OPTIONS = tuple(MockSettings.__dataclass_fields__)
+
 
 def request_key(request: LLMRequest, seed: int) -> str:
     """A digest of everything that determines the answer."""
@@ -131,6 +163,32 @@ def request_key(request: LLMRequest, seed: int) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def samples_anew(request: LLMRequest) -> bool:
+    """Whether identical calls should differ: sampling (a temperature above 0) that no
+    ``seed`` parameter pins."""
+    return (request.temperature or 0) > 0 and request.params.get("seed") is None
+
+
+class Draws:
+    """How many times each sampled request (``samples_anew``) has been answered, for the key
+    of its next answer; bounded, the oldest forgotten."""
+
+    LIMIT = 100_000
+
+    def __init__(self) -> None:
+        self._counts: OrderedDict[str, int] = OrderedDict()
+
+    def key(self, request: LLMRequest, base: str) -> str:
+        """The key to answer ``request`` with (``base``: its ``request_key``)."""
+        if not samples_anew(request):
+            return base
+        drawn = self._counts.pop(base, 0)
+        self._counts[base] = drawn + 1
+        if len(self._counts) > self.LIMIT:
+            self._counts.popitem(last=False)
+        return base if drawn == 0 else f"{base}:draw:{drawn}"
+
+
 class MockAdapter(Adapter):
     protocol = "mock"
 
@@ -144,6 +202,7 @@ class MockAdapter(Adapter):
         self.sleep = sleep
         # Attempts per failing request, so retries can succeed; bounded, oldest dropped.
         self._attempts: OrderedDict[str, int] = OrderedDict()
+        self.draws = Draws()
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         key = request_key(request, self.settings.seed)
@@ -159,7 +218,7 @@ class MockAdapter(Adapter):
                 "Mock failure (failure_rate)", kind="server", retryable=True, status=500
             )
         self._attempts.pop(key, None)
-        text, finish = answer(request, self.settings, key=key)
+        text, finish = answer(request, self.settings, key=self.draws.key(request, key))
         return LLMResponse(
             text=text,
             input_tokens=tokens_for(request.system) + tokens_for(request.user),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -30,10 +31,14 @@ class RetryPolicy:
 
 @dataclass
 class Attempts:
-    """What happened: how many calls were made, and the error of each failed one."""
+    """What happened: how many calls were made, the error of each failed one, the seconds
+    the failed calls took and the seconds waited before retrying (the schedule's or the
+    provider's, as asked of ``policy.sleep``: a test's instant sleep still counts them)."""
 
     count: int = 0
     errors: list[ProviderError] | None = None
+    failed_s: float = 0.0
+    waited_s: float = 0.0
 
 
 async def with_retries(
@@ -52,9 +57,11 @@ async def with_retries(
     retry_number = 0
     while True:
         attempts.count += 1
+        started = time.perf_counter()
         try:
             return await call()
         except ProviderError as error:
+            attempts.failed_s += time.perf_counter() - started
             attempts.errors.append(error)
             if not error.retryable or retry_number >= policy.max_retries:
                 raise
@@ -63,5 +70,6 @@ async def with_retries(
                 maybe = on_retry(error, wait)
                 if maybe is not None:
                     await maybe
+            attempts.waited_s += wait
             await policy.sleep(wait)
             retry_number += 1

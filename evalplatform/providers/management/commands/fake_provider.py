@@ -1,8 +1,22 @@
 import uvicorn
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
+from evalplatform import validation
 from evalplatform.providers.fake import FakeConfig, FakeProvider
-from evalplatform.providers.llm.mock import MockSettings
+from evalplatform.providers.llm.mock import OPTION_BOUNDS, MockSettings
+
+# Each numeric flag's bounds: the mock's own where they are the same thing.
+BOUNDS = {
+    "latency": (0.0, OPTION_BOUNDS["latency_s"][1]),
+    "fault_rate": (0.0, 1.0),
+    "retry_after": (0.0, 3600.0),
+    "timeout": (0.0, 3600.0),
+    "batch_duration": (0.0, 86_400.0),
+    "batch_failure_rate": (0.0, 1.0),
+    "position_bias": OPTION_BOUNDS["position_bias"][:2],
+}
+FAULT_KINDS = {"429", "quota", "500", "503", "529", "400", "401", "404", "timeout", "malformed"}
+FAULT_KINDS |= {"truncated", "unfinished", "content_filter"}
 
 
 class Command(BaseCommand):
@@ -27,6 +41,18 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=0)
 
     def handle(self, *args, **o):
+        errors: dict[str, str] = {}
+        for name, (lo, hi) in BOUNDS.items():
+            validation.number(o[name], name=name, lo=lo, hi=hi, errors=errors)
+        validation.seed(o["seed"], errors=errors)
+        validation.whole_number(o["port"], name="port", lo=1, hi=65535, errors=errors)
+        unknown = {k.strip() for k in o["faults"].split(",") if k.strip()} - FAULT_KINDS
+        if unknown:
+            errors["faults"] = "Kinds among " + ", ".join(sorted(FAULT_KINDS)) + "."
+        if errors:
+            raise CommandError(
+                "; ".join(f"--{name.replace('_', '-')}: {m}" for name, m in errors.items())
+            )
         config = FakeConfig(
             latency_s=o["latency"],
             fault_rate=o["fault_rate"],
