@@ -1,0 +1,45 @@
+"""The navigation shows each role only what it can open: an evaluator sees Evaluate (not
+Generation, Scenarios, Judge files or Admin, whose pages would be empty or refused); every
+link shown opens for that role."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+
+from evalplatform.accounts.roles import Role
+
+LINKS = ("Generation", "Scenarios", "Judge files", "Evaluate", "API", "Admin")
+SHOWN = {
+    Role.ADMIN: set(LINKS),
+    Role.MANAGER: set(LINKS),
+    Role.CREATOR: {"Generation", "Scenarios", "Judge files", "Evaluate", "API"},
+    Role.VIEWER: {"Generation", "Scenarios", "Judge files", "Evaluate", "API"},
+    Role.EVALUATOR: {"Evaluate", "API"},
+}
+
+
+def nav_of(client):
+    page = client.get("/evaluate/").content.decode()
+    nav = page.split("<nav>", 1)[1].split("</nav>", 1)[0]
+    return dict(re.findall(r'<a href="([^"]+)">([^<]+)</a>', nav))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("role", list(SHOWN))
+def test_each_role_sees_the_links_it_can_open(team_a, member, role):
+    client = Client()
+    client.force_login(member(team_a, role))
+    links = nav_of(client)
+    assert set(links.values()) == SHOWN[role]
+    for href in links:
+        assert client.get(href).status_code == 200, href
+
+
+@pytest.mark.django_db
+def test_a_user_without_a_team_sees_where_to_evaluate(django_user_model):
+    client = Client()
+    client.force_login(django_user_model.objects.create_user("guest"))
+    assert set(nav_of(client).values()) == {"Evaluate"}
