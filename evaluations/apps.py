@@ -20,3 +20,10 @@ class EvaluationsConfig(AppConfig):
         from generation.models import SourceKind
 
         results.register(SourceKind.JUDGE_FILE, JudgeFileResults())
+        # The home page's "Your open tasks".
+        from evalplatform.web import home
+        from evaluations.workspace import selectors as workspace
+
+        home.register(
+            home.Section("tasks", "evaluations/home/tasks.html", workspace.home_section, order=10)
+        )

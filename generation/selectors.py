@@ -7,6 +7,8 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from evalplatform.accounts import policy
+from evalplatform.accounts.roles import GENERATION_VIEW
 from evalplatform.runs.models import ProviderBatch
 from generation.models import BATCH_WORK_KIND, GenerationJob, GenerationOutput
 
@@ -154,3 +156,20 @@ def job_batches(job: GenerationJob) -> QuerySet[ProviderBatch, dict[str, Any]]:
     """The job's provider batches, newest first (the job page and the API show them)."""
     rows = ProviderBatch.objects.filter(work_kind=BATCH_WORK_KIND, work_id=job.pk)
     return rows.order_by("-created_at", "-pk").values(*BATCH_FIELDS)
+
+
+HOME_JOBS = 5
+
+
+def home_section(user: Any) -> dict[str, Any] | None:
+    """The home page's "Your recent jobs": the user's own latest jobs in the teams where
+    they may still view them (judge runs are the judges' business)."""
+    if not policy.has_feature_anywhere(user, GENERATION_VIEW):
+        return None
+    own = GenerationJob.objects.filter(owner_id=user.pk).exclude(source_kind="judge")
+    jobs = list(
+        policy.visible(user, GENERATION_VIEW, own.select_related("team")).order_by(
+            "-created_at", "-pk"
+        )[:HOME_JOBS]
+    )
+    return {"jobs": jobs} if jobs else None

@@ -16,3 +16,10 @@ class ScenariosConfig(AppConfig):
             label="From scenario",
             choices=selectors.generation_source_choices,
         )
+        from evalplatform.web import home
+
+        home.register(
+            home.Section(
+                "scenarios", "scenarios/home/scenarios.html", selectors.home_section, order=30
+            )
+        )

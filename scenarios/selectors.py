@@ -95,3 +95,16 @@ def generation_source_choices(*, user: Any, team: Team) -> list[tuple[int, str]]
         .values_list("pk", "name", "item_count")[:MAX_SOURCE_CHOICES]
     )
     return [(pk, f"{name} · {count:,} items") for pk, name, count in rows]
+
+
+HOME_SCENARIOS = 5
+
+
+def home_section(user: Any) -> dict[str, Any] | None:
+    """The home page's "Recent scenarios": the latest of the teams where the user may view
+    them (``evalplatform.web.home``)."""
+    if not policy.has_feature_anywhere(user, SCENARIOS_VIEW):
+        return None
+    recent = policy.visible(user, SCENARIOS_VIEW, Scenario.objects.select_related("team"))
+    scenarios = list(recent.order_by("-created_at", "-pk")[:HOME_SCENARIOS])
+    return {"scenarios": scenarios} if scenarios else None

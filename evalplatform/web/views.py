@@ -7,6 +7,7 @@ from evalplatform.accounts.models import Notification
 from evalplatform.accounts.roles import ADMIN_ACCESS, FEATURES
 from evalplatform.accounts.selectors import me_summary
 from evalplatform.accounts.services import notifications_dismiss
+from evalplatform.web.home import sections_for
 from evalplatform.web.redirects import safe_next
 
 
@@ -20,7 +21,11 @@ def home(request):
     return render(
         request,
         "web/home.html",
-        {"me": summary, "notifications": unread.select_related("team")[:20]},
+        {
+            "me": summary,
+            "notifications": unread.select_related("team")[:20],
+            "sections": sections_for(request.user),
+        },
     )
 
 

@@ -71,3 +71,15 @@ def progress_many(*, user: Any, scenarios: Sequence[Scenario]) -> dict[int, dict
         }
         for pk in ids
     }
+
+
+HOME_TASKS = 10
+
+
+def home_section(user: Any) -> dict[str, Any] | None:
+    """The home page's "Your open tasks": the open scenarios the user may evaluate (an
+    invited guest's included) with something left for them, and their progress."""
+    scenarios = queue(user)
+    done = progress_many(user=user, scenarios=scenarios)
+    rows = [(s, done[s.pk]) for s in scenarios if done[s.pk]["done"] < done[s.pk]["total"]]
+    return {"rows": rows[:HOME_TASKS], "more": len(rows) > HOME_TASKS} if rows else None

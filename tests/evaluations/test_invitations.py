@@ -70,9 +70,12 @@ def test_an_invited_person_signs_up_and_evaluates_that_scenario_only(
     guest = Invitation.objects.get().accepted_by
     assert guest.email == "guest@example.org" and not guest.memberships.exists()
 
-    # The queue lists this scenario and not the team's other one; the task page works.
+    # The queue lists this scenario and not the team's other one; so does their home page.
     queue = client.get("/evaluate/").content.decode()
     assert "Eval" in queue and "Other" not in queue
+    home = client.get("/").content.decode()
+    assert "Your open tasks" in home and f"/evaluate/scenarios/{scenario.pk}" in home
+    assert "Other" not in home and "Batch generation" not in home
     task_url = client.get(f"/evaluate/scenarios/{scenario.pk}")["Location"]
     assert client.post(task_url, {"winner": "A"}).status_code == 302
     assert Judgment.objects.get().evaluator == guest

@@ -1,0 +1,36 @@
+"""The home page shows my work: my open tasks, my recent jobs, the recent scenarios of my
+teams; each only to whom may open it, and never another team's."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from evalplatform.accounts.roles import Role
+from tests.evaluations.test_assignment import open_scenario
+
+
+def home(user):
+    client = Client()
+    client.force_login(user)
+    return client.get("/").content.decode()
+
+
+@pytest.mark.django_db
+def test_the_home_page_shows_my_tasks_jobs_and_scenarios(
+    api, creator, finished_job, team_a, team_b, member
+):
+    manager = member(team_a, Role.MANAGER)
+    scenario = open_scenario(api, creator, finished_job, manager, name="Kindness study")
+    mine = home(creator)
+    assert "Your recent jobs" in mine and f"/generation/jobs/{finished_job.pk}" in mine
+    assert "Recent scenarios" in mine and f"/scenarios/{scenario.pk}" in mine
+    eve = member(team_a, Role.EVALUATOR)
+    hers = home(eve)
+    assert "Your open tasks" in hers and f"/evaluate/scenarios/{scenario.pk}" in hers
+    assert "Your recent jobs" not in hers and "Recent scenarios" not in hers
+    # The manager owns no job: no job section, but the team's scenarios.
+    theirs = home(manager)
+    assert "Your recent jobs" not in theirs and "Kindness study" in theirs
+    outsider = home(member(team_b, Role.ADMIN))
+    assert "Kindness study" not in outsider and "Your open tasks" not in outsider
