@@ -313,7 +313,7 @@ def scenario_from_job(*, user: Any, job: GenerationJob, data: Mapping[str, Any])
 
 # --- from an upload -----------------------------------------------------------------------------
 def scenario_from_upload(
-    *, user: Any, team: Team, data: Mapping[str, Any], raw: bytes, filename: str = ""
+    *, user: Any, team: Team, data: Mapping[str, Any], raw: sources.Upload, filename: str = ""
 ) -> Scenario:
     """A scenario of outputs made elsewhere: CSV (with a header) or JSONL rows of
     ``item_id, variant_id, content`` and optionally ``model, prompt, context`` (a JSON
