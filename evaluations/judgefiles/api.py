@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE_FILES, EVALUATIONS_VIEW_ALL
-from evalplatform.api.uploads import download
+from evalplatform.api.uploads import download, formula_safe
 from evalplatform.errors import FieldErrors, Forbidden, NotFound
 from evaluations.judgefiles import services
 from evaluations.judgefiles.compare import compare
@@ -67,14 +67,8 @@ def _csv(rows: Iterator[dict[str, Any]], columns: list[str]) -> Iterator[str]:
     for row in rows:
         buffer.seek(0)
         buffer.truncate()
-        writer.writerow({k: _inert(v) for k, v in row.items()})
+        writer.writerow({k: formula_safe(v) for k, v in row.items()})
         yield buffer.getvalue()
-
-
-def _inert(value: Any) -> Any:
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
 
 
 class VerdictsView(APIView):
