@@ -9,8 +9,6 @@ Django keeps one over ``FILE_UPLOAD_MAX_MEMORY_SIZE`` in a temporary file, and t
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any, cast
@@ -22,8 +20,10 @@ from django.http import StreamingHttpResponse
 
 from evalplatform.errors import FieldErrors
 
-# Streamed downloads are sent in blocks of about this size.
+# Streamed downloads are made in blocks of about this size; under ASGI, each trip to the
+# request's sync thread fetches about PULL_BYTES of them.
 BLOCK_BYTES = 64 * 1024
+PULL_BYTES = 512 * 1024
 
 
 def read_upload(request: Any, *, error_key: str = "file") -> tuple[UploadedFile, str] | None:
@@ -62,35 +62,60 @@ def config_and_upload(
 
 def formula_safe(value: Any) -> Any:
     """A CSV cell that a spreadsheet would run as a formula, quoted (``'=1+1``)."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+    if isinstance(value, str) and value[:1] in _FORMULA_STARTS:
         return "'" + value
     return value
 
 
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_cell(value: Any) -> str:
+    """One formula-safe cell as ``csv.writer`` writes it (the excel dialect, minimal
+    quoting), made with str methods: several times faster than the writer on long text."""
+    if isinstance(value, str):
+        if value[:1] in _FORMULA_STARTS:
+            value = "'" + value
+        if '"' in value:
+            return '"' + value.replace('"', '""') + '"'
+        if "," in value or "\n" in value or "\r" in value:
+            return '"' + value + '"'
+        return value
+    return "" if value is None else str(value)
+
+
+def csv_line(row: Iterable[Any]) -> str:
+    """A formula-safe CSV row, ``\r\n`` ended, exactly as ``csv.writer`` would write it."""
+    cells = [_csv_cell(value) for value in row]
+    if cells == [""]:
+        return '""\r\n'  # a lone empty field, quoted so the line is not blank
+    return ",".join(cells) + "\r\n"
+
+
 def csv_chunks(columns: list[str], rows: Iterable[Iterable[Any]]) -> Iterator[str]:
     """A formula-safe CSV of ``rows`` under the header ``columns``, in blocks."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(columns)
+    block = [csv_line(columns)]
+    size = 0
     for row in rows:
-        writer.writerow([formula_safe(cell) for cell in row])
-        if buffer.tell() > BLOCK_BYTES:
-            yield buffer.getvalue()
-            buffer.seek(0)
-            buffer.truncate()
-    yield buffer.getvalue()
+        line = csv_line(row)
+        block.append(line)
+        size += len(line)
+        if size >= BLOCK_BYTES:
+            yield "".join(block)
+            block, size = [], 0
+    yield "".join(block)
 
 
-def _block(parts: Iterator[bytes]) -> bytes:
-    """The next parts of a response, joined up to about ``BLOCK_BYTES`` (b"" at the end)."""
-    block: list[bytes] = []
+def _next_parts(parts: Iterator[bytes]) -> list[bytes]:
+    """The next parts of a response, up to about ``PULL_BYTES`` ([] at the end)."""
+    pulled: list[bytes] = []
     size = 0
     for part in parts:
-        block.append(part)
+        pulled.append(part)
         size += len(part)
-        if size >= BLOCK_BYTES:
+        if size >= PULL_BYTES:
             break
-    return b"".join(block)
+    return pulled
 
 
 class StreamedResponse(StreamingHttpResponse):
@@ -98,7 +123,7 @@ class StreamedResponse(StreamingHttpResponse):
     that streams under both kinds of server. A WSGI server (and the test client) iterates it
     as it is. Under ASGI, Django itself would read a synchronous iterator whole into a list
     before sending a byte (warning "must consume synchronous iterators"); here the iterator
-    is pulled a block at a time through ``sync_to_async`` instead. The calls are
+    is pulled a few blocks at a time through ``sync_to_async`` instead. The calls are
     thread-sensitive: Django's ASGI handler runs each request's sync code on one thread, the
     view's, so a database cursor the iterator holds stays on the connection it was opened on.
     """
@@ -109,9 +134,10 @@ class StreamedResponse(StreamingHttpResponse):
                 yield part
             return
         parts = cast(Iterator[bytes], self.streaming_content)  # not is_async: a map
-        take = sync_to_async(_block, thread_sensitive=True)
-        while block := await take(parts):
-            yield block
+        pull = sync_to_async(_next_parts, thread_sensitive=True)
+        while pulled := await pull(parts):
+            for part in pulled:
+                yield part
 
 
 def download(chunks: Iterator[str], content_type: str, filename: str) -> StreamedResponse:

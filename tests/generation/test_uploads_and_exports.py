@@ -7,7 +7,9 @@ import asyncio
 import csv
 import io
 import json
+import random
 import warnings
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -16,6 +18,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from evalplatform.accounts.services import token_create
+from evalplatform.api.uploads import csv_line, formula_safe
 from generation import planning, services
 from generation.models import GenerationJob, GenerationOutput
 from generation.selectors import CSV_COLUMNS
@@ -205,3 +208,20 @@ def test_exports_stream_under_asgi_in_blocks(creator, setup):
     exported = json.loads(b"".join(chunks))
     assert exported["job"]["id"] == job.pk and len(exported["outputs"]) == 3000
     assert list(exported["outputs"][0]) == CSV_COLUMNS
+
+
+def test_csv_lines_are_exactly_what_the_csv_writer_makes_of_formula_safe_cells():
+    rng = random.Random(3)
+    alphabet = ['"', ",", "\n", "\r", "\t", "=", "+", "-", "@", " ", "a", "é", "'", ";"]
+    values: list[Any] = [None, 0, -1.5, Decimal("0.000512"), True, "", "plain"]
+    for _ in range(2000):
+        width = rng.randint(1, 5)
+        row = [
+            rng.choice(values)
+            if rng.random() < 0.3
+            else "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
+            for _ in range(width)
+        ]
+        buffer = io.StringIO()
+        csv.writer(buffer).writerow([formula_safe(v) for v in row])
+        assert csv_line(row) == buffer.getvalue(), row
