@@ -1,12 +1,23 @@
-"""Streamed exports: CSV and JSON of a small and a large job, on a fresh SQLite database (or
-DATABASE_URL). Memory should stay flat whatever the size: the peak of Python allocations
-while streaming (tracemalloc) is compared between the two sizes.
+"""Streamed exports and large uploads, on a fresh database (SQLite, or DATABASE_URL).
+
+1. The queries of the outputs list endpoint (first and last page of a small and a large
+   job): they must not grow with the page or the job. With ``--in-process``, also CSV and
+   JSON of both jobs streamed in this process, the peak of Python allocations (tracemalloc)
+   compared between the two sizes (flat memory: a ratio near 1); slow under tracemalloc.
+2. Over HTTP, against the real server (``manage.py serve --no-worker``: uvicorn and the ASGI
+   application, in a subprocess): the large job's CSV and JSON exports downloaded, with the
+   time to the first byte, rows/s, and the server's resident memory (VmRSS, sampled every
+   5 ms) at its peak while streaming against its idle figure. Targets: first byte within 1 s,
+   50,000 rows/s or more, peak within 50 MB of idle.
+3. Over HTTP: a JSONL upload of ``--upload-mb`` megabytes sent to the estimate endpoint
+   (parsed and planned, nothing written): the server's peak memory over idle, which is the
+   parsed items (the file itself stays on disk), against the file's size.
 
     python bench/export.py [--small 10000] [--large 100000] [--text-bytes 1000]
+                           [--upload-mb 150] [--in-process]
 
-Also counts the queries of the outputs list endpoint (first and last page of each job): it
-must not grow with the page or the job. Last line: JSON (``peak_ratio_large_over_small`` near
-1 means flat memory).
+The machine's load average is in the report: on a shared machine the wall-clock rates fall
+with it, while rows per server CPU second do not. Last line: one JSON object of the figures.
 """
 
 from __future__ import annotations
@@ -14,15 +25,27 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tracemalloc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+
+TARGET_TTFB_S = 1.0
+TARGET_ROWS_PER_S = 50_000
+TARGET_RSS_OVER_IDLE_MB = 50.0
 
 
 def main() -> None:
@@ -30,11 +53,21 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=10_000)
     parser.add_argument("--large", type=int, default=100_000)
     parser.add_argument("--text-bytes", type=int, default=1_000)
+    parser.add_argument("--upload-mb", type=int, default=150, help="0: no upload measurement")
+    parser.add_argument("--in-process", action="store_true", help="tracemalloc figures too")
     args = parser.parse_args()
-    os.environ.setdefault("EVAL_DATA_DIR", tempfile.mkdtemp(prefix="evalbench-"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
-    os.environ["GENERATION_MAX_CELLS"] = str(max(args.small, args.large))
+    upload_items = args.upload_mb * 1_000_000 // 1_000  # lines are ~1.45 KB
+    os.environ["GENERATION_MAX_CELLS"] = str(max(args.small, args.large, upload_items))
+    from setup_data import fresh_database
+
+    with fresh_database("export") as database:
+        summary = run(args, database)
+    print(json.dumps(summary))
+
+
+def run(args: argparse.Namespace, database: str) -> dict[str, Any]:
     import django
 
     django.setup()
@@ -45,6 +78,7 @@ def main() -> None:
     from rest_framework.test import APIClient
     from setup_data import bench_fixture, job_body
 
+    from evalplatform.accounts.services import token_create
     from generation import exports, planning, services
     from generation.models import GenerationOutput
 
@@ -86,11 +120,14 @@ def main() -> None:
 
     results = {}
     queries = []
+    jobs = {}
     for label, cells in (("small", args.small), ("large", args.large)):
-        job = job_of(cells)
+        job = jobs[label] = job_of(cells)
         last_page = -(-cells // 50)
         queries += [list_queries(job, 1), list_queries(job, last_page)]
         head = {"id": job.pk, "name": job.name}
+        if not args.in_process:
+            continue
         for fmt, chunks in (
             ("csv", lambda job=job: exports.csv_chunks(job)),
             ("json", lambda job=job, head=head: exports.json_chunks(job, head)),
@@ -98,24 +135,231 @@ def main() -> None:
             size, seconds, peak_mb = measure(chunks())
             results[(label, fmt)] = (cells, size, seconds, peak_mb)
             print(
-                f"{fmt.upper()} of {cells:,} outputs: {size / 1e6:.1f} MB in {seconds:.2f} s "
-                f"({size / 1e6 / seconds:.1f} MB/s, {cells / seconds:,.0f} rows/s), "
-                f"peak Python memory {peak_mb:.1f} MB"
+                f"in process: {fmt.upper()} of {cells:,} outputs: {size / 1e6:.1f} MB in "
+                f"{seconds:.2f} s ({cells / seconds:,.0f} rows/s), "
+                f"peak Python memory {peak_mb:.1f} MB",
+                flush=True,
             )
     print(f"outputs list: {queries} queries (first and last page, small and large job)")
-    summary = {
+    summary: dict[str, Any] = {
+        "database": database.split()[0],
         "outputs_list_queries": sorted(set(queries)),
         "small_cells": args.small,
         "large_cells": args.large,
-        "database": django.db.connection.vendor,
+        "text_bytes": args.text_bytes,
     }
-    for fmt in ("csv", "json"):
+    for fmt in ("csv", "json") if args.in_process else ():
         cells, size, seconds, peak = results[("large", fmt)]
-        summary[f"{fmt}_rows_per_s"] = round(cells / seconds)
-        summary[f"{fmt}_mb_per_s"] = round(size / 1e6 / seconds, 1)
-        summary[f"{fmt}_peak_mb_large"] = round(peak, 2)
-        summary[f"{fmt}_peak_ratio_large_over_small"] = round(peak / results[("small", fmt)][3], 2)
-    print(json.dumps(summary))
+        summary[f"inprocess_{fmt}_rows_per_s"] = round(cells / seconds)
+        summary[f"inprocess_{fmt}_peak_mb_large"] = round(peak, 2)
+        ratio = peak / results[("small", fmt)][3]
+        summary[f"inprocess_{fmt}_peak_ratio_large_over_small"] = round(ratio, 2)
+
+    key = token_create(user=user, name="bench")[1]
+    db_connection.close()  # the server has the database to itself while it streams
+    summary["load_average_before"] = round(os.getloadavg()[0], 2)
+    summary |= over_http(args, jobs, key, model, version)
+    summary["load_average_after"] = round(os.getloadavg()[0], 2)
+    summary["ok"] = all(v for k, v in summary.items() if k.endswith("_meets_targets"))
+    return summary
+
+
+# --- over HTTP --------------------------------------------------------------------------------
+
+
+def over_http(args: argparse.Namespace, jobs: dict[str, Any], key: str, model, version):
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Token {key}"}
+    figures: dict[str, Any] = {}
+    with (
+        tempfile.TemporaryFile() as log,
+        serving(port, log) as server,
+        httpx.Client(base_url=base, headers=headers, timeout=120) as http,
+    ):
+        wait_ready(http, server)
+        for fmt in ("csv", "json"):  # warm up: every code path loaded once
+            download(port, f"/api/generation/jobs/{jobs['small'].pk}/export/{fmt}", key)
+        large = jobs["large"]
+        for fmt in ("csv", "json"):
+            idle = rss_mb(server.pid)
+            cpu = cpu_s(server.pid)
+            with peak_rss(server.pid) as peak:
+                ttfb, seconds, size = download(
+                    port, f"/api/generation/jobs/{large.pk}/export/{fmt}", key
+                )
+            rows_per_s = args.large / seconds
+            rows_per_cpu_s = args.large / max(cpu_s(server.pid) - cpu, 0.01)
+            over = peak["mb"] - idle
+            print(
+                f"over HTTP: {fmt.upper()} of {args.large:,} outputs: {size / 1e6:.1f} MB "
+                f"in {seconds:.2f} s ({rows_per_s:,.0f} rows/s; {rows_per_cpu_s:,.0f} rows per "
+                f"server CPU second), first byte after {ttfb * 1000:.0f} ms; server memory "
+                f"{idle:.0f} MB idle, {peak['mb']:.0f} MB at peak (+{over:.1f} MB)",
+                flush=True,
+            )
+            figures |= {
+                f"http_{fmt}_ttfb_ms": round(ttfb * 1000),
+                f"http_{fmt}_rows_per_s": round(rows_per_s),
+                f"http_{fmt}_rows_per_server_cpu_s": round(rows_per_cpu_s),
+                f"http_{fmt}_mb": round(size / 1e6, 1),
+                f"http_{fmt}_server_idle_rss_mb": round(idle, 1),
+                f"http_{fmt}_server_peak_rss_mb": round(peak["mb"], 1),
+                f"http_{fmt}_server_rss_over_idle_mb": round(over, 1),
+                f"http_{fmt}_meets_targets": ttfb <= TARGET_TTFB_S
+                and rows_per_s >= TARGET_ROWS_PER_S
+                and over <= TARGET_RSS_OVER_IDLE_MB,
+            }
+        if args.upload_mb:
+            figures |= upload(args, http, server, model, version)
+    return figures
+
+
+def upload(args: argparse.Namespace, http: httpx.Client, server, model, version):
+    from setup_data import job_body
+
+    config = job_body(model, version, 1)
+    del config["source"]
+    paragraph = ("Rivers carry rain to the sea, and the sea gives it back. " * 30)[:1_400]
+    with tempfile.NamedTemporaryFile("w+b", suffix=".jsonl") as file:
+        count = 0
+        while file.tell() < args.upload_mb * 1_000_000:
+            line = {"id": f"item-{count}", "content": f"{count}: {paragraph}"}
+            file.write(json.dumps(line).encode() + b"\n")
+            count += 1
+        size = file.tell()
+        file.seek(0)
+        idle = rss_mb(server.pid)
+        started = time.perf_counter()
+        with peak_rss(server.pid) as peak:
+            response = http.post(
+                "/api/generation/estimate",
+                data={"config": json.dumps(config)},
+                files={"file": ("items.jsonl", file, "application/jsonl")},
+            )
+        seconds = time.perf_counter() - started
+    assert response.status_code == 200, (response.status_code, response.text[:500])
+    over = peak["mb"] - idle
+    print(
+        f"over HTTP: upload of {size / 1e6:.0f} MB ({count:,} JSONL items) estimated in "
+        f"{seconds:.1f} s; server memory {idle:.0f} MB idle, {peak['mb']:.0f} MB at peak "
+        f"(+{over:.0f} MB, {over / (size / 1e6):.2f}x the file)",
+        flush=True,
+    )
+    return {
+        "upload_file_mb": round(size / 1e6, 1),
+        "upload_items": count,
+        "upload_seconds": round(seconds, 1),
+        "upload_server_idle_rss_mb": round(idle, 1),
+        "upload_server_peak_rss_mb": round(peak["mb"], 1),
+        "upload_server_rss_over_idle_mb": round(over, 1),
+        "upload_rss_over_idle_per_file_mb": round(over / (size / 1e6), 2),
+    }
+
+
+def download(port: int, path: str, key: str) -> tuple[float, float, int]:
+    """(seconds to the first body byte, seconds in all, body bytes as sent, chunk framing
+    included) of a POSTed download. A bare socket client: an HTTP library would take more
+    of the machine's CPU than the server's work being measured."""
+    request = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Token {key}\r\n"
+        "Content-Length: 0\r\nConnection: close\r\n\r\n"
+    ).encode()
+    started = time.perf_counter()
+    first = None
+    head = b""
+    size = 0
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(request)
+        while data := sock.recv(1 << 20):
+            if first is None:
+                head += data
+                if b"\r\n\r\n" not in head:
+                    continue
+                status = head.split(b" ", 2)[1]
+                assert status == b"200", head[:300]
+                data = head.split(b"\r\n\r\n", 1)[1]
+                first = time.perf_counter() - started
+            size += len(data)
+    return first or 0.0, time.perf_counter() - started, size
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the process has used (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# --- the server -----------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def serving(port: int, log: Any) -> Iterator[subprocess.Popen]:
+    """``manage.py serve --no-worker`` (migrate, then uvicorn in the same process) with this
+    process's environment (its fresh database)."""
+    command = [sys.executable, "manage.py", "serve", "--no-worker", "--port", str(port)]
+    server = subprocess.Popen(
+        command, cwd=ROOT, env=dict(os.environ), stdout=log, stderr=subprocess.STDOUT
+    )
+    try:
+        yield server
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=10)
+
+
+def wait_ready(http: httpx.Client, server: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if server.poll() is not None:
+            raise RuntimeError(f"the server exited with {server.returncode}")
+        try:
+            if http.get("/api/me").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError("the server did not answer in time")
+        time.sleep(0.2)
+
+
+def rss_mb(pid: int) -> float:
+    """The process's resident memory now (VmRSS, Linux), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024 / 1e6
+    raise RuntimeError("no VmRSS")
+
+
+@contextmanager
+def peak_rss(pid: int, every_s: float = 0.005) -> Iterator[dict[str, float]]:
+    """The process's highest resident memory while the block runs (``["mb"]`` after it)."""
+    peak = {"mb": rss_mb(pid)}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak["mb"] = max(peak["mb"], rss_mb(pid))
+            done.wait(every_s)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield peak
+    finally:
+        done.set()
+        sampler.join()
+        peak["mb"] = max(peak["mb"], rss_mb(pid))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
-"""The request body limit: no request may send more than ``REQUEST_MAX_BYTES``.
+"""The request body limit: no request may send more than ``REQUEST_MAX_BYTES``, except a
+multipart one (a file upload): ``UPLOAD_MAX_BYTES`` plus 1 MiB for the fields beside the file.
 
 Uploads are checked against ``UPLOAD_MAX_BYTES`` where they are read, with a field-level
 message; this is the outer wall. Django's ASGI handler spools the whole body to disk before a
 view runs, so without it a client could stream gigabytes (declared or chunked) into a
 temporary file. ``BodyLimit`` wraps the ASGI application and counts the bytes as they arrive;
 ``RequestSizeLimitMiddleware`` does the same check for WSGI servers, on the declared length.
+A multipart body's file parts never sit in memory (Django writes them to temporary files);
+its other fields, like any other body, are capped by ``DATA_UPLOAD_MAX_MEMORY_SIZE``.
 """
 
 from __future__ import annotations
@@ -20,10 +23,14 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 LARGE_BODY_PATHS = ("/v1/files", "/judge-files")
 
 
-def limit_for(path: str) -> int:
-    """The most bytes a request to ``path`` may send."""
+def limit_for(path: str, content_type: str | bytes | None = None) -> int:
+    """The most bytes a request to ``path`` with this ``Content-Type`` may send."""
     if path.rstrip("/") in LARGE_BODY_PATHS:
         return settings.JUDGE_FILE_MAX_BYTES + 1024 * 1024
+    if isinstance(content_type, bytes):
+        content_type = content_type.decode("latin-1")
+    if (content_type or "").lower().startswith("multipart/form-data"):
+        return max(settings.REQUEST_MAX_BYTES, settings.UPLOAD_MAX_BYTES + 1024 * 1024)
     return settings.REQUEST_MAX_BYTES
 
 
@@ -55,8 +62,9 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = limit_for(scope.get("path", ""))
-        declared = _declared_length(dict(scope.get("headers") or ()).get(b"content-length"))
+        headers = dict(scope.get("headers") or ())
+        limit = limit_for(scope.get("path", ""), headers.get(b"content-type"))
+        declared = _declared_length(headers.get(b"content-length"))
         if declared is not None and declared > limit:
             await self._refuse(send, declared, limit)
             return
@@ -109,7 +117,7 @@ class RequestSizeLimitMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         declared = _declared_length(request.META.get("CONTENT_LENGTH"))
-        limit = limit_for(request.path_info)
+        limit = limit_for(request.path_info, request.META.get("CONTENT_TYPE"))
         if declared is not None and declared > limit:
             return JsonResponse({"detail": _message(declared, limit)}, status=413)
         return self.get_response(request)

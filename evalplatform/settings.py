@@ -295,7 +295,13 @@ CONTENT_SECURITY_POLICY = {
 }
 
 # --- Platform limits ------------------------------------------------------------------------
-UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 50 * 1024 * 1024)
+# An uploaded file (job items, scenario rows, judgment imports). Django keeps a file part over
+# FILE_UPLOAD_MAX_MEMORY_SIZE (its default, 2.5 MiB) in a temporary file, and the parsers read
+# it as a stream, so a large upload costs disk, not memory.
+UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 200 * 1024 * 1024)
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+# A request body without a file (JSON, form fields): these are read into memory whole.
+BODY_MAX_BYTES = env_int("BODY_MAX_BYTES", 50 * 1024 * 1024)
 # A scenario's design may make at most this many tasks (larger designs are refused before
 # anything is built; sample the pairs instead).
 SCENARIO_MAX_TASKS = env_int("SCENARIO_MAX_TASKS", 100_000)
@@ -337,11 +343,12 @@ if LIVE_TRANSPORT == "channel_layer" and not REDIS_URL:
 # At most this many messages a second per job reach its watchers.
 LIVE_MAX_MESSAGES_PER_S = env_int("LIVE_MAX_MESSAGES_PER_S", 10)
 
-# Request bodies other than file parts (JSON, form fields) are capped at the same size, and
-# no request body at all may pass UPLOAD_MAX_BYTES plus 1 MiB (the form fields beside a file):
-# the servers answer 413 before reading further (evalplatform/limits.py).
-DATA_UPLOAD_MAX_MEMORY_SIZE = UPLOAD_MAX_BYTES
-REQUEST_MAX_BYTES = UPLOAD_MAX_BYTES + 1024 * 1024
+# Request bodies other than file parts (JSON, form fields) are capped at BODY_MAX_BYTES. The
+# servers answer 413 before reading further (evalplatform/limits.py) to a body over
+# REQUEST_MAX_BYTES, or, for a multipart body (a file upload), over UPLOAD_MAX_BYTES plus 1 MiB
+# (the form fields beside the file).
+DATA_UPLOAD_MAX_MEMORY_SIZE = BODY_MAX_BYTES
+REQUEST_MAX_BYTES = BODY_MAX_BYTES + 1024 * 1024
 
 LOGGING = {
     "version": 1,

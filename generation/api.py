@@ -176,8 +176,12 @@ class OutputFilter(django_filters.FilterSet):
 
 
 def _job_input(request) -> tuple[dict[str, Any], bytes | None, str]:
-    """The configuration (JSON body, or a multipart ``config`` field) and an uploaded file."""
-    return config_and_upload(request, error_key="source.file")
+    """The configuration (JSON body, or a multipart ``config`` field) and an uploaded file.
+    The file is passed on unread: ``planning.job_plan`` hands it to ``sources.parse_upload``,
+    which reads it as a stream (and ``len`` of it is its size), hence the cast while
+    ``job_plan``'s ``upload`` is annotated as bytes."""
+    data, upload, filename = config_and_upload(request, error_key="source.file")
+    return data, cast("bytes | None", upload), filename
 
 
 class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):

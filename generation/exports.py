@@ -1,47 +1,46 @@
-"""Streamed exports (memory stays flat whatever the job's size), shared by the API and admin."""
+"""Streamed exports (memory stays flat whatever the job's size, under WSGI and ASGI servers
+alike: ``evalplatform.api.uploads.StreamedResponse``), shared by the API and admin."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Iterator
 from typing import Any
 
-from django.http import StreamingHttpResponse
-
-from evalplatform.api.uploads import download
+from evalplatform.api import uploads
 from generation import selectors
 from generation.models import GenerationJob
 
-FLUSH_BYTES = 64 * 1024
-
 
 def csv_chunks(job: GenerationJob) -> Iterator[str]:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(selectors.CSV_COLUMNS)
-    for row in selectors.export_rows(job):
-        writer.writerow(row)
-        if buffer.tell() > FLUSH_BYTES:
-            yield buffer.getvalue()
-            buffer.seek(0)
-            buffer.truncate()
-    yield buffer.getvalue()
+    """The spec's CSV columns, formula-safe, in blocks."""
+    return uploads.csv_chunks(selectors.CSV_COLUMNS, selectors.export_rows(job))
 
 
 def json_chunks(job: GenerationJob, head: dict[str, Any]) -> Iterator[str]:
-    yield '{"job": ' + json.dumps(head | {"config": job.config}, default=str) + ', "outputs": ['
+    """``{"job": {... "config": ...}, "outputs": [{column: value}, ...]}``, in blocks."""
+    block = ['{"job": ' + json.dumps(head | {"config": job.config}, default=str) + ', "outputs": [']
+    size = 0
     first = True
-    for record in selectors.export_records(job):
-        yield ("" if first else ",") + json.dumps(record, default=str)
+    for row in selectors.export_records(job):
+        record = json.dumps(row, default=str)
+        block.append(record if first else "," + record)
+        size += len(record) + 1
         first = False
-    yield "]}"
+        if size >= uploads.BLOCK_BYTES:
+            yield "".join(block)
+            block, size = [], 0
+    block.append("]}")
+    yield "".join(block)
 
 
-def csv_response(job: GenerationJob) -> StreamingHttpResponse:
-    return download(csv_chunks(job), "text/csv; charset=utf-8", f"generation-job-{job.pk}.csv")
+def csv_response(job: GenerationJob) -> uploads.StreamedResponse:
+    return uploads.download(
+        csv_chunks(job), "text/csv; charset=utf-8", f"generation-job-{job.pk}.csv"
+    )
 
 
-def json_response(job: GenerationJob, head: dict[str, Any]) -> StreamingHttpResponse:
-    return download(json_chunks(job, head), "application/json", f"generation-job-{job.pk}.json")
+def json_response(job: GenerationJob, head: dict[str, Any]) -> uploads.StreamedResponse:
+    return uploads.download(
+        json_chunks(job, head), "application/json", f"generation-job-{job.pk}.json"
+    )

@@ -4,24 +4,38 @@ with ``register`` (``evaluations`` registers "judge": the tasks of a scenario, f
 judge), so ``generation`` never imports them.
 
 Uploads are checked whole before anything is written: encoding, shape, size, emptiness and
-duplicate ids; errors name the line (or array index) and the field.
+duplicate ids; errors name the line (or array index) and the field. They are read as streams,
+a chunk at a time (a JSON array element by element), so only the items are kept in memory,
+never the file's bytes and text beside them.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import json
-from collections.abc import Callable
-from typing import Any
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import IO, Any, BinaryIO, cast
 
 from django.conf import settings
 
 from evalplatform.errors import FieldErrors
 
 Item = tuple[str, dict[str, Any]]
+# An upload: its bytes, or a binary file (Django's ``UploadedFile``: large ones are on disk).
+Upload = bytes | IO[bytes]
 FORMATS = ("json", "jsonl", "csv", "text")
 MAX_ERRORS = 20
+# Uploads are read this much at a time (bytes when checked, characters when parsed).
+READ_BYTES = 1024 * 1024
+READ_CHARS = 1024 * 1024
+# A JSON value ending (or failing) this close to the end of the window is read again with
+# more text: a number, literal or escape may go on past it.
+_MARGIN = 32
+_SPACE = re.compile(r"[ \t\n\r]*")
 
 # Sources of other apps (``register``): name → function(user, team, spec) → items.
 SOURCE_REGISTRY: dict[str, Callable[..., list[Item]]] = {}
@@ -69,25 +83,152 @@ def detect_format(filename: str, declared: str = "") -> str:
     )
 
 
-def _decode(raw: bytes) -> str:
+def _open(upload: Upload) -> IO[bytes]:
+    """The upload as a binary file at its start (bytes are wrapped, not copied)."""
+    if isinstance(upload, bytes | bytearray):
+        return io.BytesIO(upload)
+    upload.seek(0)
+    return upload
+
+
+def _check(file: IO[bytes]) -> None:
+    """Size, UTF-8 and emptiness, read a chunk at a time (then back to the start)."""
     limit = settings.UPLOAD_MAX_BYTES
-    if len(raw) > limit:
-        raise FieldErrors(
-            {"source.file": f"The file has {len(raw):,} bytes; the limit is {limit:,}."}
-        )
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise FieldErrors(
-            {
-                "source.file": f"Not UTF-8 text: line {line}, byte {exc.start}. "
-                "Save the file as UTF-8."
-            }
-        ) from exc
-    if not text.strip():
+    size = file.seek(0, io.SEEK_END)
+    file.seek(0)
+    if size > limit:
+        raise FieldErrors({"source.file": f"The file has {size:,} bytes; the limit is {limit:,}."})
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0  # bytes read before ``chunk``
+    line = 1  # the line ``chunk`` starts on
+    content = False
+    chunk = b""
+    while True:
+        chunk = file.read(READ_BYTES)
+        pending = len(decoder.getstate()[0])  # bytes of a character split across chunks
+        try:
+            text = decoder.decode(chunk, final=not chunk)
+        except UnicodeDecodeError as exc:
+            # ``exc.start`` counts from the pending bytes, which hold no newline.
+            line += chunk[: max(0, exc.start - pending)].count(b"\n")
+            raise FieldErrors(
+                {
+                    "source.file": f"Not UTF-8 text: line {line}, "
+                    f"byte {offset - pending + exc.start}. Save the file as UTF-8."
+                }
+            ) from exc
+        if not chunk:
+            break
+        content = content or bool((text.lstrip("\ufeff") if offset == 0 else text).strip())
+        offset += len(chunk)
+        line += chunk.count(b"\n")
+    file.seek(0)
+    if not content:
         raise FieldErrors({"source.file": "The file is empty."})
-    return text
+
+
+@contextmanager
+def _text(file: IO[bytes], newline: str | None) -> Iterator[io.TextIOWrapper]:
+    """The (checked) file as text; the file itself is left open for its owner."""
+    wrapper = io.TextIOWrapper(cast(BinaryIO, file), encoding="utf-8-sig", newline=newline)
+    try:
+        yield wrapper
+    finally:
+        wrapper.detach()
+
+
+class _JSONArray:
+    """The elements of a JSON array read from a text stream a window at a time. Each element
+    is decoded whole by the standard library's decoder (``raw_decode``), so values and error
+    messages are exactly ``json.loads``'s; only the window and one element are in memory."""
+
+    def __init__(self, stream: io.TextIOWrapper):
+        self.stream = stream
+        self.buffer = ""
+        self.pos = 0
+        self.eof = False
+        self.line = 1  # the line and column (0-based) where ``buffer`` starts
+        self.column = 0
+        self.decoder = json.JSONDecoder()
+
+    def _more(self, at_least: int = 0) -> bool:
+        """Read more text, dropping what is consumed; False at the end of the file."""
+        if self.eof:
+            return False
+        consumed = self.buffer[: self.pos]
+        newlines = consumed.count("\n")
+        self.line += newlines
+        self.column = (
+            len(consumed) - consumed.rfind("\n") - 1 if newlines else self.column + len(consumed)
+        )
+        text = self.stream.read(max(at_least, READ_CHARS))
+        self.buffer = self.buffer[self.pos :] + text
+        self.pos = 0
+        self.eof = not text
+        return bool(text)
+
+    def error(self, message: str, pos: int) -> FieldErrors:
+        line = self.line + self.buffer.count("\n", 0, pos)
+        newline = self.buffer.rfind("\n", 0, pos)
+        column = pos - newline if newline >= 0 else self.column + pos + 1
+        return FieldErrors(
+            {"source.file": f"Invalid JSON at line {line}, column {column}: {message}."}
+        )
+
+    def _skip_space(self) -> str:
+        """The next significant character ("" at the end), at ``self.pos``."""
+        while True:
+            self.pos = _SPACE.match(self.buffer, self.pos).end()  # type: ignore[union-attr]
+            if self.pos < len(self.buffer):
+                return self.buffer[self.pos]
+            if not self._more():
+                return ""
+
+    def _value(self) -> Any:
+        """Decode the value at ``self.pos``, reading more while it may be cut off by the end
+        of the window (an error or an end near it, or an unterminated string)."""
+        while True:
+            try:
+                value, end = self.decoder.raw_decode(self.buffer, self.pos)
+            except json.JSONDecodeError as exc:
+                cut = exc.pos >= len(self.buffer) - _MARGIN or exc.msg.startswith("Unterminated")
+                if cut and not self.eof:
+                    self._more(len(self.buffer) - self.pos)
+                    continue
+                raise self.error(exc.msg, exc.pos) from exc
+            if end >= len(self.buffer) - _MARGIN and not self.eof:
+                self._more(len(self.buffer) - self.pos)
+                continue  # a number may go on past the window
+            self.pos = end
+            return value
+
+    def _end(self) -> None:
+        if self._skip_space():
+            raise self.error("Extra data", self.pos)
+
+    def __iter__(self) -> Iterator[Any]:
+        first = self._skip_space()
+        if first != "[":
+            self._value()  # the JSON is valid, or its error is reported
+            self._end()
+            raise FieldErrors({"source.file": "A JSON upload is an array of items."})
+        self.pos += 1
+        if self._skip_space() == "]":
+            self.pos += 1
+            self._end()
+            return
+        while True:
+            if not self._skip_space():
+                raise self.error("Expecting value", self.pos)
+            yield self._value()
+            after = self._skip_space()
+            if after == "]":
+                self.pos += 1
+                self._end()
+                return
+            if after != ",":
+                raise self.error("Expecting ',' delimiter", self.pos)
+            self.pos += 1
 
 
 def _item(where: str, value: Any, position: int, errors: dict[str, str]) -> Item | None:
@@ -110,9 +251,12 @@ def _item(where: str, value: Any, position: int, errors: dict[str, str]) -> Item
     return item_id, value
 
 
-def parse_upload(raw: bytes, fmt: str) -> list[Item]:
-    """Items of an upload, or ``FieldErrors`` naming every bad line (up to 20)."""
-    text = _decode(raw)
+def parse_upload(raw: Upload, fmt: str) -> list[Item]:
+    """Items of an upload (bytes, or a binary file such as Django's ``UploadedFile``, read as
+    a stream: the file is never held whole in memory), or ``FieldErrors`` naming every bad
+    line (up to 20)."""
+    file = _open(raw)
+    _check(file)
     errors: dict[str, str] = {}
     items: list[Item] = []
 
@@ -122,51 +266,45 @@ def parse_upload(raw: bytes, fmt: str) -> list[Item]:
             items.append(parsed)
 
     if fmt == "json":
-        try:
-            data = json.loads(text)
-        except RecursionError as exc:
-            raise FieldErrors({"source.file": "The JSON is nested too deeply."}) from exc
-        except json.JSONDecodeError as exc:
-            raise FieldErrors(
-                {
-                    "source.file": f"Invalid JSON at line {exc.lineno}, "
-                    f"column {exc.colno}: {exc.msg}."
-                }
-            ) from exc
-        if not isinstance(data, list):
-            raise FieldErrors({"source.file": "A JSON upload is an array of items."})
-        for index, value in enumerate(data):
-            add(f"items[{index}]", value)
+        with _text(file, newline="") as text:
+            try:
+                for index, value in enumerate(_JSONArray(text)):
+                    add(f"items[{index}]", value)
+            except RecursionError as exc:
+                raise FieldErrors({"source.file": "The JSON is nested too deeply."}) from exc
     elif fmt == "jsonl":
-        for number, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    add(f"line {number}", json.loads(line))
-                except RecursionError:
-                    errors[f"line {number}"] = "The JSON is nested too deeply."
-                except json.JSONDecodeError as exc:
-                    errors[f"line {number}"] = f"Invalid JSON: {exc.msg} (column {exc.colno})."
+        with _text(file, newline=None) as text:
+            for number, line in enumerate(text, 1):
+                if line.strip():
+                    try:
+                        add(f"line {number}", json.loads(line.removesuffix("\n")))
+                    except RecursionError:
+                        errors[f"line {number}"] = "The JSON is nested too deeply."
+                    except json.JSONDecodeError as exc:
+                        errors[f"line {number}"] = f"Invalid JSON: {exc.msg} (column {exc.colno})."
     elif fmt == "csv":
         csv.field_size_limit(max(csv.field_size_limit(), settings.UPLOAD_MAX_BYTES))
-        reader = csv.reader(io.StringIO(text, newline=""))
-        header = next(reader, [])
-        names = [h.strip() for h in header]
-        if not names or any(not n for n in names):
-            raise FieldErrors({"source.file": "Line 1 must be a header naming every column."})
-        if len(set(names)) != len(names):
-            raise FieldErrors({"source.file": "Line 1 (the header) repeats a column name."})
-        for row in reader:
-            number = reader.line_num
-            if not any(cell.strip() for cell in row):
-                continue
-            if len(row) != len(names):
-                errors[f"line {number}"] = f"{len(row)} fields; the header has {len(names)}."
-                continue
-            add(f"line {number}", dict(zip(names, row, strict=True)))
+        with _text(file, newline="") as text:
+            reader = csv.reader(text)
+            header = next(reader, [])
+            names = [h.strip() for h in header]
+            if not names or any(not n for n in names):
+                raise FieldErrors({"source.file": "Line 1 must be a header naming every column."})
+            if len(set(names)) != len(names):
+                raise FieldErrors({"source.file": "Line 1 (the header) repeats a column name."})
+            for row in reader:
+                number = reader.line_num
+                if not any(cell.strip() for cell in row):
+                    continue
+                if len(row) != len(names):
+                    errors[f"line {number}"] = f"{len(row)} fields; the header has {len(names)}."
+                    continue
+                add(f"line {number}", dict(zip(names, row, strict=True)))
     else:
-        for number, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                add(f"line {number}", {"id": number, "content": line.strip()})
+        with _text(file, newline=None) as text:
+            for number, line in enumerate(text, 1):
+                if line.strip():
+                    add(f"line {number}", {"id": number, "content": line.strip()})
     if not items and not errors:
         errors["source.file"] = "The file holds no items."
     seen: dict[str, int] = {}

@@ -189,9 +189,11 @@ def _config_from_form(request: HttpRequest, team) -> tuple[dict[str, Any], dict[
 
 
 def _upload(request: HttpRequest) -> tuple[bytes | None, str]:
+    """The uploaded file, unread (see ``api._job_input`` on the cast)."""
     if request.POST.get("source_type") != SourceKind.MANUAL:
         return None, ""
-    return read_upload(request, error_key="source.file") or (None, "")
+    upload = read_upload(request, error_key="source.file")
+    return (cast("bytes", upload[0]), upload[1]) if upload else (None, "")
 
 
 def _plan(request: HttpRequest, team):

@@ -24,6 +24,7 @@ from evalplatform.accounts.roles import (
 )
 from evalplatform.api.uploads import config_and_upload
 from evalplatform.errors import FieldErrors
+from generation import sources
 from generation.models import GenerationJob
 from scenarios import selectors, services
 from scenarios.models import Scenario, Task, Variant
@@ -90,7 +91,7 @@ class TaskSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-def _upload(request) -> tuple[dict[str, Any], bytes, str]:
+def _upload(request) -> tuple[dict[str, Any], sources.Upload, str]:
     """The configuration and the rows: a multipart ``file``, or the text in ``content``."""
     data, raw, filename = config_and_upload(request)
     if raw is not None:

@@ -345,7 +345,7 @@ def _job_plan(
 
 # --- from an upload -----------------------------------------------------------------------------
 def scenario_from_upload(
-    *, user: Any, team: Team, data: Mapping[str, Any], raw: bytes, filename: str = ""
+    *, user: Any, team: Team, data: Mapping[str, Any], raw: sources.Upload, filename: str = ""
 ) -> Scenario:
     """A scenario of outputs made elsewhere: CSV (with a header) or JSONL rows of
     ``item_id, variant_id, content`` and optionally ``model, prompt, context`` (a JSON
@@ -358,7 +358,7 @@ def _upload_plan(
     user: Any,
     team: Team,
     data: Mapping[str, Any],
-    raw: bytes,
+    raw: sources.Upload,
     filename: str,
     *,
     preview: bool = False,
@@ -426,7 +426,7 @@ def preview_from_job(*, user: Any, job: GenerationJob, data: Mapping[str, Any]) 
 
 
 def preview_from_upload(
-    *, user: Any, team: Team, data: Mapping[str, Any], raw: bytes, filename: str = ""
+    *, user: Any, team: Team, data: Mapping[str, Any], raw: sources.Upload, filename: str = ""
 ) -> dict[str, Any]:
     """What ``scenario_from_upload`` would make of ``data`` and the rows, writing nothing."""
     return _preview(_upload_plan(user, team, data, raw, filename, preview=True), data)

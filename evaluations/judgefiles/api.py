@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE_FILES, EVALUATIONS_VIEW_ALL
-from evalplatform.api.uploads import download, inert
+from evalplatform.api.uploads import download, formula_safe
 from evalplatform.errors import FieldErrors, Forbidden, NotFound
 from evaluations.judgefiles import services
 from evaluations.judgefiles.compare import compare
@@ -67,7 +67,7 @@ def _csv(rows: Iterator[dict[str, Any]], columns: list[str]) -> Iterator[str]:
     for row in rows:
         buffer.seek(0)
         buffer.truncate()
-        writer.writerow({k: inert(v) for k, v in row.items()})
+        writer.writerow({k: formula_safe(v) for k, v in row.items()})
         yield buffer.getvalue()
 
 

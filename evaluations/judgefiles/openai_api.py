@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, status
@@ -34,6 +33,7 @@ from evalplatform.accounts import policy
 from evalplatform.accounts.authentication import ApiTokenAuthentication
 from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE_FILES, EVALUATIONS_VIEW_ALL
+from evalplatform.api.uploads import download
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
 from evaluations.judgefiles import services
 from evaluations.models import JudgeBatch, JudgeFile
@@ -272,11 +272,9 @@ class FileContentView(OpenAIView):
     )
     def get(self, request, file_id: str):
         file = _file(request, file_id)
-        response = StreamingHttpResponse(
-            services.file_lines(file), content_type="application/octet-stream"
+        return download(
+            services.file_lines(file), "application/octet-stream", f"{file.public_id}.jsonl"
         )
-        response["Content-Disposition"] = f'attachment; filename="{file.public_id}.jsonl"'
-        return response
 
 
 class BatchesView(OpenAIView):

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE_FILES, EVALUATIONS_VIEW_ALL
+from evalplatform.api.uploads import download
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
 from evaluations.judgefiles import services
 from evaluations.judgefiles.api import batch_for
@@ -156,9 +157,7 @@ def file_content(request: HttpRequest, file_id: str) -> StreamingHttpResponse:
         )
     except NotFound as exc:
         raise Http404 from exc
-    response = StreamingHttpResponse(services.file_lines(file), content_type="application/jsonl")
-    response["Content-Disposition"] = f'attachment; filename="{file.filename}"'
-    return response
+    return download(services.file_lines(file), "application/jsonl", file.filename)
 
 
 @login_required

@@ -6,21 +6,19 @@ JSON holds the scenario (configuration included), its variants and every judgmen
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Iterator
 from typing import Any
 
 from django.http import StreamingHttpResponse
 
+from evalplatform.api.uploads import csv_chunks as csv_stream
 from evalplatform.api.uploads import download
 from evaluations.models import Judgment, ParseStatus
 from scenarios import selectors as scenario_selectors
 from scenarios.models import Scenario
 from scenarios.types import registry
 
-FLUSH_BYTES = 64 * 1024
 _COMMON = ["judgment_id", "item_id", "task_id", "rater", "rater_kind"]
 # LLM judges' calls (empty for people): which call, how its reply parsed, what it cost.
 _JUDGE = [
@@ -109,16 +107,8 @@ def rows(scenario: Scenario) -> Iterator[list[Any]]:
 
 
 def csv_chunks(scenario: Scenario) -> Iterator[str]:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(columns(scenario))
-    for row in rows(scenario):
-        writer.writerow(row)
-        if buffer.tell() > FLUSH_BYTES:
-            yield buffer.getvalue()
-            buffer.seek(0)
-            buffer.truncate()
-    yield buffer.getvalue()
+    """Formula-safe, in blocks."""
+    return csv_stream(columns(scenario), rows(scenario))
 
 
 def json_chunks(scenario: Scenario, head: dict[str, Any]) -> Iterator[str]:

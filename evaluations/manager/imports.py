@@ -53,7 +53,9 @@ def holds_nul(value: Any) -> bool:
 Read = dict[tuple[str, tuple[Any, ...]], ImportedRow]
 
 
-def import_judgments(*, user: Any, scenario: Scenario, raw: bytes, filename: str = "") -> int:
+def import_judgments(
+    *, user: Any, scenario: Scenario, raw: sources.Upload, filename: str = ""
+) -> int:
     """Import every row or none; returns the number of judgments created."""
     if not policy.may(user, SCENARIOS_MANAGE, scenario):
         raise Forbidden()
