@@ -1,5 +1,7 @@
 """The request body limit: no request may send more than ``REQUEST_MAX_BYTES``, except a
-multipart one (a file upload): ``UPLOAD_MAX_BYTES`` plus 1 MiB for the fields beside the file.
+multipart one (a file upload) to a route that takes uploads (``UPLOAD_PATHS``):
+``UPLOAD_MAX_BYTES`` plus 1 MiB for the fields beside the file. Other routes, the sign-in
+page among them, never take a large body, so a client cannot fill the disk through them.
 
 Uploads are checked against ``UPLOAD_MAX_BYTES`` where they are read, with a field-level
 message; this is the outer wall. Django's ASGI handler spools the whole body to disk before a
@@ -13,6 +15,7 @@ its other fields, like any other body, are capped by ``DATA_UPLOAD_MAX_MEMORY_SI
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from django.conf import settings
@@ -23,13 +26,22 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 LARGE_BODY_PATHS = ("/v1/files", "/judge-files")
 
 
+# Routes that take an uploaded file (``evalplatform.api.uploads.read_upload``): job items
+# (API and wizard), scenario rows (API, preview and the page) and judgment imports.
+UPLOAD_PATHS = re.compile(
+    r"/(api/generation/(jobs|estimate)|generation/new(/estimate)?"
+    r"|api/scenarios(/preview|/\d+/import)?|scenarios/new)/?"
+)
+
+
 def limit_for(path: str, content_type: str | bytes | None = None) -> int:
     """The most bytes a request to ``path`` with this ``Content-Type`` may send."""
     if path.rstrip("/") in LARGE_BODY_PATHS:
         return settings.JUDGE_FILE_MAX_BYTES + 1024 * 1024
     if isinstance(content_type, bytes):
         content_type = content_type.decode("latin-1")
-    if (content_type or "").lower().startswith("multipart/form-data"):
+    multipart = (content_type or "").lower().startswith("multipart/form-data")
+    if multipart and UPLOAD_PATHS.fullmatch(path):
         return max(settings.REQUEST_MAX_BYTES, settings.UPLOAD_MAX_BYTES + 1024 * 1024)
     return settings.REQUEST_MAX_BYTES
 

@@ -35,6 +35,20 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def digits(text: Any, *, most: int = 18, signed: bool = False) -> int | None:
+    """The whole number a text field holds, or None: ASCII digits only (``"²".isdigit()`` is
+    true, but ``int("²")`` fails) and at most ``most`` of them (``int`` refuses 4,300 and
+    more; no bound here needs more than 18). ``signed``: a leading "-" is allowed."""
+    if not isinstance(text, str):
+        return None
+    body = text.strip()
+    if signed:
+        body = body.removeprefix("-")
+    if not (body.isascii() and body.isdigit() and len(body) <= most):
+        return None
+    return int(text.strip())
+
+
 def whole_number(
     value: Any,
     *,

@@ -15,6 +15,7 @@ class EvaluationsConfig(AppConfig):
         from scenarios import services as scenarios
 
         scenarios.register_delete_guard(judges.scenario_delete_guard)
+        scenarios.register_redesign_guard(judges.scenario_redesign_guard)
         # Judge files: jobs whose rows carry their own requests; replies read as verdicts.
         from evaluations.judgefiles.services import JudgeFileResults
         from generation.models import SourceKind

@@ -139,7 +139,12 @@ def filters_from(user: Any, params: Mapping[str, str]) -> BatchFilters:
         raise FieldErrors(errors)
     if found.get("job") is not None:
         jobs = GenerationJob.objects.filter(pk=found["job"])
-        if not policy.visible(user, GENERATION_VIEW, jobs).exists():
+        seen = policy.visible(user, GENERATION_VIEW, jobs).exists()
+        if not seen and not jobs.exists():
+            # A deleted job: its batches stay listed for whom may see their team.
+            kept = ProviderBatch.objects.filter(work_kind=BATCH_WORK_KIND, work_id=found["job"])
+            seen = policy.visible(user, GENERATION_VIEW, kept).exists()
+        if not seen:
             raise NotFound()
     return BatchFilters(**found)
 

@@ -39,13 +39,6 @@ def _sample(plan: JobPlan, cells: int, seed: int) -> list[tuple[Any, LLMRequest]
         prompt_services.version_render(version=version, items=plan.items)
         for version in plan.prompts
     ]
-    # (prompt, item, temperature slot); a configuration that sends no temperature has one.
-    combos = [
-        (prompt, item, slot)
-        for prompt in range(len(plan.prompts))
-        for item in range(len(plan.items))
-        for slot in range(len(plan.temperatures))
-    ]
     rng = random.Random(seed)  # noqa: S311 (a reproducible sample, not a secret)
     models = list(plan.models)
     if len(models) > cells:  # no more calls than cells: a seeded choice of configurations
@@ -55,9 +48,16 @@ def _sample(plan: JobPlan, cells: int, seed: int) -> list[tuple[Any, LLMRequest]
     chosen = []
     for position, spec in enumerate(models):
         wanted = base + (position < extra)
-        temperatures = plan.temperatures_for(spec)
         params = {k: v for k, v in spec.params.items() if k != "temperature"}
-        for prompt, item, slot in rng.sample(combos, min(wanted, len(combos))):
+        # This configuration's own (prompt, item, temperature) cells: one that sends no
+        # temperature has one temperature, so no two of its calls are the same request.
+        combos = [
+            (prompt, item, temperature)
+            for prompt in range(len(plan.prompts))
+            for item in range(len(plan.items))
+            for temperature in dict.fromkeys(plan.temperatures_for(spec))
+        ]
+        for prompt, item, temperature in rng.sample(combos, min(wanted, len(combos))):
             text = rendered[prompt][item]
             chosen.append(
                 (
@@ -66,7 +66,7 @@ def _sample(plan: JobPlan, cells: int, seed: int) -> list[tuple[Any, LLMRequest]
                         model=spec.llm_model.model_id,
                         system=text.system,
                         user=text.user,
-                        temperature=temperatures[slot % len(temperatures)],
+                        temperature=temperature,
                         max_tokens=plan.max_tokens or UNCAPPED_RESERVE_TOKENS,
                         params=params,
                     ),

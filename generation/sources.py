@@ -251,6 +251,11 @@ def _item(where: str, value: Any, position: int, errors: dict[str, str]) -> Item
     return item_id, value
 
 
+def _too_long_a_number(exc: ValueError) -> bool:
+    """An integer longer than Python converts (``sys.get_int_max_str_digits``, 4,300)."""
+    return "integer string conversion" in str(exc)
+
+
 def parse_upload(raw: Upload, fmt: str) -> list[Item]:
     """Items of an upload (bytes, or a binary file such as Django's ``UploadedFile``, read as
     a stream: the file is never held whole in memory), or ``FieldErrors`` naming every bad
@@ -272,6 +277,10 @@ def parse_upload(raw: Upload, fmt: str) -> list[Item]:
                     add(f"items[{index}]", value)
             except RecursionError as exc:
                 raise FieldErrors({"source.file": "The JSON is nested too deeply."}) from exc
+            except ValueError as exc:
+                if not _too_long_a_number(exc):
+                    raise
+                raise FieldErrors({"source.file": "The JSON has a number too long."}) from exc
     elif fmt == "jsonl":
         with _text(file, newline=None) as text:
             for number, line in enumerate(text, 1):
@@ -282,6 +291,10 @@ def parse_upload(raw: Upload, fmt: str) -> list[Item]:
                         errors[f"line {number}"] = "The JSON is nested too deeply."
                     except json.JSONDecodeError as exc:
                         errors[f"line {number}"] = f"Invalid JSON: {exc.msg} (column {exc.colno})."
+                    except ValueError as exc:
+                        if not _too_long_a_number(exc):
+                            raise
+                        errors[f"line {number}"] = "The JSON has a number too long."
     elif fmt == "csv":
         csv.field_size_limit(max(csv.field_size_limit(), settings.UPLOAD_MAX_BYTES))
         with _text(file, newline="") as text:

@@ -21,6 +21,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from evalplatform import validation
 from evalplatform.accounts import policy
 from evalplatform.accounts.models import Notification
 from evalplatform.accounts.roles import (
@@ -146,7 +147,9 @@ def _config_from_form(request: HttpRequest, team) -> tuple[dict[str, Any], dict[
             temperatures.append(None)
         elif part:
             temperatures.append(number_or_text(part))
-    models: list[Any] = [int(m) for m in post.getlist("models") if m.isdigit()]
+    models: list[Any] = [
+        n for m in post.getlist("models") if (n := validation.digits(m)) is not None
+    ]
     extra = post.get("model_configs", "").strip()
     if extra:
         try:
@@ -173,7 +176,9 @@ def _config_from_form(request: HttpRequest, team) -> tuple[dict[str, Any], dict[
         "name": post.get("name", ""),
         "mode": post.get("mode", "live"),
         "source": source,
-        "prompt_versions": [int(p) for p in post.getlist("prompt_versions") if p.isdigit()],
+        "prompt_versions": [
+            n for p in post.getlist("prompt_versions") if (n := validation.digits(p)) is not None
+        ],
         "models": models,
         "temperatures": temperatures or [0.7],
         "repetitions": number_or_text(post.get("repetitions", "")) or 1,
@@ -235,10 +240,12 @@ def wizard(request: HttpRequest) -> HttpResponse:
         first = min(context.get("errors") or {1: []}) if "errors" in context else 1
         context["open_step"] = first
     context["selected_prompts"] = {
-        int(p) for p in request.POST.getlist("prompt_versions") if p.isdigit()
+        n
+        for p in request.POST.getlist("prompt_versions")
+        if (n := validation.digits(p)) is not None
     }
     context["selected_models"] = {
-        int(m) for m in request.POST.getlist("models") if str(m).isdigit()
+        n for m in request.POST.getlist("models") if (n := validation.digits(m)) is not None
     }
     context["upload_limit"] = settings.UPLOAD_MAX_BYTES
     context["formats"] = FORMAT_CHOICES
@@ -283,10 +290,10 @@ def _outputs_context(request: HttpRequest, job: GenerationJob) -> dict[str, Any]
     }
     if filters["status"] in OutputStatus.values:
         qs = qs.filter(status=filters["status"])
-    if filters["model"].isdigit():
-        qs = qs.filter(model_config_id=int(filters["model"]))
-    if filters["prompt"].isdigit():
-        qs = qs.filter(prompt_id=int(filters["prompt"]))
+    if (model := validation.digits(filters["model"])) is not None:
+        qs = qs.filter(model_config_id=model)
+    if (prompt := validation.digits(filters["prompt"])) is not None:
+        qs = qs.filter(prompt_id=prompt)
     if filters["item"]:
         qs = qs.filter(item__item_id=filters["item"])
     page = Paginator(qs, OUTPUTS_PER_PAGE).get_page(request.GET.get("page"))

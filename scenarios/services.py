@@ -608,7 +608,7 @@ def scenario_regenerate(*, user: Any, scenario: Scenario, data: Mapping[str, Any
         checked, errors = _settings(scenario.team, merged, own=scenario)
         if errors:
             raise FieldErrors(errors)
-        for guard in DELETE_GUARDS:
+        for guard in (*DELETE_GUARDS, *REDESIGN_GUARDS):
             if (reason := guard(scenario)) is not None:
                 raise Conflict(reason)
         if scenario.judgments.exists() or scenario.assignments.exists():
@@ -640,6 +640,15 @@ DELETE_GUARDS: list[Callable[[Scenario], str | None]] = []
 def register_delete_guard(guard: Callable[[Scenario], str | None]) -> None:
     if guard not in DELETE_GUARDS:
         DELETE_GUARDS.append(guard)
+
+
+# Higher apps' reasons to keep a draft's tasks as they are (``scenario_regenerate``).
+REDESIGN_GUARDS: list[Callable[[Scenario], str | None]] = []
+
+
+def register_redesign_guard(guard: Callable[[Scenario], str | None]) -> None:
+    if guard not in REDESIGN_GUARDS:
+        REDESIGN_GUARDS.append(guard)
 
 
 def scenario_delete(*, user: Any, scenario: Scenario) -> None:

@@ -12,6 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from evalplatform import validation
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import GENERATION_VIEW
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
@@ -26,7 +27,7 @@ def form_to_data(post: Any) -> dict[str, Any]:
     config = found.config_from_dialog(post) if found is not None else {}
     outputs: dict[str, Any] = {}
     for key in ("models", "prompts", "repetitions"):
-        ids = [int(v) for v in post.getlist(key) if v.isdigit() and len(v) < 10]
+        ids = [n for v in post.getlist(key) if (n := validation.digits(v, most=9)) is not None]
         if ids:
             outputs[key] = ids
     temperatures = [_temperature(v) for v in post.getlist("temperatures")]
@@ -39,10 +40,16 @@ def form_to_data(post: Any) -> dict[str, Any]:
         "instructions": post.get("instructions", ""),
         "config": config,
         "blind": post.get("blind") == "1",
-        "overlap": int(overlap) if overlap.isdigit() and len(overlap) < 10 else overlap,
-        "seed": int(seed) if seed.isdigit() and len(seed) < 20 else seed,
+        "overlap": _or_text(overlap),
+        "seed": _or_text(seed),
         "outputs": outputs,
     }
+
+
+def _or_text(value: str) -> int | str:
+    """A whole number, or the text as it came (so that the check names the problem)."""
+    number = validation.digits(value)
+    return value if number is None else number
 
 
 def _temperature(value: str) -> float | str | None:

@@ -10,6 +10,7 @@ services check names before writing; two requests at once can both pass that che
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -78,10 +79,21 @@ def _conflict(exc: IntegrityError) -> Response | None:
         "detail": "Something of the same identity was created at the same time; reload "
         "and try again."
     }
-    # PostgreSQL names the constraint (``…_name_…``); SQLite the columns (``table.name``).
-    if "name" in text.split("constraint", 1)[-1]:
+    if _is_a_name_clash(str(exc)):
         body["errors"] = {"name": ["That name is already taken."]}
     return Response(body, status=status.HTTP_409_CONFLICT)
+
+
+def _is_a_name_clash(message: str) -> bool:
+    """PostgreSQL names the constraint (``…_name_…``) and the key's columns (``Key (team_id,
+    name)=…``), SQLite the columns (``table.name``); the values are never read."""
+    if found := re.search(r'unique constraint "([^"]+)"', message):
+        columns = re.search(r"Key \(([\w, ]+)\)=", message)
+        named = columns.group(1).split(", ") if columns else []
+        return "name" in found.group(1).split("_") or "name" in named
+    if found := re.search(r"UNIQUE constraint failed: ([\w., ]+)", message):
+        return any(column.rsplit(".", 1)[-1] == "name" for column in found.group(1).split(", "))
+    return False
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

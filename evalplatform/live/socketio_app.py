@@ -36,6 +36,7 @@ import socketio
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
 
 from evalplatform.errors import FieldErrors, NotFound
 from evalplatform.live.auth import origin_allowed, scope_user, token_user
@@ -151,14 +152,18 @@ class LiveServer:
             except NotFound:
                 # Alike for a missing object and another team's: nothing tells them apart.
                 return _error("not_found", NotFound.default_message)
-            await self._stop(sid)
             layer = get_channel_layer()
             assert layer is not None
             watch = Watch(layer, group, await layer.new_channel())
             await watch.start()
             forwarder: asyncio.Task[None] | None = None
             try:
-                snapshot = await database_sync_to_async(topic.snapshot)(pk)
+                try:
+                    snapshot = await database_sync_to_async(topic.snapshot)(pk)
+                except (NotFound, ObjectDoesNotExist):
+                    # Deleted since it was authorized: the old subscription, if any, stays.
+                    return _error("not_found", NotFound.default_message)
+                await self._stop(sid)
                 await self.sio.emit(snapshot["event"], snapshot["data"], to=sid, ignore_queue=True)
                 forwarder = asyncio.create_task(self._forward(sid, watch.channel_name))
             finally:

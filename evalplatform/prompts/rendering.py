@@ -247,7 +247,9 @@ def _substitute(body: str, item: Mapping[str, Any], defaults: Mapping[str, Any])
     parts: list[str] = []
     position = 0
     for p in placeholders(body):
-        # ``render`` checked the placeholders: a malformed one never gets here.
+        # A malformed one is refused before anything runs (``render_all``, when a version is
+        # saved and when a job is planned); in a job planned before placeholders were
+        # checked, it stays the text it always was.
         value = p.text if p.name is None else _as_text(resolve(p.name, item, defaults)[1])
         parts += [body[position : p.start], value]
         position = p.end
@@ -262,8 +264,10 @@ def render(
     *,
     item_id: str = "-",
 ) -> RenderedPrompt:
+    """One item's messages (a job's cell). Malformed placeholders are not checked here but
+    where a version is saved and a job planned (``render_all``): a job planned before they
+    were checked keeps running as it was planned."""
     defaults = defaults or {}
-    check_placeholders(blocks)
     missing = missing_for(blocks, [(item_id, item)], defaults)
     if missing:
         raise MissingVariables(missing)

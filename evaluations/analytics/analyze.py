@@ -25,6 +25,7 @@ import numpy as np
 from scipy import stats as sps
 from threadpoolctl import threadpool_limits
 
+from evalplatform import validation
 from evaluations.analytics import bradley_terry, data, plackett_luce, stats
 from evaluations.analytics.agreement import agreement, category, task_name, unit_values, versus
 from evaluations.analytics.data import AnalysisData, Row
@@ -43,7 +44,7 @@ def rater_filter(raters: str) -> Callable[[Row], bool]:
         return lambda r: r.kind != RaterKind.JUDGE
     if raters == "judges":
         return lambda r: r.kind == RaterKind.JUDGE
-    if raters.startswith("judge:") and raters[6:].isdigit():
+    if raters.startswith("judge:") and validation.digits(raters[6:]) is not None:
         wanted = int(raters[6:])
         return lambda r: r.judge == wanted
     raise ValueError(raters)

@@ -314,6 +314,15 @@ def _busy(judges: QuerySet[LLMJudge]) -> bool:
     )
 
 
+def scenario_redesign_guard(scenario: Scenario) -> str | None:
+    """Registered with ``scenarios.services.register_redesign_guard``: a draft's tasks are
+    not made again once a judge ran on them (a run can be resumed or retried, and its calls
+    name the tasks it was made for)."""
+    if JudgeRun.objects.filter(judge__scenario=scenario).exists():
+        return "A judge of this draft has run on its tasks: create another scenario."
+    return None
+
+
 def scenario_delete_guard(scenario: Scenario) -> str | None:
     """Registered with ``scenarios.services.register_delete_guard``: a scenario is not
     deleted while one of its judges runs (as the judge alone is not)."""
@@ -463,7 +472,9 @@ def judge_run(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> JudgeRu
     generation job, started at once (queued behind the user's running job, if any)."""
     _may_judge(user, judge.scenario)
     with transaction.atomic():
-        # One run at a time per judge: the lock serializes double clicks.
+        # The scenario's row first (a draft's tasks being made again wait, or this waits
+        # for them), then one run at a time per judge: the lock serializes double clicks.
+        Scenario.objects.select_for_update().filter(pk=judge.scenario_id).first()
         judge = (
             LLMJudge.objects.select_for_update().select_related("scenario__team").get(pk=judge.pk)
         )

@@ -137,7 +137,7 @@ def _record(row_id: int, results: Sequence[BatchResult], *, requeue: bool = Fals
                     pk,
                     model_config_id,
                     reserved,
-                    attempts + 1,
+                    attempts if requeue else attempts + 1,  # a refusal uses no retry
                     response=result.response,
                     error=error,
                     retry=error is not None

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from evalplatform import validation
 from evalplatform.errors import FieldErrors
 
 # The neutral keys of the variants of a task, in the order they are presented.
@@ -276,7 +277,8 @@ def share(value: Any) -> float | None:
 def form_int(value: str) -> int | str:
     """A form field's whole number, else its text (so that the check names the problem)."""
     value = (value or "").strip()
-    return int(value) if value.lstrip("-").isdigit() else value
+    number = validation.digits(value, signed=True)
+    return value if number is None else number
 
 
 def two_variants_per_item(sizes: Sequence[tuple[str, int]]) -> None:

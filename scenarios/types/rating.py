@@ -7,6 +7,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from evalplatform import validation
 from evalplatform.errors import FieldErrors
 from scenarios.types.base import (
     JUDGE_PREAMBLE,
@@ -63,7 +64,9 @@ def dimensions_from_rows(post: Any) -> list[dict[str, Any]]:
         {
             int(key.split("-")[1])
             for key in post
-            if key.startswith("dim-") and key.count("-") == 2 and key.split("-")[1].isdigit()
+            if key.startswith("dim-")
+            and key.count("-") == 2
+            and validation.digits(key.split("-")[1]) is not None
         }
     )
     dimensions = []
@@ -93,7 +96,7 @@ def _dimensions_from_lines(text: str) -> list[dict[str, Any]]:
             continue
         name, _, scale = line.rpartition(" ")
         low, sep, high = scale.partition("-")
-        if sep and low.isdigit() and high.isdigit():
+        if sep and validation.digits(low) is not None and validation.digits(high) is not None:
             dimensions.append({"name": name.strip(), "min": int(low), "max": int(high)})
         else:
             dimensions.append({"name": line, "min": 1, "max": 5})
@@ -184,7 +187,9 @@ class Rating(ScenarioKind):
                 continue
             anchors = dim.get("anchors") or {}
             if not isinstance(anchors, dict) or not all(
-                str(k).lstrip("-").isdigit() and low <= int(k) <= high and isinstance(v, str)
+                (n := validation.digits(str(k), signed=True)) is not None
+                and low <= n <= high
+                and isinstance(v, str)
                 for k, v in anchors.items()
             ):
                 errors[f"{where}.anchors"] = 'Labels for scale points: {"1": "poor", ...}.'
@@ -222,7 +227,8 @@ class Rating(ScenarioKind):
         notes: dict[str, str] = {}
         for index, dim in enumerate(config["dimensions"]):
             raw = post.get(f"score_{index}", "")
-            scores[dim["name"]] = int(raw) if raw.lstrip("-").isdigit() else raw or None
+            number = validation.digits(raw, signed=True)
+            scores[dim["name"]] = number if number is not None else raw or None
             if post.get(f"note_{index}"):
                 notes[dim["name"]] = post.get(f"note_{index}")
         return {"scores": scores, "justifications": notes}

@@ -195,3 +195,24 @@ def test_the_asgi_server_refuses_declared_and_streamed_bodies_over_the_limit(
         small = http.post(url, content=b"{}", headers=headers)
         assert small.status_code == 400 and "content" in small.json()["errors"]
     assert not Scenario.objects.exists()
+
+
+@override_settings(REQUEST_MAX_BYTES=2000, UPLOAD_MAX_BYTES=10_000_000)
+def test_only_upload_routes_take_a_large_multipart_body():
+    from evalplatform.limits import limit_for
+
+    multipart = "multipart/form-data; boundary=x"
+    for path in (
+        "/api/generation/jobs",
+        "/api/generation/estimate",
+        "/generation/new",
+        "/generation/new/estimate",
+        "/api/scenarios",
+        "/api/scenarios/preview",
+        "/api/scenarios/12/import",
+        "/scenarios/new",
+    ):
+        assert limit_for(path, multipart) > 10_000_000, path
+        assert limit_for(path, "application/json") == 2000, path
+    for path in ("/login/", "/api/tokens", "/evaluate/tasks/3", "/api/scenarios/12", "/admin/"):
+        assert limit_for(path, multipart) == 2000, path

@@ -90,6 +90,20 @@ def test_a_scenario_is_not_deleted_while_a_judge_of_it_runs(api, people, team_a,
     assert not Scenario.objects.filter(pk=scenario.pk).exists()
 
 
+def test_a_drafts_tasks_are_not_made_again_once_a_judge_ran_on_them(
+    api, people, team_a, mock_judge
+):
+    scenario = make_scenario(people, team_a, "comparison", {})
+    judge = create_judge(api, people["manager"], scenario, name="J", model=mock_judge.pk)
+    manager = api(people["manager"])
+    before = set(scenario.tasks.values_list("pk", flat=True))
+    job_id = start(api, people["manager"], judge).json()["job"]
+    manager.post(f"/api/generation/jobs/{job_id}/cancel")  # finished, but it could run again
+    again = manager.post(f"/api/scenarios/{scenario.pk}/regenerate", {"seed": 7}, format="json")
+    assert again.status_code == 409 and "judge" in again.json()["detail"]
+    assert set(scenario.tasks.values_list("pk", flat=True)) == before
+
+
 def test_judge_jobs_come_from_the_judge_service_only(api, people, team_a, mock_judge):
     scenario = make_scenario(people, team_a, "comparison", {})
     judge = create_judge(api, people["manager"], scenario, name="J", model=mock_judge.pk)

@@ -205,6 +205,17 @@ def test_another_teams_job_is_a_404_like_a_missing_one(api, world):
     assert ids(api, world["other"], f"?job={foreign_job}") == [world["batches"]["foreign"].pk]
 
 
+def test_a_deleted_jobs_batches_stay_listed_and_filterable(api, world):
+    from generation.models import GenerationJob
+
+    named, single = world["jobs"]["named"], world["batches"]["single"]
+    GenerationJob.objects.filter(pk=named).delete()
+    rows = listed(api, world["user"], f"?job={named}")["results"]
+    assert [row["id"] for row in rows] == [single.pk] and rows[0]["job_name"] is None
+    # Another team still cannot tell it from a missing job.
+    assert api(world["other"]).get(f"{REGISTRY}?job={named}").status_code == 404
+
+
 def test_pages(api, world):
     b, user = world["batches"], world["user"]
     page = listed(api, user, "?page_size=2")

@@ -154,3 +154,12 @@ def test_deep_nesting_in_a_json_array_is_refused():
     with pytest.raises(FieldErrors) as err:
         parse_upload(b"[" + b"[" * 100_000 + b"]" * 100_000 + b"]", "json")
     assert err.value.errors == {"source.file": ["The JSON is nested too deeply."]}
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+def test_a_number_too_long_to_read_is_a_field_error(fmt):
+    item = '{"id": 1, "content": "x", "n": ' + "9" * 5000 + "}"
+    raw = (f"[{item}]" if fmt == "json" else item).encode()
+    with pytest.raises(FieldErrors) as caught:
+        parse_upload(raw, fmt)
+    assert "number too long" in str(caught.value.errors)

@@ -176,11 +176,13 @@ def test_malformed_placeholders_are_errors_naming_block_and_text(body, text, pro
     assert problem in found.problem
     assert str(found).startswith(f"block 2 (Task): {text!r} {problem}")
     with pytest.raises(MalformedPlaceholders) as err:
-        render(blocks, {"x": 1, "name": "n", "other": "o", "a": "a"})
+        render_all(blocks, [("i", {"x": 1, "name": "n", "other": "o", "a": "a"})])
     assert list(err.value.errors) == ["blocks[1].body"]
     assert err.value.errors["blocks[1].body"][0].startswith(f"{text!r} {problem}")
-    with pytest.raises(MalformedPlaceholders):
-        render_all(blocks, [("i", {})])
+    # One cell of a job planned before placeholders were checked renders as it always did:
+    # the malformed placeholder stays text (a running job never breaks on it).
+    rendered = render(blocks, {"x": 1, "name": "n", "other": "o", "a": "a"})
+    assert text.rstrip("}")[:2] == "{{" and "{{" in rendered.user
 
 
 def test_braces_that_open_no_placeholder_are_text():

@@ -168,3 +168,22 @@ def test_a_drafts_tasks_are_made_again_with_another_design(api, creator, team_a,
         scenario=scenario, task=task, rater_kind="external", payload={"winner": "A"}
     )
     assert api(manager).post(url, design, format="json").status_code == 409
+
+
+@pytest.mark.django_db
+def test_digits_that_are_not_numbers_are_field_errors_not_500s(api, creator, team_a, finished_job):
+    from django.test import Client
+
+    rubric = {"dimensions": [{"name": "C", "min": 1, "max": 5, "anchors": {"²": "odd"}}]}
+    body = {"team": team_a.slug, "type": "rating", "format": "jsonl", "content": rows(2, 2)}
+    refused = api(creator).post(f"{SCENARIOS}/preview", body | {"config": rubric}, format="json")
+    assert refused.status_code == 400, refused.json()
+    page = Client()
+    page.force_login(creator)
+    url = f"/generation/jobs/{finished_job.pk}/to-scenario"
+    for field in ("seed", "sample", "max_pairs_per_item", "overlap"):
+        form = {"type": "comparison", field: "²", "repetitions": ["²"], "models": ["9" * 5000]}
+        shown = page.post(f"{url}/preview", form)
+        assert shown.status_code == 200 and "cannot be made" in shown.content.decode(), field
+        made = page.post(url, form | {"name": f"Odd {field}"})
+        assert made.status_code == 302 and not Scenario.objects.filter(name=f"Odd {field}")

@@ -31,7 +31,7 @@ async def read_capped(response: httpx.Response, limit: int) -> bytes:
     """The body, refused (``reply_too_large``) as soon as it exceeds ``limit`` bytes, or
     when the server declares more: a provider's reply is never read whole into memory."""
     declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise errors.reply_too_large(limit, declared=int(declared))
     body = bytearray()
     async for chunk in response.aiter_bytes():
