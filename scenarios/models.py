@@ -75,6 +75,19 @@ class Scenario(models.Model):
         help_text="Evaluators per task.",
     )
     seed = models.IntegerField(default=0, help_text="Seeds the pair design and the orders.")
+    # The most tasks one evaluator is handed (None: no limit); an assignee's own quota
+    # overrides it.
+    default_quota = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Most tasks per evaluator (empty: no limit)."
+    )
+    # The chance that a "next task" request hands a gold task (while the evaluator has one
+    # they have not been handed), drawn seeded by the scenario's seed, the evaluator and
+    # how many tasks they were handed.
+    gold_rate = models.FloatField(
+        default=0.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(0.5)],
+        help_text="Share of gold tasks mixed into each evaluator's stream.",
+    )
     # Where the items came from: {"kind": "generation_job", "job": id, "filters": {...}} or
     # {"kind": "upload", "filename": ...}.
     source = models.JSONField(default=dict, blank=True)
@@ -187,3 +200,47 @@ class Task(models.Model):
 
     def __str__(self) -> str:
         return f"task {self.position}"
+
+
+class ScenarioAssignee(models.Model):
+    """A member chosen to evaluate a scenario. A scenario with assignees is evaluated by
+    them (and by the people invited to it) only; without, by every member of its team who
+    may submit. ``quota``: the most tasks this evaluator is handed (None: the scenario's
+    ``default_quota``)."""
+
+    team_lookup = "scenario__team"
+
+    scenario = models.ForeignKey(Scenario, on_delete=models.CASCADE, related_name="assignees")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="scenarios_assigned"
+    )
+    quota = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["scenario_id", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["scenario", "user"], name="one_assignee_per_user")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} · {self.scenario}"
+
+
+class GoldTask(models.Model):
+    """A task with a known answer (``answer``, in the stored shape of the scenario's type,
+    in the task's presented order): mixed into evaluators' streams at the scenario's
+    ``gold_rate`` to measure their accuracy, and left out of the analytics. It holds no
+    place of the overlap: every evaluator may be handed it once."""
+
+    team_lookup = "scenario__team"
+
+    scenario = models.ForeignKey(Scenario, on_delete=models.CASCADE, related_name="gold_tasks")
+    task = models.OneToOneField(Task, on_delete=models.CASCADE, related_name="gold")
+    answer = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["scenario_id", "task_id"]
+
+    def __str__(self) -> str:
+        return f"gold {self.task}"

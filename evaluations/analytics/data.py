@@ -1,6 +1,11 @@
 """Every read of a scenario's analytics, into plain data: its judgments as ``Row``s (valid
 verdicts only; each judge's unparseable replies counted), its variants with their items, its
 judges with their models and prompts. ``analyze`` computes from this and reads nothing else.
+
+Two kinds of judgments never reach the analytics, and ``judgments`` is the one place that
+leaves them out: those of gold tasks (quality control: ``scenarios.models.GoldTask``), and
+those of the evaluators a manager excluded (``RaterExclusion``). ``left_out`` says which, for
+the fingerprint of stored analyses.
 """
 
 from __future__ import annotations
@@ -10,9 +15,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from evaluations.models import Judgment, LLMJudge, ParseStatus, RaterKind
+from django.db.models import QuerySet
+
+from evaluations.models import Judgment, LLMJudge, ParseStatus, RaterExclusion, RaterKind
 from scenarios import selectors as scenario_selectors
-from scenarios.models import Scenario, Variant
+from scenarios.models import GoldTask, Scenario, Variant
 
 
 @dataclass
@@ -28,6 +35,28 @@ class Row:
     temperature: float | None
     swapped: bool
     cost: Decimal | None
+
+
+def judgments(scenario: Scenario) -> QuerySet[Judgment]:
+    """The scenario's judgments the analytics read: all but gold tasks' and excluded
+    evaluators'."""
+    return (
+        Judgment.objects.filter(scenario=scenario)
+        .exclude(task_id__in=GoldTask.objects.filter(scenario=scenario).values("task_id"))
+        .exclude(
+            evaluator_id__in=RaterExclusion.objects.filter(scenario=scenario).values("evaluator_id")
+        )
+    )
+
+
+def left_out(scenario: Scenario) -> list[list[int]]:
+    """What ``judgments`` leaves out: the gold tasks' ids, the excluded evaluators' ids."""
+    return [
+        sorted(GoldTask.objects.filter(scenario=scenario).values_list("task_id", flat=True)),
+        sorted(
+            RaterExclusion.objects.filter(scenario=scenario).values_list("evaluator_id", flat=True)
+        ),
+    ]
 
 
 def verdicts(scenario: Scenario) -> tuple[list[Row], dict[int, int]]:
@@ -50,7 +79,7 @@ def verdicts(scenario: Scenario) -> tuple[list[Row], dict[int, int]]:
     )
     rows: list[Row] = []
     unparseable: Counter[int] = Counter()
-    query = Judgment.objects.filter(scenario=scenario).order_by("created_at", "pk")
+    query = judgments(scenario).order_by("created_at", "pk")
     for values in query.values_list(*fields).iterator(chunk_size=5000):
         (pk, task, kind, user, external, judge, judge_name, presented, payload) = values[:9]
         repetition, temperature, swapped, cost, parse_status = values[9:]

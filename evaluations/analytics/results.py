@@ -24,8 +24,9 @@ from django.db.models import Count, Max
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from evaluations.analytics import data
 from evaluations.analytics.analyze import DEFAULTS, ELO_ROUNDS, analyze
-from evaluations.models import AnalysisStatus, Judgment, LLMJudge, StoredAnalysis
+from evaluations.models import AnalysisStatus, LLMJudge, StoredAnalysis
 from scenarios.models import Scenario
 
 logger = logging.getLogger(__name__)
@@ -76,15 +77,19 @@ def _key(options: dict[str, Any]) -> str:
 
 
 def fingerprint(scenario: Scenario) -> tuple[str, int]:
-    """The state of what an analysis reads (its judgments and judges) in one string, and
-    the number of judgments."""
-    judged = Judgment.objects.filter(scenario=scenario).aggregate(n=Count("pk"), last=Max("pk"))
+    """The state of what an analysis reads (its judgments, judges, gold tasks and excluded
+    evaluators) in one string, and the number of judgments."""
+    judged = data.judgments(scenario).aggregate(n=Count("pk"), last=Max("pk"))
     judges = list(
         LLMJudge.objects.filter(scenario=scenario)
         .order_by("pk")
         .values_list("pk", "name", "params", "prompt_version_id", "llm_model_id", "temperatures")
     )
-    shown = json.dumps([scenario.name, scenario.config, judges], sort_keys=True, default=str)
+    # Gold tasks and excluded evaluators change what is read without a new judgment.
+    left_out = data.left_out(scenario)
+    shown = json.dumps(
+        [scenario.name, scenario.config, judges, left_out], sort_keys=True, default=str
+    )
     digest = hashlib.sha256(shown.encode()).hexdigest()[:16]
     return f"{judged['n']}:{judged['last']}:{digest}", judged["n"]
 

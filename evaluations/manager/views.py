@@ -24,6 +24,7 @@ from evalplatform.api.uploads import read_upload
 from evalplatform.errors import ApplicationError, FieldErrors
 from evaluations.manager import selectors
 from evaluations.pages import scenario_or_404
+from evaluations.quality import selectors as quality
 from evaluations.workspace import access
 from scenarios import forms, services
 from scenarios.models import ScenarioStatus
@@ -71,6 +72,7 @@ def scenario_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
             "can_analyse": policy.may(request.user, EVALUATIONS_VIEW_ALL, scenario),
             "judges": selectors.judges(scenario),
             **(selectors.judge_form_choices(scenario) if can_judge else {}),
+            **(quality.page_context(scenario) if can_manage else {}),
         },
     )
 

@@ -1,22 +1,23 @@
 """Who may evaluate which scenario: the one place that says it.
 
-The pool of a scenario is the members of its team holding ``feature:evaluations:submit``,
-plus the people who accepted an invitation to that scenario (and only that scenario: an
-invitation makes nobody a member of the team). Every evaluation surface (services, API,
-pages) asks here.
+The pool of a scenario is the members of its team holding ``feature:evaluations:submit``
+(only its assignees among them when it has any: ``ScenarioAssignee``), plus the people who
+accepted an invitation to that scenario (and only that scenario: an invitation makes nobody a
+member of the team). Every evaluation surface (services, API, pages) asks here, and here is
+how many tasks one evaluator may be handed (``quota``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_SUBMIT
 from evalplatform.errors import NotFound
 from evaluations.models import Invitation
-from scenarios.models import Scenario
+from scenarios.models import Scenario, ScenarioAssignee
 
 
 def _invited(user: Any) -> QuerySet[Invitation]:
@@ -30,8 +31,10 @@ def evaluable(user: Any, queryset: QuerySet[Scenario] | None = None) -> QuerySet
         return queryset.none()
     if policy.is_superuser(user):
         return queryset
+    assigned = ScenarioAssignee.objects.filter(scenario=OuterRef("pk"))
     return queryset.filter(
         Q(team_id__in=policy.team_ids_with(user, EVALUATIONS_SUBMIT))
+        & (~Exists(assigned) | Exists(assigned.filter(user_id=user.pk)))
         | Q(pk__in=_invited(user).values("scenario_id"))
     )
 
@@ -40,8 +43,33 @@ def may_evaluate(user: Any, scenario: Scenario) -> bool:
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         return False
     if policy.may(user, EVALUATIONS_SUBMIT, scenario):
-        return True
+        if policy.is_superuser(user):
+            return True
+        assignees = ScenarioAssignee.objects.filter(scenario_id=scenario.pk)
+        if not assignees.exists() or assignees.filter(user_id=user.pk).exists():
+            return True
     return _invited(user).filter(scenario_id=scenario.pk).exists()
+
+
+def quota(user: Any, scenario: Scenario) -> int | None:
+    """The most tasks of the scenario this user may hold (judgments and reservations): their
+    own quota as an assignee, else the scenario's default; None for no limit."""
+    own = (
+        ScenarioAssignee.objects.filter(scenario_id=scenario.pk, user_id=user.pk)
+        .values_list("quota", flat=True)
+        .first()
+    )
+    return own if own is not None else scenario.default_quota
+
+
+def quotas(user: Any, scenarios: Any) -> dict[int, int | None]:
+    """``quota`` of several scenarios in one query."""
+    own = dict(
+        ScenarioAssignee.objects.filter(
+            scenario_id__in=[s.pk for s in scenarios], user_id=user.pk, quota__isnull=False
+        ).values_list("scenario_id", "quota")
+    )
+    return {s.pk: own.get(s.pk, s.default_quota) for s in scenarios}
 
 
 def scenario_to_evaluate(

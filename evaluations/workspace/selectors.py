@@ -10,7 +10,7 @@ from django.db.models import Count, F, QuerySet
 
 from evaluations.models import Assignment, AssignmentStatus, Judgment
 from evaluations.workspace import access
-from scenarios.models import Scenario, ScenarioStatus, Task
+from scenarios.models import GoldTask, Scenario, ScenarioStatus, Task
 
 QUEUE_LENGTH = 200
 
@@ -48,7 +48,8 @@ def progress(*, user: Any, scenario: Scenario) -> dict[str, int]:
 
 
 def progress_many(*, user: Any, scenarios: Sequence[Scenario]) -> dict[int, dict[str, int]]:
-    """``progress`` of several scenarios in three queries, whatever their number."""
+    """``progress`` of several scenarios in four queries, whatever their number. Gold tasks
+    count when answered (they come mixed in, not as places); a quota caps the total."""
     ids = [s.pk for s in scenarios]
 
     def per_scenario(rows: QuerySet[Any]) -> dict[int, int]:
@@ -61,16 +62,22 @@ def progress_many(*, user: Any, scenarios: Sequence[Scenario]) -> dict[int, dict
         )
     )
     seen = Assignment.objects.filter(scenario__in=ids, evaluator=user).values("task_id")
+    gold = GoldTask.objects.filter(scenario__in=ids).values("task_id")
     open_places = per_scenario(
-        Task.objects.filter(scenario__in=ids, taken__lt=F("scenario__overlap")).exclude(pk__in=seen)
+        Task.objects.filter(scenario__in=ids, taken__lt=F("scenario__overlap"))
+        .exclude(pk__in=seen)
+        .exclude(pk__in=gold)
     )
-    return {
-        pk: {
-            "done": done.get(pk, 0),
-            "total": done.get(pk, 0) + reserved.get(pk, 0) + open_places.get(pk, 0),
-        }
-        for pk in ids
-    }
+    limits = access.quotas(user, scenarios)
+    progress: dict[int, dict[str, int]] = {}
+    for pk in ids:
+        answered = done.get(pk, 0)
+        total = answered + reserved.get(pk, 0) + open_places.get(pk, 0)
+        limit = limits[pk]
+        if limit is not None:  # a quota caps what is left, never what is done
+            total = max(answered, min(total, limit))
+        progress[pk] = {"done": answered, "total": total}
+    return progress
 
 
 HOME_TASKS = 10

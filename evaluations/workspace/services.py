@@ -9,11 +9,15 @@ there), so under any number of concurrent evaluators no task gets more than ``ov
 judgments; one evaluator's concurrent requests take turns on their user row, and hold one
 reservation per scenario (a constraint). Reservations last ``RESERVATION`` and expire when
 abandoned: a scheduled sweep gives their places back, and so does ``next_task`` when it
-finds nothing else.
+finds nothing else. An evaluator with a quota (``access.quota``) is handed nothing more once
+they hold that many judgments and reservations in the scenario (counted under their user
+row's lock); gold tasks come only through the seeded draw of ``_gold_draw``, at the
+scenario's ``gold_rate``.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -27,7 +31,7 @@ from evalplatform import validation
 from evalplatform.errors import Conflict, FieldErrors, NotFound
 from evaluations.models import Assignment, AssignmentStatus, Judgment, RaterKind
 from evaluations.workspace import access
-from scenarios.models import Scenario, ScenarioStatus, Task, Variant
+from scenarios.models import GoldTask, Scenario, ScenarioStatus, Task, Variant
 from scenarios.types import registry
 from scenarios.types.base import KEYS
 
@@ -112,18 +116,25 @@ def _reserve_once(user: Any, scenario: Scenario) -> Assignment | None:
         if current is not None:
             current.scenario = scenario
             return current
-        candidates = (
-            Task.objects.filter(scenario=scenario, taken__lt=scenario.overlap)
-            .select_related("item")
-            .exclude(assignments__evaluator=user)
-            .order_by("taken", "position")
-        )
-        if connection.features.has_select_for_update_skip_locked:
-            candidates = candidates.select_for_update(skip_locked=True, of=("self",))
-        task = candidates.first()
-        if task is None:
+        limit = access.quota(user, scenario)
+        if limit is not None and _held(user, scenario) >= limit:
             return None
-        Task.objects.filter(pk=task.pk).update(taken=F("taken") + 1)
+        task = _gold_draw(user, scenario)
+        if task is None:
+            gold = GoldTask.objects.filter(scenario=scenario).values("task_id")
+            candidates = (
+                Task.objects.filter(scenario=scenario, taken__lt=scenario.overlap)
+                .select_related("item")
+                .exclude(assignments__evaluator=user)
+                .exclude(pk__in=gold)
+                .order_by("taken", "position")
+            )
+            if connection.features.has_select_for_update_skip_locked:
+                candidates = candidates.select_for_update(skip_locked=True, of=("self",))
+            task = candidates.first()
+            if task is None:
+                return None
+            Task.objects.filter(pk=task.pk).update(taken=F("taken") + 1)
         assignment = Assignment.objects.create(
             task=task,
             scenario=scenario,
@@ -132,6 +143,38 @@ def _reserve_once(user: Any, scenario: Scenario) -> Assignment | None:
         )
         assignment.scenario = scenario
         return assignment
+
+
+def _held(user: Any, scenario: Scenario) -> int:
+    """The tasks of the scenario the evaluator holds: answered or reserved."""
+    answered = Judgment.objects.filter(scenario=scenario, evaluator=user).count()
+    return (
+        answered
+        + Assignment.objects.filter(
+            scenario=scenario, evaluator=user, status=AssignmentStatus.RESERVED
+        ).count()
+    )
+
+
+def _gold_draw(user: Any, scenario: Scenario) -> Task | None:
+    """A gold task the evaluator was never handed, with chance ``gold_rate``: drawn from a
+    generator seeded by the scenario's seed, the evaluator and the number of tasks they were
+    handed, so a stream is reproducible. Gold tasks hold no place of the overlap (every
+    evaluator may answer each), so they are neither locked nor counted in ``taken``."""
+    if scenario.gold_rate <= 0:
+        return None
+    handed = Assignment.objects.filter(scenario=scenario, evaluator=user).count()
+    seed = f"gold:{scenario.seed}:{scenario.pk}:{user.pk}:{handed}"
+    draw = random.Random(seed).random()  # noqa: S311 (a reproducible draw, not a secret)
+    if draw >= scenario.gold_rate:
+        return None
+    unseen = (
+        Task.objects.filter(scenario=scenario, gold__isnull=False)
+        .select_related("item")
+        .exclude(assignments__evaluator=user)
+        .order_by("position")
+    )
+    return unseen.first()
 
 
 def skip(*, user: Any, assignment: Assignment) -> Assignment:

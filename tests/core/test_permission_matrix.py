@@ -163,6 +163,14 @@ TABLE: list[Row] = [
     R("api/scenarios/<pk>/analytics/<table>.csv", {"GET": "ok=AMCS 403=V"},
       params={**SCN, "table": "elo"}),
     R("api/scenarios/<pk>/adaptive-tasks", {"POST": "ok=AMS 403=CV"}, params=SCN),
+    # Quality control: who evaluates, gold tasks, per-evaluator figures, exclusions.
+    R("api/scenarios/<pk>/assignees", {"GET": "ok=AMS 403=CV", "PUT": "ok=AMS 403=CV"},
+      params=SCN),
+    R("api/scenarios/<pk>/gold", {"GET": "ok=AMS 403=CV", "PUT": "ok=AMS 403=CV"}, params=SCN),
+    R("api/scenarios/<pk>/quality", {"GET": "ok=AMS 403=CV"}, params=SCN),
+    R("api/scenarios/<pk>/excluded/<user>", {"POST": "ok=AMS 403=CV",
+                                             "DELETE": "ok=AMS 403=CV"},
+      params={**SCN, "user": "@rater"}),
     R("api/judges/<pk>", {"GET": "ok=AMCVS 403=EI", "PATCH": "ok=AMCS 403=VEI",
                           "DELETE": "ok=AMCS 403=VEI"}, params=JUDGE),
     R("api/judges/<pk>/estimate", {"POST": "ok=AMCS 403=VEI"}, params=JUDGE),
@@ -244,6 +252,16 @@ TABLE: list[Row] = [
       params={"scenario_id": "@scenario", "invitation_id": "@invitation"}, body="form"),
     R("scenarios/<scenario_id>/judges", {"POST": "ok=AMCS 403=V"},
       params={"scenario_id": "@scenario"}, body="form"),
+    R("scenarios/<scenario_id>/assignees", {"POST": "ok=AMS 403=CV"},
+      params={"scenario_id": "@scenario"}, body="form"),
+    R("scenarios/<scenario_id>/gold", {"POST": "ok=AMS 403=CV"},
+      params={"scenario_id": "@scenario"}, body="form"),
+    *[
+        R("scenarios/<scenario_id>/excluded/<user>", {"POST": "ok=AMS 403=CV"},
+          params={"scenario_id": "@scenario", "user": "@rater"}, body="form",
+          form=(("action", action),))
+        for action in ("exclude", "include")
+    ],
     R("scenarios/<scenario_id>/<action>", {"POST": "ok=AMS 403=CV"},
       params={"scenario_id": "@scenario", "action": "open"}, body="form"),
     R("scenarios/<scenario_id>/<action>", {"POST": "ok=AMS 403=CV"},
@@ -751,6 +769,8 @@ def build_world() -> World:
             objects[(key, label)] = obj
     scenario_type = ContentType.objects.get_for_model(scenario_a).pk
     values[("a", "scenario_type")] = values[("b", "scenario_type")] = scenario_type
+    # An evaluator of each team's scenario, by username (quality control's exclusions).
+    values[("a", "rater")], values[("b", "rater")] = users["E"].username, users["B"].username
     return World(users, keys, sessions, objects, mine, values)
 
 

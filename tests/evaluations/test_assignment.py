@@ -377,7 +377,7 @@ def test_the_queue_costs_the_same_queries_for_one_scenario_or_many(
         format="json",
     )
     many, listed = cost()
-    assert many == one == 4  # the scenarios, then done, reserved and open places
+    assert many == one == 5  # the scenarios, then done, reserved, open places and quotas
     assert sorted((s["name"], s["done"], s["total"]) for s in listed) == [
         ("One", 1, 18),
         ("Three", 0, 18),

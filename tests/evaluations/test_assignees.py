@@ -1,0 +1,280 @@
+"""Who evaluates a scenario: assignees (everyone who may submit by default; only the chosen
+members, and invited guests, once some are chosen), per-evaluator quotas, through the API,
+the queue, "next", "submit" and the scenario page; bad inputs are 400s that change nothing;
+one evaluator's concurrent requests never pass their quota."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from django.db import connections
+
+from evalplatform.accounts.models import AuditEvent
+from evalplatform.accounts.roles import Role
+from evaluations.invitations import services as invitations
+from evaluations.models import Assignment, AssignmentStatus, Judgment
+from scenarios import services as scenario_services
+from scenarios.models import Scenario, ScenarioAssignee
+
+EVAL = "/api/evaluations"
+
+
+def labeling_scenario(manager, team, *, tasks=10, overlap=1, name="Labels", open_it=True):
+    """A labeling scenario of ``tasks`` texts, each "good" or "bad" (its content says which:
+    ``t<n> good``), with the labels good and bad."""
+    rows = [
+        {"item_id": f"t{n}", "variant_id": "v", "content": f"t{n} {'good' if n % 2 else 'bad'}"}
+        for n in range(tasks)
+    ]
+    scenario = scenario_services.scenario_from_upload(
+        user=manager,
+        team=team,
+        data={
+            "name": name,
+            "type": "labeling",
+            "config": {"labels": ["good", "bad"]},
+            "overlap": overlap,
+            "format": "jsonl",
+        },
+        raw="\n".join(json.dumps(r) for r in rows).encode(),
+    )
+    if open_it:
+        scenario = scenario_services.scenario_open(user=manager, scenario=scenario)
+    return scenario
+
+
+def work(client, scenario, answer=lambda view: "good", *, limit=1000, time_ms=5000):
+    """Answer tasks until none is left (or ``limit``); the task views answered, in order."""
+    seen = []
+    for _ in range(limit):
+        response = client.post(f"{EVAL}/scenarios/{scenario.pk}/next")
+        if response.status_code == 204:
+            break
+        assert response.status_code == 200, response.content
+        view = response.json()
+        stored = client.post(
+            f"{EVAL}/assignments/{view['assignment']}/submit",
+            {"answer": {"labels": [answer(view)]}, "time_spent_ms": time_ms},
+            format="json",
+        )
+        assert stored.status_code == 201, stored.content
+        seen.append(view)
+    return seen
+
+
+@pytest.fixture
+def people(team_a, team_b, member):
+    return {
+        "manager": member(team_a, Role.MANAGER, username="manager"),
+        "eve": member(team_a, Role.EVALUATOR, username="eve"),
+        "ed": member(team_a, Role.EVALUATOR, username="ed"),
+        "viewer": member(team_a, Role.VIEWER, username="viewer"),
+        "outsider": member(team_b, Role.ADMIN, username="outsider"),
+        "stranger": member(team_b, Role.EVALUATOR, username="stranger"),
+    }
+
+
+def put_assignees(api, user, scenario, body):
+    return api(user).put(f"/api/scenarios/{scenario.pk}/assignees", body, format="json")
+
+
+def queue_ids(client):
+    return [row["id"] for row in client.get(f"{EVAL}/scenarios").json()]
+
+
+@pytest.mark.django_db
+def test_assignees_alone_see_evaluate_and_answer_the_scenario(api, client, team_a, people):
+    scenario = labeling_scenario(people["manager"], team_a)
+    eve, ed = api(people["eve"]), api(people["ed"])
+    assert api(people["manager"]).get(f"/api/scenarios/{scenario.pk}/assignees").json() == {
+        "default_quota": None,
+        "everyone": True,
+        "assignees": [],
+    }
+    # ed holds a task from before the assignment.
+    held = ed.post(f"{EVAL}/scenarios/{scenario.pk}/next").json()["assignment"]
+    guest = api(people["stranger"])  # of team B, invited to this scenario
+    _, link = invitations.invite(
+        user=people["manager"],
+        scenario=scenario,
+        emails=["guest@example.org"],
+        note="",
+        link_for=lambda token: token,
+    )[0]
+    invitations.accept(user=people["stranger"], token=link)
+
+    response = put_assignees(api, people["manager"], scenario, [{"user": "eve", "quota": None}])
+    assert response.status_code == 200, response.json()
+    assert response.json()["assignees"] == [
+        {"user": people["eve"].pk, "username": "eve", "quota": None}
+    ]
+    assert response.json()["everyone"] is False
+    assert scenario.pk in queue_ids(eve) and scenario.pk in queue_ids(guest)
+    assert scenario.pk not in queue_ids(ed)
+    assert ed.post(f"{EVAL}/scenarios/{scenario.pk}/next").status_code == 404
+    assert ed.get(f"{EVAL}/assignments/{held}").status_code == 404
+    refused = ed.post(
+        f"{EVAL}/assignments/{held}/submit", {"answer": {"labels": ["good"]}}, format="json"
+    )
+    assert refused.status_code == 404 and not Judgment.objects.exists()
+    client.force_login(people["ed"])
+    assert client.get(f"/evaluate/scenarios/{scenario.pk}").status_code == 404
+    assert eve.post(f"{EVAL}/scenarios/{scenario.pk}/next").status_code == 200
+    assert guest.post(f"{EVAL}/scenarios/{scenario.pk}/next").status_code == 200
+    event = AuditEvent.objects.get(action="scenario.assignees.set")
+    assert event.detail["assignees"] == {"eve": None}
+
+    # No assignees: every evaluator of the team again.
+    assert put_assignees(api, people["manager"], scenario, []).json()["everyone"] is True
+    assert scenario.pk in queue_ids(ed)
+    assert ed.post(f"{EVAL}/scenarios/{scenario.pk}/next").json()["assignment"] == held
+
+
+@pytest.mark.django_db
+def test_quotas_stop_next_and_cap_the_progress(api, team_a, people):
+    scenario = labeling_scenario(people["manager"], team_a, tasks=10, overlap=2)
+    body = {
+        "default_quota": 3,
+        "assignees": [{"user": people["eve"].pk, "quota": 5}, {"user": "ed", "quota": None}],
+    }
+    response = put_assignees(api, people["manager"], scenario, body)
+    assert response.status_code == 200, response.json()
+    assert response.json()["default_quota"] == 3
+    eve, ed = api(people["eve"]), api(people["ed"])
+    assert eve.get(f"{EVAL}/scenarios").json()[0]["total"] == 5
+    assert ed.get(f"{EVAL}/scenarios").json()[0]["total"] == 3
+
+    # A reservation counts against the quota: asking again resumes it.
+    first = ed.post(f"{EVAL}/scenarios/{scenario.pk}/next").json()["assignment"]
+    assert ed.post(f"{EVAL}/scenarios/{scenario.pk}/next").json()["assignment"] == first
+    assert len(work(ed, scenario)) == 3
+    assert len(work(eve, scenario)) == 5
+    assert ed.post(f"{EVAL}/scenarios/{scenario.pk}/next").status_code == 204
+    assert ed.get(f"{EVAL}/scenarios").json()[0] | {"id": 0} == {
+        "id": 0,
+        "team": "team-a",
+        "name": "Labels",
+        "type": "labeling",
+        "done": 3,
+        "total": 3,
+    }
+    assert Judgment.objects.filter(evaluator=people["ed"]).count() == 3
+    # A lower quota never hides what is done; a higher one hands more.
+    put_assignees(api, people["manager"], scenario, [{"user": "ed", "quota": 1}])
+    assert ed.get(f"{EVAL}/scenarios").json()[0] | {"id": 0} == {
+        "id": 0,
+        "team": "team-a",
+        "name": "Labels",
+        "type": "labeling",
+        "done": 3,
+        "total": 3,
+    }
+    put_assignees(api, people["manager"], scenario, [{"user": "ed", "quota": 4}])
+    assert len(work(ed, scenario)) == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ([{"user": "nobody"}], "assignees.0.user"),
+        ([{"user": "stranger"}], "assignees.0.user"),  # another team's member
+        ([{"user": "outsider"}], "assignees.0.user"),
+        ([{"user": "viewer"}], "assignees.0.user"),  # may not submit
+        ([{"user": "eve"}, {"user": "eve"}], "assignees.1.user"),
+        ([{"user": "eve", "quota": 10**12}], "assignees.0.quota"),
+        ([{"user": "eve", "quota": 0}], "assignees.0.quota"),
+        ([{"user": "eve", "quota": -3}], "assignees.0.quota"),
+        ([{"user": "eve", "quota": 2.5}], "assignees.0.quota"),
+        ([{"user": "eve", "quota": "NaN"}], "assignees.0.quota"),
+        ([{"user": "eve", "quota": True}], "assignees.0.quota"),
+        ([{"user": "eve", "role": "x"}], "assignees.0"),
+        (["eve"], "assignees.0"),
+        ({"assignees": "eve"}, "assignees"),
+        ({"assignees": [], "default_quota": 2**40}, "default_quota"),
+        ({"assignees": [], "colour": 1}, "non_field_errors"),
+    ],
+)
+def test_bad_assignees_are_400_and_change_nothing(api, team_a, people, body, field):
+    scenario = labeling_scenario(people["manager"], team_a)
+    put_assignees(api, people["manager"], scenario, {"assignees": [{"user": "ed", "quota": 2}]})
+    response = put_assignees(api, people["manager"], scenario, body)
+    assert response.status_code == 400, response.json()
+    assert field in response.json()["errors"], response.json()
+    assert list(ScenarioAssignee.objects.values_list("user__username", "quota")) == [("ed", 2)]
+    assert Scenario.objects.get(pk=scenario.pk).default_quota is None
+
+
+@pytest.mark.django_db
+def test_who_may_manage_assignees(api, team_a, people):
+    scenario = labeling_scenario(people["manager"], team_a)
+    url = f"/api/scenarios/{scenario.pk}/assignees"
+    assert api(people["outsider"]).get(url).status_code == 404
+    assert put_assignees(api, people["outsider"], scenario, []).status_code == 404
+    assert put_assignees(api, people["eve"], scenario, [{"user": "eve"}]).status_code == 404
+    assert put_assignees(api, people["viewer"], scenario, [{"user": "eve"}]).status_code == 403
+    assert not ScenarioAssignee.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_scenario_page_chooses_who_evaluates(client, team_a, people):
+    scenario = labeling_scenario(people["manager"], team_a)
+    client.force_login(people["manager"])
+    page = client.get(f"/scenarios/{scenario.pk}").content.decode()
+    assert "Who evaluates" in page and 'name="quota-' in page
+    response = client.post(
+        f"/scenarios/{scenario.pk}/assignees",
+        {"assignee": [people["eve"].pk], f"quota-{people['eve'].pk}": "4", "default_quota": "2"},
+    )
+    assert response.status_code == 302
+    assert list(ScenarioAssignee.objects.values_list("user__username", "quota")) == [("eve", 4)]
+    assert Scenario.objects.get(pk=scenario.pk).default_quota == 2
+    bad = client.post(
+        f"/scenarios/{scenario.pk}/assignees",
+        {"assignee": [people["eve"].pk], f"quota-{people['eve'].pk}": "99999999999"},
+        follow=True,
+    )
+    assert "assignees.0.quota" in bad.content.decode()
+    assert list(ScenarioAssignee.objects.values_list("user__username", "quota")) == [("eve", 4)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_evaluators_concurrent_requests_never_pass_the_quota(api, team_a, member):
+    manager = member(team_a, Role.MANAGER)
+    eve = member(team_a, Role.EVALUATOR, username="eve")
+    scenario = labeling_scenario(manager, team_a, tasks=12)
+    put_assignees(api, manager, scenario, [{"user": "eve", "quota": 3}])
+    barrier = threading.Barrier(6)
+    failures = []
+
+    def ask():
+        client = api(eve)
+        try:
+            barrier.wait(10)
+            for _ in range(20):
+                response = client.post(f"{EVAL}/scenarios/{scenario.pk}/next")
+                if response.status_code == 204:
+                    return
+                assert response.status_code == 200, response.content
+                stored = client.post(
+                    f"{EVAL}/assignments/{response.json()['assignment']}/submit",
+                    {"answer": {"labels": ["good"]}},
+                    format="json",
+                )
+                # Another request of hers answered it first.
+                assert stored.status_code in (201, 409), stored.content
+        except Exception as exc:
+            failures.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=ask) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not failures, failures
+    assert Judgment.objects.filter(evaluator=eve).count() == 3
+    assert not Assignment.objects.filter(status=AssignmentStatus.RESERVED).exists()
