@@ -9,7 +9,9 @@ import json
 import re
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from evalplatform.accounts.roles import Role
 from evalplatform.prompts import services
@@ -433,3 +435,25 @@ def test_user_text_is_escaped_everywhere(team_a, creator):
         assert "<b>bold" not in body
         scripts = re.findall(r"<script[^>]*>", body)
         assert all("src=" in tag for tag in scripts)  # only the project's own files
+
+
+@pytest.mark.django_db
+def test_the_list_and_a_templates_page_take_as_many_queries_for_many_rows(team_a, creator):
+    client = browser(creator)
+    template = PromptTemplateFactory(team=team_a, name="Grown")
+
+    def queries(url):
+        client.get(url)  # the session and the grants, loaded once
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(url).status_code == 200
+        return len(captured)
+
+    def grow():
+        for _ in range(3):
+            make_version(template, [("System", "S {{a}}"), ("", "U {{b}}")])
+            PromptTemplateFactory(team=team_a)
+
+    grow()
+    few = queries("/prompts/"), queries(f"/prompts/{template.pk}")
+    grow()
+    assert (queries("/prompts/"), queries(f"/prompts/{template.pk}")) == few
