@@ -14,6 +14,7 @@ from evalplatform.accounts.roles import (
     EVALUATIONS_JUDGE_FILES,
     EVALUATIONS_VIEW_ALL,
     GENERATION_VIEW,
+    PROMPTS_VIEW,
     SCENARIOS_VIEW,
 )
 
@@ -30,6 +31,7 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
         "nav": {
             "generation": anywhere(GENERATION_VIEW),
             "scenarios": anywhere(SCENARIOS_VIEW),
+            "prompts": anywhere(PROMPTS_VIEW),
             "judge_files": anywhere(EVALUATIONS_JUDGE_FILES, EVALUATIONS_VIEW_ALL),
             "api": policy.is_superuser(user) or bool(policy.features_by_team(user)),
             "admin": anywhere(ADMIN_ACCESS),

@@ -1,5 +1,5 @@
 """The navigation shows each role only what it can open: an evaluator sees Evaluate (not
-Generation, Scenarios, Judge files or Admin, whose pages would be empty or refused); every
+Generation, Scenarios, Prompts, Judge files or Admin, whose pages would be empty or refused); every
 link shown opens for that role."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from django.test import Client
 
 from evalplatform.accounts.roles import Role
 
-LINKS = ("Generation", "Scenarios", "Judge files", "Evaluate", "API", "Admin")
+LINKS = ("Generation", "Scenarios", "Prompts", "Judge files", "Evaluate", "API", "Admin")
 SHOWN = {
     Role.ADMIN: set(LINKS),
     Role.MANAGER: set(LINKS),
-    Role.CREATOR: {"Generation", "Scenarios", "Judge files", "Evaluate", "API"},
-    Role.VIEWER: {"Generation", "Scenarios", "Judge files", "Evaluate", "API"},
+    Role.CREATOR: {"Generation", "Scenarios", "Prompts", "Judge files", "Evaluate", "API"},
+    Role.VIEWER: {"Generation", "Scenarios", "Prompts", "Judge files", "Evaluate", "API"},
     Role.EVALUATOR: {"Evaluate", "API"},
 }
 

@@ -306,6 +306,15 @@ TABLE: list[Row] = [
       params={"job_id": "@job"}, body="form"),
     R("generation/jobs/<job_id>/to-scenario/preview", {"POST": "ok=AMCS 403=V"},
       params={"job_id": "@job"}, body="form"),
+    # --- pages: prompts (viewers read; editing needs feature:prompts:edit) ---
+    R("prompts/", {"GET": "ok=AMCVS 403=EI"}),
+    R("prompts/new", {"GET": "ok=AMCS 403=EVI", "POST": "ok=AMCS 403=EVI"}, body="form"),
+    R("prompts/preview", {"POST": "ok=AMCS 403=EVI"}, body="form"),
+    R("prompts/<template_id>", {"GET": "ok=AMCVS"}, params={"template_id": "@template"}),
+    R("prompts/<template_id>/versions/new", {"GET": "ok=AMCS 403=V", "POST": "ok=AMCS 403=V"},
+      params={"template_id": "@template"}, body="form"),
+    R("prompts/versions/<version_id>/edit", {"GET": "ok=AMCS 403=V", "POST": "ok=AMCS 403=V"},
+      params={"version_id": "@version"}, body="form"),
     # --- pages: evaluating ---
     R("evaluate/", {"GET": SIGNED_IN}),
     R("evaluate/scenarios/<scenario_id>", {"GET": "ok=AMCEIS"},
