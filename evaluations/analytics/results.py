@@ -78,7 +78,10 @@ def _key(options: dict[str, Any]) -> str:
 def fingerprint(scenario: Scenario) -> tuple[str, int]:
     """The state of what an analysis reads (its judgments and judges) in one string, and
     the number of judgments."""
-    judged = Judgment.objects.filter(scenario=scenario).aggregate(n=Count("pk"), last=Max("pk"))
+    # A revised answer changes what an analysis reads: its time is part of the state.
+    judged = Judgment.objects.filter(scenario=scenario).aggregate(
+        n=Count("pk"), last=Max("pk"), revised=Max("revised_at")
+    )
     judges = list(
         LLMJudge.objects.filter(scenario=scenario)
         .order_by("pk")
@@ -86,7 +89,8 @@ def fingerprint(scenario: Scenario) -> tuple[str, int]:
     )
     shown = json.dumps([scenario.name, scenario.config, judges], sort_keys=True, default=str)
     digest = hashlib.sha256(shown.encode()).hexdigest()[:16]
-    return f"{judged['n']}:{judged['last']}:{digest}", judged["n"]
+    revised = judged["revised"].isoformat() if judged["revised"] else ""
+    return f"{judged['n']}:{judged['last']}:{revised}:{digest}", judged["n"]
 
 
 def current(scenario: Scenario, options: dict[str, Any]) -> State:
