@@ -48,6 +48,7 @@ class ScenarioSerializer(serializers.ModelSerializer):
             "instructions",
             "config",
             "blind",
+            "context_fields",
             "overlap",
             "seed",
             "source",
@@ -148,7 +149,8 @@ class ScenarioViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveM
         rest as JSON in ``config``, or JSON with the text in ``content``. Rows:
         ``item_id, variant_id, content`` and optionally ``model, prompt, context``. Fields:
         team, name, type (rating, ranking, comparison, labeling), config (the rubric, label
-        set or pair design), instructions, blind, overlap, seed, format."""
+        set or pair design), instructions, blind, context_fields (the context fields a blind
+        scenario shows; null: all), overlap, seed, format."""
         data, raw, filename = _upload(request)
         team = _team(request.user, data.get("team"))
         scenario = services.scenario_from_upload(
@@ -174,8 +176,8 @@ class ScenarioViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveM
 
     @extend_schema(request=OpenApiTypes.OBJECT, responses=ScenarioSerializer)
     def partial_update(self, request, *args, **kwargs):
-        """A draft's name, instructions, blind mode, overlap or config (rubric, labels,
-        ties; the pair design is fixed)."""
+        """A draft's name, instructions, blind mode, context_fields, overlap or config
+        (rubric, labels, ties; the pair design is fixed)."""
         if not isinstance(request.data, dict):
             raise FieldErrors({"non_field_errors": "Send a JSON object."})
         scenario = services.scenario_update(
@@ -229,8 +231,9 @@ class ScenarioViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveM
 
 class JobToScenarioView(APIView):
     """``POST /api/generation/jobs/{id}/to-scenario`` (``feature:generation:to_scenario``
-    and ``feature:scenarios:create``): name, type, config, instructions, blind, overlap,
-    seed, and ``outputs`` ({status: [...], models: [job model ids], prompts: [job prompt
+    and ``feature:scenarios:create``): name, type, config, instructions, blind,
+    context_fields (by default the fields the job's prompts read), overlap, seed, and
+    ``outputs`` ({status: [...], models: [job model ids], prompts: [job prompt
     ids, repetitions, temperatures]}; completed outputs of every model and prompt by
     default). Items are grouped by the job's source items. With ``"preview": true`` nothing
     is written: the answer is the preview of ``POST /api/scenarios/preview``."""

@@ -24,5 +24,13 @@ def scenario_fields(post: Any) -> dict[str, Any]:
         "name": post.get("name", ""),
         "instructions": post.get("instructions", ""),
         "blind": post.get("blind") == "1",
+        "context_fields": context_fields_from_text(post.get("context_fields", "")),
         "overlap": form_int(post.get("overlap", "1")),
     }
+
+
+def context_fields_from_text(text: Any) -> list[str] | None:
+    """The context fields typed as names separated by commas or lines; blank: all (None)."""
+    names = [n.strip() for n in str(text or "").replace("\n", ",").split(",")]
+    names = [n for n in names if n]
+    return names or None

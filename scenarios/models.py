@@ -69,6 +69,11 @@ class Scenario(models.Model):
     # comparison: {"pairing", "sample_count", "sample_share", "reverse_share", "ties"}
     config = models.JSONField(default=dict, blank=True)
     blind = models.BooleanField(default=True, help_text="Hide model and prompt from evaluators.")
+    # The item's context fields a blind scenario shows its evaluators, in this order; null:
+    # all of them (a scenario that is not blind shows all of them whatever this says).
+    context_fields = models.JSONField(
+        null=True, blank=True, help_text="Context fields shown in blind mode (empty: all)."
+    )
     overlap = models.PositiveIntegerField(
         default=1,
         validators=[MinValueValidator(1), MaxValueValidator(50)],

@@ -21,6 +21,7 @@ from evalplatform.accounts import audit, policy
 from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import GENERATION_TO_SCENARIO, SCENARIOS_CREATE, SCENARIOS_MANAGE
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
+from evalplatform.prompts.rendering import field_read, variables_in
 from evalplatform.providers.estimate import CHARS_PER_TOKEN
 from evalplatform.providers.models import LLMModel
 from generation import sources
@@ -64,10 +65,33 @@ class ScenarioPlan:
     instructions: str
     config: dict[str, Any]
     blind: bool
+    context_fields: list[str] | None
     overlap: int
     seed: int
     source: dict[str, Any]
     items: list[ItemSpec]
+
+
+# Context fields a blind scenario shows: at most this many names of at most 200 characters.
+MAX_CONTEXT_FIELDS = 200
+
+
+def _context_fields(value: Any, errors: dict[str, str]) -> list[str] | None:
+    """The names of the context fields shown in blind mode, in order, once each; None: all."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) > MAX_CONTEXT_FIELDS
+        or not all(isinstance(v, str) and 0 < len(v.strip()) <= 200 for v in value)
+        or any("\x00" in v for v in value)
+    ):
+        errors["context_fields"] = (
+            f"A list of at most {MAX_CONTEXT_FIELDS} field names (each 1 to 200 characters), "
+            "or null for all."
+        )
+        return None
+    return list(dict.fromkeys(v.strip() for v in value))
 
 
 def _settings(
@@ -91,6 +115,7 @@ def _settings(
     blind = data.get("blind", True)
     if not isinstance(blind, bool):
         errors["blind"] = "true or false."
+    context_fields = _context_fields(data.get("context_fields"), errors)
     overlap = validation.whole_number(
         data.get("overlap", 1),
         name="overlap",
@@ -116,6 +141,7 @@ def _settings(
         "instructions": instructions if isinstance(instructions, str) else "",
         "config": config,
         "blind": blind,
+        "context_fields": context_fields,
         "overlap": overlap,
         "seed": seed,
     }, {k: v for k, v in errors.items() if not (preview and k == "name")}
@@ -138,6 +164,7 @@ def _create(user: Any, plan: ScenarioPlan) -> Scenario:
             instructions=plan.instructions,
             config=plan.config,
             blind=plan.blind,
+            context_fields=plan.context_fields,
             overlap=plan.overlap,
             seed=plan.seed,
             source=plan.source,
@@ -339,8 +366,34 @@ def _job_plan(
         )
     plan_items = list(items.values())
     _check_items(settings_["type"], settings_["config"], plan_items)
+    if "context_fields" not in data:
+        settings_["context_fields"] = _fields_read(job, plan_items)
     source = {"kind": "generation_job", "job": job.pk, "job_name": job.name, "outputs": filters}
     return ScenarioPlan(job.team, **settings_, source=source, items=plan_items)
+
+
+def _fields_read(job: GenerationJob, items: Sequence[ItemSpec]) -> list[str] | None:
+    """The items' fields the job's prompt versions read (their variables, aliases resolved
+    as rendering does), in order of first use: what a blind scenario of the job shows by
+    default, so that a field no prompt used (a score, a label) stays hidden. None when the
+    job rendered no prompt (its rows carried their requests)."""
+    versions = [
+        p.prompt_version
+        for p in job.prompts.select_related("prompt_version").prefetch_related(
+            "prompt_version__blocks"
+        )
+        if p.prompt_version is not None
+    ]
+    if not versions:
+        return None
+    names = list(dict.fromkeys(n for v in versions for n in variables_in(v.as_blocks())))
+    found: dict[str, None] = {}
+    for item in items:
+        for name in names:
+            field_name = field_read(name, item.context)
+            if field_name is not None:
+                found.setdefault(field_name, None)
+    return list(found)
 
 
 # --- from an upload -----------------------------------------------------------------------------
@@ -541,15 +594,16 @@ def scenario_close(*, user: Any, scenario: Scenario) -> Scenario:
     return scenario
 
 
-EDITABLE = ("name", "instructions", "blind", "overlap", "config")
+EDITABLE = ("name", "instructions", "blind", "context_fields", "overlap", "config")
 # The configuration keys the tasks were made from: fixed once the scenario exists.
 DESIGN_KEYS = ("pairing", "sample_count", "sample_share", "max_pairs_per_item", "reverse_share")
 
 
 def scenario_update(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> Scenario:
-    """Edit a draft's name, instructions, blind mode, overlap or configuration (the rubric,
-    the label set, whether ties are allowed). The task design is fixed once made: a change to
-    the pairs (pairing, sample, reverse share) needs another scenario."""
+    """Edit a draft's name, instructions, blind mode (and the context fields it shows),
+    overlap or configuration (the rubric, the label set, whether ties are allowed). The task
+    design is fixed once made: a change to the pairs (pairing, sample, reverse share) needs
+    another scenario."""
     unknown = set(data) - set(EDITABLE)
     if unknown:
         raise FieldErrors({f: f"Only {', '.join(EDITABLE)} can change." for f in unknown})

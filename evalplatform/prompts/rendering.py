@@ -188,6 +188,19 @@ def _lookup(name: str, source: Mapping[str, Any]) -> tuple[bool, Any]:
     return False, None
 
 
+def field_read(name: str, source: Mapping[str, Any]) -> str | None:
+    """The field of ``source`` a variable (or the first part of a path) reads, by the rules
+    of ``resolve``; None when it has none (the version's defaults then)."""
+    head = name.split(".", 1)[0]
+    for candidate in (name, head):
+        if source.get(candidate) is not None:
+            return candidate
+        for alias in _GROUP_OF.get(candidate, ()):
+            if source.get(alias) is not None:
+                return alias
+    return None
+
+
 def _follow(name: str, source: Mapping[str, Any]) -> tuple[bool, Any]:
     """The value of a name or dotted path in ``source``."""
     found, value = _lookup(name, source)

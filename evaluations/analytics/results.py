@@ -77,9 +77,12 @@ def _key(options: dict[str, Any]) -> str:
 
 
 def fingerprint(scenario: Scenario) -> tuple[str, int]:
-    """The state of what an analysis reads (its judgments, judges, gold tasks and excluded
-    evaluators) in one string, and the number of judgments."""
-    judged = data.judgments(scenario).aggregate(n=Count("pk"), last=Max("pk"))
+    """The state of what an analysis reads (its judgments, their revisions, judges, gold
+    tasks and excluded evaluators) in one string, and the number of judgments."""
+    # A revised answer changes what an analysis reads: its time is part of the state.
+    judged = data.judgments(scenario).aggregate(
+        n=Count("pk"), last=Max("pk"), revised=Max("revised_at")
+    )
     judges = list(
         LLMJudge.objects.filter(scenario=scenario)
         .order_by("pk")
@@ -91,7 +94,8 @@ def fingerprint(scenario: Scenario) -> tuple[str, int]:
         [scenario.name, scenario.config, judges, left_out], sort_keys=True, default=str
     )
     digest = hashlib.sha256(shown.encode()).hexdigest()[:16]
-    return f"{judged['n']}:{judged['last']}:{digest}", judged["n"]
+    revised = judged["revised"].isoformat() if judged["revised"] else ""
+    return f"{judged['n']}:{judged['last']}:{revised}:{digest}", judged["n"]
 
 
 def current(scenario: Scenario, options: dict[str, Any]) -> State:

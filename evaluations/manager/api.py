@@ -59,6 +59,7 @@ class ScenarioExportView(APIView):
             "instructions": scenario.instructions,
             "config": scenario.config,
             "blind": scenario.blind,
+            "context_fields": scenario.context_fields,
             "overlap": scenario.overlap,
             "seed": scenario.seed,
             "source": scenario.source,

@@ -1,7 +1,8 @@
 """Judgment exports, unblinded (which variant was which model and prompt), streamed.
 
 CSV rows are long-form, one fact a row, with columns per scenario type (``columns``);
-JSON holds the scenario (configuration included), its variants and every judgment.
+JSON holds the scenario (configuration included), its variants, every judgment and every
+flag.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from django.http import StreamingHttpResponse
 
 from evalplatform.api.uploads import csv_chunks as csv_stream
 from evalplatform.api.uploads import download
-from evaluations.models import Judgment, ParseStatus
+from evaluations.models import Judgment, ParseStatus, TaskFlag
 from scenarios import selectors as scenario_selectors
 from scenarios.models import Scenario
 from scenarios.types import registry
@@ -32,7 +33,10 @@ _JUDGE = [
     "output_tokens",
     "cost_usd",
 ]
-_TAIL = ["rationale", "time_spent_ms", "created_at", *_JUDGE]
+# An evaluator's comment on the task and their flag on it (``reason: note``), last so that
+# the columns before them keep their places.
+_FEEDBACK = ["comment", "flag"]
+_TAIL = ["rationale", "time_spent_ms", "created_at", *_JUDGE, *_FEEDBACK]
 
 
 def columns(scenario: Scenario) -> list[str]:
@@ -82,9 +86,22 @@ def _judge_fields(j: Judgment) -> dict[str, Any]:
     }
 
 
+def _flags(scenario: Scenario) -> dict[tuple[int, int], TaskFlag]:
+    """The scenario's flags by task and evaluator."""
+    flags = TaskFlag.objects.filter(scenario=scenario).select_related("evaluator", "task__item")
+    return {(f.task_id, f.evaluator_id): f for f in flags}
+
+
+def _flag_text(flag: TaskFlag | None) -> str:
+    if flag is None:
+        return ""
+    return f"{flag.reason}: {flag.note}" if flag.note else flag.reason
+
+
 def rows(scenario: Scenario) -> Iterator[list[Any]]:
     variants = scenario_selectors.variants_by_pk(scenario)
     kind = registry.of(scenario)
+    flags = _flags(scenario)
     for j in _judgments(scenario):
         task = j.task
         head = [
@@ -94,7 +111,15 @@ def rows(scenario: Scenario) -> Iterator[list[Any]]:
             _rater(j),
             j.rater_kind,
         ]
-        tail = [j.rationale, j.time_spent_ms, j.created_at.isoformat(), *_judge_fields(j).values()]
+        flag = flags.get((j.task_id, j.evaluator_id)) if j.evaluator_id else None
+        tail = [
+            j.rationale,
+            j.time_spent_ms,
+            j.created_at.isoformat(),
+            *_judge_fields(j).values(),
+            j.comment,
+            _flag_text(flag),
+        ]
         shown = [variants[pk] for pk in j.presented if pk in variants]
         if j.parse_status == ParseStatus.FAILED:  # a judge's reply that was no verdict
             blanks = len(kind.export_columns)
@@ -127,6 +152,7 @@ def json_chunks(scenario: Scenario, head: dict[str, Any]) -> Iterator[str]:
             for v in variants.values()
         ]
     )
+    flags = _flags(scenario)
     yield ', "judgments": ['
     first = True
     for j in _judgments(scenario):
@@ -141,6 +167,8 @@ def json_chunks(scenario: Scenario, head: dict[str, Any]) -> Iterator[str]:
             "rationale": j.rationale,
             "time_spent_ms": j.time_spent_ms,
             "created_at": j.created_at,
+            "revised_at": j.revised_at,
+            "comment": j.comment,
         }
         if j.judge is not None:
             record |= _judge_fields(j) | {
@@ -150,7 +178,23 @@ def json_chunks(scenario: Scenario, head: dict[str, Any]) -> Iterator[str]:
             }
         yield ("" if first else ",") + json.dumps(record, default=str)
         first = False
-    yield "]}"
+    # Every flag, answered tasks' and given-back ones' alike.
+    yield '], "flags": '
+    yield json.dumps(
+        [
+            {
+                "task": f.task_id,
+                "item_id": f.task.item.item_id if f.task.item else None,
+                "rater": f.evaluator.get_username(),
+                "reason": f.reason,
+                "note": f.note,
+                "created_at": f.created_at,
+            }
+            for f in flags.values()
+        ],
+        default=str,
+    )
+    yield "}"
 
 
 def csv_response(scenario: Scenario) -> StreamingHttpResponse:

@@ -20,6 +20,7 @@ from evaluations.models import (
     ParseStatus,
     RaterKind,
 )
+from evaluations.workspace import selectors as workspace_selectors
 from scenarios.models import Scenario, Task
 
 LIST_LENGTH = 200
@@ -96,4 +97,25 @@ def judge_form_choices(scenario: Scenario) -> dict[str, Any]:
         "judge_prompts": PromptVersion.objects.filter(template__team=scenario.team)
         .select_related("template")
         .order_by("template__name", "-number")[:200],
+    }
+
+
+FEEDBACK_ROWS = 200
+
+
+def feedback(scenario: Scenario) -> dict[str, Any]:
+    """The scenario page's flags and evaluators' comments: the latest of each, and how many
+    there are."""
+    flags = workspace_selectors.flags(scenario)
+    comments = (
+        Judgment.objects.filter(scenario=scenario, evaluator__isnull=False)
+        .exclude(comment="")
+        .select_related("evaluator", "task__item")
+        .order_by("-pk")
+    )
+    return {
+        "flags": list(flags[:FEEDBACK_ROWS]),
+        "flag_count": flags.count(),
+        "comments": list(comments[:FEEDBACK_ROWS]),
+        "comment_count": comments.count(),
     }

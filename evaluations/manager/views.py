@@ -50,6 +50,8 @@ def scenario_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
     can_judge = policy.may(request.user, EVALUATIONS_JUDGE, scenario)
     tasks = scenario.tasks.count()
     judgments = selectors.human_judgment_count(scenario)
+    can_analyse = policy.may(request.user, EVALUATIONS_VIEW_ALL, scenario)
+    feedback = selectors.feedback(scenario) if can_analyse else {}
     return render(
         request,
         "evaluations/scenario_page.html",
@@ -69,7 +71,8 @@ def scenario_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
             "can_export": policy.may(request.user, SCENARIOS_EXPORT, scenario),
             "can_evaluate": access.may_evaluate(request.user, scenario),
             "can_judge": can_judge,
-            "can_analyse": policy.may(request.user, EVALUATIONS_VIEW_ALL, scenario),
+            "can_analyse": can_analyse,
+            **feedback,
             "judges": selectors.judges(scenario),
             **(selectors.judge_form_choices(scenario) if can_judge else {}),
             **(quality.page_context(scenario) if can_manage else {}),
@@ -107,8 +110,8 @@ def _errors(exc: FieldErrors) -> dict[str, str]:
 
 @login_required
 def scenario_edit(request: HttpRequest, scenario_id: int) -> HttpResponse:
-    """Edit a draft: name, instructions, blind mode, overlap, and the rubric, label set or
-    ties (the tasks stay as they were made)."""
+    """Edit a draft: name, instructions, blind mode and its context fields, overlap, and the
+    rubric, label set or ties (the tasks stay as they were made)."""
     scenario = scenario_or_404(request, scenario_id)
     if not policy.may(request.user, SCENARIOS_MANAGE, scenario):
         raise PermissionDenied
@@ -132,7 +135,10 @@ def scenario_edit(request: HttpRequest, scenario_id: int) -> HttpResponse:
             return redirect("manager:scenario-page", scenario_id=scenario.pk)
         values = _form_values(scenario.type, fields, config)
     else:
-        fields = {f: getattr(scenario, f) for f in ("name", "instructions", "blind", "overlap")}
+        fields = {
+            f: getattr(scenario, f)
+            for f in ("name", "instructions", "blind", "context_fields", "overlap")
+        }
         values = _form_values(scenario.type, fields, scenario.config)
     return render(
         request,
@@ -154,7 +160,7 @@ def scenario_new(request: HttpRequest) -> HttpResponse:
     fields = (
         forms.scenario_fields(request.POST)
         if request.method == "POST"
-        else {"name": "", "instructions": "", "blind": True, "overlap": 1}
+        else {"name": "", "instructions": "", "blind": True, "context_fields": None, "overlap": 1}
     )
     config = (
         forms.config_from_post(kind, request.POST)

@@ -1,7 +1,8 @@
 """The evaluation API under ``/api/evaluations/``: evaluators get their next task, answer
-it or skip it (``feature:evaluations:submit``, their own assignments only, blind as the
-scenario says); judgments are listed for their own rater, or all of them with
-``feature:evaluations:view_all``."""
+it, skip it or flag it, and revise their earlier answers (``feature:evaluations:submit``,
+their own assignments and judgments only, blind as the scenario says); judgments are listed
+for their own rater, or all of them with ``feature:evaluations:view_all``, which also lists
+a scenario's flags."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalplatform.accounts import policy
-from evalplatform.accounts.roles import EVALUATIONS_VIEW_ALL
+from evalplatform.accounts.roles import EVALUATIONS_VIEW_ALL, SCENARIOS_VIEW
 from evalplatform.errors import FieldErrors, NotFound
-from evaluations.models import Assignment, Judgment
-from evaluations.workspace import access, selectors, services
+from evaluations.models import Assignment, Judgment, JudgmentRevision, TaskFlag
+from evaluations.workspace import access, flags, revisions, selectors, services
 from scenarios.models import Scenario
 
 
@@ -96,6 +97,7 @@ class JudgmentSerializer(serializers.ModelSerializer):
             "presented",
             "payload",
             "rationale",
+            "comment",
             "time_spent_ms",
             "judge",
             "repetition",
@@ -104,6 +106,7 @@ class JudgmentSerializer(serializers.ModelSerializer):
             "parse_status",
             "parse_error",
             "created_at",
+            "revised_at",
         ]
         read_only_fields = fields
 
@@ -117,11 +120,27 @@ class JudgmentSerializer(serializers.ModelSerializer):
         return ""
 
 
+class RevisionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = JudgmentRevision
+        fields = ["payload", "rationale", "comment", "time_spent_ms", "answered_at", "replaced_at"]
+        read_only_fields = fields
+
+
+class OwnJudgmentSerializer(JudgmentSerializer):
+    revisions = RevisionSerializer(many=True, read_only=True)
+
+    class Meta(JudgmentSerializer.Meta):
+        fields = [*JudgmentSerializer.Meta.fields, "revisions"]
+        read_only_fields = fields
+
+
 class SubmitView(APIView):
     """Answer your assigned task: ``answer`` in the scenario type's shape (comparison
     ``{"winner": "A" | "B" | "tie"}``, rating ``{"scores": {dimension: n}, "justifications":
     {...}}``, ranking ``{"ranking": ["B", "A", ...]}`` best first, labeling ``{"labels": [...],
-    "text": ...}``), ``rationale``, ``time_spent_ms``."""
+    "text": ...}``), ``rationale``, ``comment`` (a note to the managers, at most 2,000
+    characters), ``time_spent_ms``."""
 
     permission_classes = [IsAuthenticated]
 
@@ -144,6 +163,83 @@ class SkipView(APIView):
     def post(self, request, pk: int):
         services.skip(user=request.user, assignment=_assignment(request.user, pk))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class FlagSerializer(serializers.ModelSerializer):
+    evaluator = serializers.CharField(source="evaluator.username", read_only=True)
+    item_id = serializers.CharField(
+        source="task.item.item_id", read_only=True, default=None, allow_null=True
+    )
+
+    class Meta:
+        model = TaskFlag
+        fields = ["id", "scenario", "task", "item_id", "evaluator", "reason", "note", "created_at"]
+        read_only_fields = fields
+
+
+class FlagView(APIView):
+    """Flag your task for the managers: ``reason`` (broken, unclear, offensive) and an
+    optional ``note``. A task you hold and have not answered is given back, as by skip."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: FlagSerializer})
+    def post(self, request, pk: int):
+        if not isinstance(request.data, dict):
+            raise FieldErrors({"non_field_errors": "Send a JSON object."})
+        flag = flags.task_flag(
+            user=request.user, assignment=_assignment(request.user, pk), data=request.data
+        )
+        return Response(FlagSerializer(flag).data, status=status.HTTP_201_CREATED)
+
+
+class FlagListView(ListAPIView):
+    """The flags of a scenario, the latest first (``feature:evaluations:view_all``)."""
+
+    permission_classes = [IsAuthenticated]
+    serializer_class = FlagSerializer
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return TaskFlag.objects.none()
+        scenario = policy.access(
+            self.request.user,
+            EVALUATIONS_VIEW_ALL,
+            Scenario.objects.select_related("team"),
+            view_feature=SCENARIOS_VIEW,
+            pk=self.kwargs["pk"],
+        )
+        return selectors.flags(scenario)
+
+
+class MineView(ListAPIView):
+    """Your judgments in the scenario, the latest first, each with its earlier answers
+    (``revisions``): what you may revise while the scenario is open."""
+
+    permission_classes = [IsAuthenticated]
+    serializer_class = OwnJudgmentSerializer
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Judgment.objects.none()
+        scenario = access.scenario_to_evaluate(self.request.user, self.kwargs["pk"])
+        return selectors.own_judgments(self.request.user, scenario)
+
+
+class ReviseView(APIView):
+    """Revise your own judgment while its scenario is open: the body of submit, checked the
+    same way. The judgment keeps the new answer; the one it replaces joins ``revisions``.
+    Anyone else's judgment is a 404; a closed scenario's a 409."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={200: OwnJudgmentSerializer})
+    def post(self, request, pk: int):
+        if not isinstance(request.data, dict):
+            raise FieldErrors({"non_field_errors": "Send a JSON object."})
+        judgment = revisions.judgment_revise(user=request.user, judgment=pk, data=request.data)
+        fresh = selectors.own_judgments(request.user, judgment.scenario).get(pk=judgment.pk)
+        return Response(OwnJudgmentSerializer(fresh).data)
 
 
 class JudgmentListView(ListAPIView):

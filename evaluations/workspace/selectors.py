@@ -1,4 +1,5 @@
-"""Reads of the evaluator workspace: the queue, an evaluator's own assignment, their progress,
+"""Reads of the evaluator workspace: the queue, an evaluator's own assignment, their progress
+and judgments (for revising them), the flags of a scenario,
 the judgments they may list."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from typing import Any
 
 from django.db.models import Count, F, QuerySet
 
-from evaluations.models import Assignment, AssignmentStatus, Judgment
+from evaluations.models import Assignment, AssignmentStatus, Judgment, TaskFlag
 from evaluations.workspace import access
 from scenarios.models import GoldTask, Scenario, ScenarioStatus, Task
 
@@ -90,3 +91,40 @@ def home_section(user: Any) -> dict[str, Any] | None:
     done = progress_many(user=user, scenarios=scenarios)
     rows = [(s, done[s.pk]) for s in scenarios if done[s.pk]["done"] < done[s.pk]["total"]]
     return {"rows": rows[:HOME_TASKS], "more": len(rows) > HOME_TASKS} if rows else None
+
+
+def own_judgments(user: Any, scenario: Scenario) -> QuerySet[Judgment]:
+    """The user's judgments in the scenario with their earlier answers, the latest first."""
+    return (
+        Judgment.objects.filter(scenario=scenario, evaluator_id=user.pk)
+        .select_related("evaluator")
+        .prefetch_related("revisions")
+        .order_by("-pk")
+    )
+
+
+def own_judgment(user: Any, pk: Any) -> Judgment | None:
+    """The user's judgment ``pk`` with its scenario, task and item; None if it is not theirs."""
+    return (
+        Judgment.objects.select_related("scenario", "task__item")
+        .filter(pk=pk, evaluator_id=user.pk)
+        .first()
+    )
+
+
+def previous_judgment(user: Any, scenario_id: int, before: int | None = None) -> int | None:
+    """The id of the user's latest judgment in the scenario (given before judgment
+    ``before``, when named): where "back" goes."""
+    rows = Judgment.objects.filter(scenario_id=scenario_id, evaluator_id=user.pk)
+    if before is not None:
+        rows = rows.filter(pk__lt=before)
+    return rows.order_by("-pk").values_list("pk", flat=True).first()
+
+
+def flags(scenario: Scenario) -> QuerySet[TaskFlag]:
+    """The scenario's flags with who raised them and on which item, the latest first."""
+    return (
+        TaskFlag.objects.filter(scenario=scenario)
+        .select_related("evaluator", "task__item")
+        .order_by("-created_at", "-pk")
+    )

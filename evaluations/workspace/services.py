@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -189,6 +190,12 @@ def skip(*, user: Any, assignment: Assignment) -> Assignment:
     return assignment
 
 
+def own_locked(user: Any, assignment: Assignment) -> Assignment:
+    """The user's own assignment, locked, with its scenario and task (run in a transaction);
+    ``NotFound`` for anyone else's."""
+    return _own(user, assignment)
+
+
 def _own(user: Any, assignment: Assignment) -> Assignment:
     locked = Assignment.objects.select_for_update().select_related("scenario", "task")
     found = locked.filter(pk=assignment.pk, evaluator=user).first()
@@ -210,14 +217,7 @@ def submit(*, user: Any, assignment: Assignment, data: Mapping[str, Any]) -> Jud
             raise Conflict("This task is answered already.")
         if assignment.status == AssignmentStatus.SKIPPED:
             raise Conflict("This task was skipped.")
-        payload = check_answer(scenario, task, data.get("answer"))
-        errors: dict[str, str] = {}
-        rationale = validation.text(
-            data.get("rationale", ""), name="rationale", errors=errors, max_length=20_000
-        )
-        time_spent = validation.time_spent_ms(data.get("time_spent_ms"), errors=errors)
-        if errors:
-            raise FieldErrors(errors)
+        answer = checked_answer(scenario, presented(task), data)
         if assignment.status == AssignmentStatus.EXPIRED or assignment.expires_at < timezone.now():
             # The place was given back (or is about to be): take one again if there is room.
             # Only here is the task locked: a live reservation holds its place already.
@@ -238,9 +238,10 @@ def submit(*, user: Any, assignment: Assignment, data: Mapping[str, Any]) -> Jud
             rater_kind=RaterKind.HUMAN,
             evaluator=user,
             presented=presented(task),
-            payload=payload,
-            rationale=rationale,
-            time_spent_ms=time_spent,
+            payload=answer.payload,
+            rationale=answer.rationale,
+            comment=answer.comment,
+            time_spent_ms=answer.time_spent_ms,
         )
         assignment.status, assignment.completed_at = AssignmentStatus.DONE, timezone.now()
         assignment.save(update_fields=["status", "completed_at"])
@@ -249,30 +250,76 @@ def submit(*, user: Any, assignment: Assignment, data: Mapping[str, Any]) -> Jud
 
 def check_answer(scenario: Scenario, task: Task, answer: Any) -> dict[str, Any]:
     """The answer in its stored shape; ``FieldErrors`` says what is wrong with it."""
+    return _check_answer(scenario, presented(task), answer)
+
+
+def _check_answer(scenario: Scenario, shown: list[int], answer: Any) -> dict[str, Any]:
     if not isinstance(answer, dict):
         raise FieldErrors({"answer": "An object: see the task's type."})
-    return registry.of(scenario).check_answer(
-        answer, config=scenario.config, presented=presented(task)
+    return registry.of(scenario).check_answer(answer, config=scenario.config, presented=shown)
+
+
+# An evaluator's comment to the managers on a task, and a flag's note.
+COMMENT_MAX = 2_000
+
+
+@dataclass(frozen=True)
+class Answer:
+    payload: dict[str, Any]
+    rationale: str
+    comment: str
+    time_spent_ms: int | None
+
+
+def checked_answer(scenario: Scenario, shown: list[int], data: Mapping[str, Any]) -> Answer:
+    """The body of a submit (or a revision) checked: ``answer`` by the scenario's type
+    against the variants as ``shown``, ``rationale``, ``comment``, ``time_spent_ms``;
+    ``FieldErrors`` name every problem."""
+    payload = _check_answer(scenario, shown, data.get("answer"))
+    errors: dict[str, str] = {}
+    rationale = validation.text(
+        data.get("rationale", ""), name="rationale", errors=errors, max_length=20_000
     )
+    comment = validation.text(
+        data.get("comment", ""), name="comment", errors=errors, max_length=COMMENT_MAX
+    )
+    time_spent = validation.time_spent_ms(data.get("time_spent_ms"), errors=errors)
+    if errors:
+        raise FieldErrors(errors)
+    return Answer(payload, rationale, comment, time_spent)
 
 
 def task_view(assignment: Assignment) -> dict[str, Any]:
     """What the evaluator sees: the item's context and the variants under neutral keys (A, B,
     … in the presented order). In a blind scenario nothing says which model or prompt made
-    a variant; otherwise their labels are included."""
-    scenario, task = assignment.scenario, assignment.task
-    shown = presented(task)
+    a variant, and the context holds only the fields the scenario shows (``context_fields``);
+    otherwise the labels and every field are included."""
+    return {
+        "assignment": assignment.pk,
+        **shown_task(assignment.scenario, assignment.task, presented(assignment.task)),
+        "status": assignment.status,
+        "expires_at": assignment.expires_at,
+    }
+
+
+def shown_context(scenario: Scenario, context: Mapping[str, Any]) -> dict[str, Any]:
+    """The item's context as evaluators see it: in a blind scenario with ``context_fields``,
+    those fields in that order (the others hidden); else all of it."""
+    if not scenario.blind or scenario.context_fields is None:
+        return dict(context)
+    return {name: context[name] for name in scenario.context_fields if name in context}
+
+
+def shown_task(scenario: Scenario, task: Task, shown: list[int]) -> dict[str, Any]:
+    """A task as its evaluators see it, the variants in the order ``shown``."""
     variants = {v.pk: v for v in Variant.objects.filter(pk__in=shown)}
     item = task.item
     view: dict[str, Any] = {
-        "assignment": assignment.pk,
         "scenario": scenario.pk,
         "type": scenario.type,
         "instructions": scenario.instructions,
         "config": scenario.config,
-        "status": assignment.status,
-        "expires_at": assignment.expires_at,
-        "context": item.context if item is not None else {},
+        "context": shown_context(scenario, item.context) if item is not None else {},
         "variants": [],
     }
     for key, pk in zip(KEYS, shown, strict=False):

@@ -1,20 +1,24 @@
-"""The evaluator workspace: the queue, and one page per task type. The pages go through the
-same services as the API (assignment, answer checks, blind task views)."""
+"""The evaluator workspace: the queue, one page per task type (to answer a task, or to revise
+an earlier answer), flags. The pages go through the same services as the API (assignment,
+answer checks, revisions, blind task views)."""
 
 from __future__ import annotations
 
 import contextlib
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from evalplatform.errors import ApplicationError, FieldErrors, NotFound
-from evaluations.models import Assignment, AssignmentStatus
-from evaluations.workspace import access, selectors, services
+from evaluations.models import Assignment, AssignmentStatus, FlagReason
+from evaluations.workspace import access, flags, revisions, selectors, services
+from scenarios.models import Scenario, ScenarioStatus
 from scenarios.types import registry
+from scenarios.types.base import KEYS
 
 
 @login_required
@@ -47,48 +51,173 @@ def _assignment(request: HttpRequest, assignment_id: int) -> Assignment:
     return found
 
 
-@login_required
-def task(request: HttpRequest, assignment_id: int) -> HttpResponse:
-    assignment = _assignment(request, assignment_id)
-    if assignment.status != AssignmentStatus.RESERVED:
-        return redirect("workspace:next", scenario_id=assignment.scenario_id)
-    context: dict[str, Any] = {"errors": [], "form": request.POST}
-    if request.method == "POST":
-        scenario = assignment.scenario
-        raw_time = request.POST.get("time_spent_ms", "")
-        data = {
-            "answer": registry.of(scenario).answer_from_form(request.POST, scenario.config),
-            "rationale": request.POST.get("rationale", ""),
-            "time_spent_ms": int(raw_time) if raw_time.isdigit() else None,
-        }
-        try:
-            services.submit(user=request.user, assignment=assignment, data=data)
-        except FieldErrors as exc:
-            context["errors"] = [m for ms in exc.errors.values() for m in ms]
-        except ApplicationError as exc:
-            context["errors"] = [exc.message]
-        else:
-            return redirect("workspace:next", scenario_id=scenario.pk)
-    view = services.task_view(assignment)
-    progress = selectors.progress(user=request.user, scenario=assignment.scenario)
-    context |= {
-        "assignment": assignment,
-        "scenario": assignment.scenario,
+def _answer_from_post(request: HttpRequest, scenario: Scenario) -> dict[str, Any]:
+    raw_time = request.POST.get("time_spent_ms", "")
+    return {
+        "answer": registry.of(scenario).answer_from_form(request.POST, scenario.config),
+        "rationale": request.POST.get("rationale", ""),
+        "comment": request.POST.get("comment", ""),
+        "time_spent_ms": int(raw_time) if raw_time.isdigit() else None,
+    }
+
+
+def _error_list(exc: ApplicationError) -> list[str]:
+    if isinstance(exc, FieldErrors):
+        return [m for ms in exc.errors.values() for m in ms]
+    return [exc.message]
+
+
+def _chosen(view: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+    """What the page shows as already chosen, from an answer under the presented keys (a
+    judgment being revised, or a form sent back with errors)."""
+    found = data.get("answer")
+    answer: dict[str, Any] = found if isinstance(found, dict) else {}
+    dimensions = view["config"].get("dimensions", [])
+    scores, notes = answer.get("scores") or {}, answer.get("justifications") or {}
+    keys = [v["key"] for v in view["variants"]]
+    order = [k for k in answer.get("ranking") or [] if k in keys]
+    return {
+        "winner": answer.get("winner"),
+        "scores": [scores.get(d["name"]) if isinstance(scores, dict) else None for d in dimensions],
+        "notes": [notes.get(d["name"], "") if isinstance(notes, dict) else "" for d in dimensions],
+        "labels": answer.get("labels") or [],
+        "text": answer.get("text") or "",
+        "order": order + [k for k in keys if k not in order],
+        "rationale": data.get("rationale", ""),
+        "comment": data.get("comment", ""),
+    }
+
+
+def _render_task(
+    request: HttpRequest,
+    *,
+    scenario: Scenario,
+    view: dict[str, Any],
+    chosen: dict[str, Any],
+    errors: list[str],
+    **extra: Any,
+) -> HttpResponse:
+    by_key = {v["key"]: v for v in view["variants"]}
+    context: dict[str, Any] = {
+        "scenario": scenario,
         "view": view,
-        "progress": progress,
+        "chosen": chosen,
+        "errors": errors,
+        "variants": [by_key[k] for k in chosen["order"]],
+        "progress": selectors.progress(user=request.user, scenario=scenario),
         "context_rows": [
             (key, value if isinstance(value, str) else repr(value))
             for key, value in (view["context"] or {}).items()
         ],
         "scale": [
-            (index, dim, list(range(dim["min"], dim["max"] + 1)))
-            for index, dim in enumerate(view["config"].get("dimensions", []))
+            (index, dim, list(range(dim["min"], dim["max"] + 1)), score, note)
+            for index, (dim, score, note) in enumerate(
+                zip(
+                    view["config"].get("dimensions", []),
+                    chosen["scores"],
+                    chosen["notes"],
+                    strict=True,
+                )
+            )
         ],
+        "flag_reasons": FlagReason.choices,
+        **extra,
     }
-    status = 400 if context["errors"] else 200
     return render(
-        request, f"evaluations/task_{assignment.scenario.type}.html", context, status=status
+        request,
+        f"evaluations/task_{scenario.type}.html",
+        context,
+        status=400 if errors else 200,
     )
+
+
+@login_required
+def task(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    assignment = _assignment(request, assignment_id)
+    if assignment.status != AssignmentStatus.RESERVED:
+        return redirect("workspace:next", scenario_id=assignment.scenario_id)
+    scenario = assignment.scenario
+    errors: list[str] = []
+    data: dict[str, Any] = {}
+    if request.method == "POST":
+        data = _answer_from_post(request, scenario)
+        try:
+            services.submit(user=request.user, assignment=assignment, data=data)
+        except ApplicationError as exc:
+            errors = _error_list(exc)
+        else:
+            return redirect("workspace:next", scenario_id=scenario.pk)
+    view = services.task_view(assignment)
+    return _render_task(
+        request,
+        scenario=scenario,
+        view=view,
+        chosen=_chosen(view, data),
+        errors=errors,
+        assignment=assignment,
+        previous=selectors.previous_judgment(request.user, scenario.pk),
+    )
+
+
+@login_required
+def revise(request: HttpRequest, judgment_id: int) -> HttpResponse:
+    """One of the evaluator's earlier answers, to revise while the scenario is open."""
+    judgment = selectors.own_judgment(request.user, judgment_id)
+    if judgment is None or not access.may_evaluate(request.user, judgment.scenario):
+        raise Http404
+    scenario = judgment.scenario
+    errors: list[str] = []
+    if scenario.status != ScenarioStatus.OPEN:
+        message = f"The scenario is {scenario.status}: answers cannot change."
+        return render(request, "evaluations/done.html", {"message": message}, status=409)
+    view = services.shown_task(scenario, judgment.task, list(judgment.presented))
+    if request.method == "POST":
+        data = _answer_from_post(request, scenario)
+        try:
+            revisions.judgment_revise(user=request.user, judgment=judgment, data=data)
+        except ApplicationError as exc:
+            errors = _error_list(exc)
+        else:
+            messages.success(request, "Your answer was revised.")
+            return redirect("workspace:next", scenario_id=scenario.pk)
+    else:
+        data = {
+            "answer": _under_keys(judgment.payload, list(judgment.presented)),
+            "rationale": judgment.rationale,
+            "comment": judgment.comment,
+        }
+    return _render_task(
+        request,
+        scenario=scenario,
+        view=view,
+        chosen=_chosen(view, data),
+        errors=errors,
+        judgment=judgment,
+        previous=selectors.previous_judgment(request.user, scenario.pk, before=judgment.pk),
+    )
+
+
+def _under_keys(payload: dict[str, Any], presented: list[int]) -> dict[str, Any]:
+    """A stored answer as the page's answer under the presented keys: a ranking names
+    variant ids, the page names keys."""
+    if "ranking" not in payload:
+        return payload
+    key_of = dict(zip(presented, KEYS, strict=False))
+    return {"ranking": [key_of[pk] for pk in payload["ranking"] if pk in key_of]}
+
+
+@login_required
+@require_POST
+def flag(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    assignment = _assignment(request, assignment_id)
+    data = {"reason": request.POST.get("reason"), "note": request.POST.get("note", "")}
+    try:
+        flags.task_flag(user=request.user, assignment=assignment, data=data)
+    except ApplicationError as exc:
+        messages.error(request, " ".join(_error_list(exc)))
+        return redirect("workspace:task", assignment_id=assignment.pk)
+    messages.success(request, "Thank you: the task is flagged for the managers.")
+    return redirect("workspace:next", scenario_id=assignment.scenario_id)
 
 
 @login_required

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scenarios', '0003_type_from_the_registry'),
+        ('scenarios', '0004_context_fields'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

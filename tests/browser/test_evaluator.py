@@ -1,7 +1,7 @@
-"""An evaluator in a real browser: signs in, completes a comparison with the keyboard and a
-rating with the mouse; the judgments are stored with the presented order. A script / img
-onerror payload in model output renders as inert text; a blind scenario's page source holds
-no model or prompt name."""
+"""An evaluator in a real browser: signs in, completes a comparison with the keyboard (B, then
+Enter) and a rating with the mouse; the judgments are stored with the presented order. A
+script / img onerror payload in model output renders as inert text; a blind scenario's page
+source holds no model or prompt name."""
 
 from __future__ import annotations
 
@@ -84,7 +84,8 @@ def test_an_evaluator_answers_a_comparison_by_keyboard_and_a_rating_by_mouse(pag
     assert page.locator(".md strong", has_text="bold").count() == 1
 
     page.wait_for_timeout(300)  # some time spent on the task
-    page.keyboard.press("b")
+    page.keyboard.press("b")  # chooses B; Enter submits the choice
+    page.keyboard.press("Enter")
     page.wait_for_url("**/evaluate/scenarios/*")  # the queue's "all done" page (1 task)
     judgment = Judgment.objects.get(scenario=setup["comparison"])
     task = Task.objects.get(pk=judgment.task_id)

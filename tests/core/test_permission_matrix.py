@@ -201,6 +201,14 @@ TABLE: list[Row] = [
     R("api/evaluations/assignments/<pk>/skip", {"POST": "ok=AMCEIS"},
       params={"pk": "@assignment"}),
     R("api/evaluations/judgments", {"GET": "ok=AMCEVIS"}, query="scenario=@scenario"),
+    R("api/evaluations/assignments/<pk>/flag", {"POST": "ok=AMCEIS"},
+      params={"pk": "@assignment"}),
+    R("api/evaluations/scenarios/<pk>/mine", {"GET": "ok=AMCEIS"}, params=SCN),
+    R("api/evaluations/scenarios/<pk>/flags", {"GET": "ok=AMCVS"}, params=SCN),
+    # A judgment is revised by its own evaluator only (team A's is E's), even a superuser's
+    # attempt on someone else's is a 404.
+    R("api/evaluations/judgments/<pk>/revise", {"POST": "ok=E"}, params={"pk": "@judgment"},
+      superuser_other="404"),
     # --- the core API ---
     R("api/me", {"GET": SIGNED_IN}),
     R("api/schema/", {"GET": SIGNED_IN}),
@@ -323,6 +331,10 @@ TABLE: list[Row] = [
       params={"assignment_id": "@assignment"}, body="form"),
     R("evaluate/tasks/<assignment_id>/skip", {"POST": "ok=AMCEIS"},
       params={"assignment_id": "@assignment"}, body="form"),
+    R("evaluate/tasks/<assignment_id>/flag", {"POST": "ok=AMCEIS"},
+      params={"assignment_id": "@assignment"}, body="form"),
+    R("evaluate/judgments/<judgment_id>", {"GET": "ok=E", "POST": "ok=E"},
+      params={"judgment_id": "@judgment"}, body="form", superuser_other="404"),
     # --- pages: the core ---
     R("", {"GET": SIGNED_IN}),
     R("login/", {"GET": f"ok=U{EVERYONE}", "POST": f"ok=U{EVERYONE}"}, body="form"),
@@ -575,6 +587,7 @@ KINDS = {
     "template": "prompts.prompttemplate",
     "version": "prompts.promptversion",
     "assignment": "evaluations.assignment",
+    "judgment": "evaluations.judgment",
     "notification": "accounts.notification",
     "apitoken": "accounts.apitoken",
 }
