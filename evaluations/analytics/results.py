@@ -25,7 +25,7 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from evaluations.analytics.analyze import DEFAULTS, ELO_ROUNDS, analyze
-from evaluations.models import AnalysisStatus, Judgment, LLMJudge, StoredAnalysis
+from evaluations.models import Adjudication, AnalysisStatus, Judgment, LLMJudge, StoredAnalysis
 from scenarios.models import Scenario
 
 logger = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ INLINE_JUDGMENTS = 20_000
 # killed, a queue flushed) and queued again: past the task queue's own timeout.
 LOST_AFTER = timedelta(seconds=settings.Q_CLUSTER.get("timeout", 3600) + 300)
 # Part of every key: a new version of the analyses makes every stored result stale.
-VERSION = 2
+VERSION = 3
 
 
 @dataclass
@@ -76,15 +76,20 @@ def _key(options: dict[str, Any]) -> str:
 
 
 def fingerprint(scenario: Scenario) -> tuple[str, int]:
-    """The state of what an analysis reads (its judgments and judges) in one string, and
-    the number of judgments."""
+    """The state of what an analysis reads (its judgments, judges and adjudicated answers)
+    in one string, and the number of judgments."""
     judged = Judgment.objects.filter(scenario=scenario).aggregate(n=Count("pk"), last=Max("pk"))
     judges = list(
         LLMJudge.objects.filter(scenario=scenario)
         .order_by("pk")
         .values_list("pk", "name", "params", "prompt_version_id", "llm_model_id", "temperatures")
     )
-    shown = json.dumps([scenario.name, scenario.config, judges], sort_keys=True, default=str)
+    adjudicated = Adjudication.objects.filter(scenario=scenario).aggregate(
+        n=Count("pk"), last=Max("set_at")
+    )
+    shown = json.dumps(
+        [scenario.name, scenario.config, judges, adjudicated], sort_keys=True, default=str
+    )
     digest = hashlib.sha256(shown.encode()).hexdigest()[:16]
     return f"{judged['n']}:{judged['last']}:{digest}", judged["n"]
 
