@@ -14,6 +14,7 @@ from evalplatform.errors import ApplicationError
 from evaluations.invitations import services as invitations
 from evaluations.judges import services as judges
 from evaluations.models import (
+    Adjudication,
     Assignment,
     Invitation,
     JudgeBatch,
@@ -33,6 +34,19 @@ class JudgmentAdmin(ReadOnlyTeamScopedAdmin):
     search_fields = ["rationale", "evaluator__username"]
     list_select_related = ["scenario", "task", "evaluator"]
     readonly_fields = [f.name for f in Judgment._meta.fields]
+
+
+@admin.register(Adjudication)
+class AdjudicationAdmin(ReadOnlyTeamScopedAdmin):
+    """Adjudicated answers are set on the review page or through the API (checked there)."""
+
+    view_feature = EVALUATIONS_VIEW_ALL
+    change_feature = SCENARIOS_MANAGE
+    list_display = ["pk", "scenario", "task", "set_by", "set_at"]
+    list_filter = [("scenario", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["note", "set_by__username"]
+    list_select_related = ["scenario", "task", "set_by"]
+    readonly_fields = [f.name for f in Adjudication._meta.fields]
 
 
 @admin.register(Assignment)

@@ -27,6 +27,7 @@ from threadpoolctl import threadpool_limits
 
 from evalplatform import validation
 from evaluations.analytics import bradley_terry, data, plackett_luce, stats
+from evaluations.analytics.adjudicated import adjudicated
 from evaluations.analytics.agreement import agreement, category, task_name, unit_values, versus
 from evaluations.analytics.data import AnalysisData, Row
 from evaluations.models import Judgment, LLMJudge, RaterKind
@@ -988,4 +989,15 @@ def _compute(
     result["judges"] = judges_table(
         scenario, loaded.judges, everything, loaded.unparseable, options
     )
+    # Every rater held to the adjudicated answers, whatever the filter; each judge's
+    # figures also in its row of the judge table.
+    held = adjudicated(
+        registry.of(scenario).analysis, everything, loaded.adjudications, scenario.config
+    )
+    result["adjudicated"] = held
+    by_name = {entry["rater"]: entry for entry in held["by_rater"]}
+    for entry in result["judges"]:
+        mine = by_name.get(f"judge:{entry['name']}", {})
+        entry["adjudicated_n"] = mine.get("n", 0)
+        entry["adjudicated_accuracy"] = mine.get("accuracy")
     return result

@@ -11,13 +11,20 @@ the fingerprint of stored analyses.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from django.db.models import QuerySet
 
-from evaluations.models import Judgment, LLMJudge, ParseStatus, RaterExclusion, RaterKind
+from evaluations.models import (
+    Adjudication,
+    Judgment,
+    LLMJudge,
+    ParseStatus,
+    RaterExclusion,
+    RaterKind,
+)
 from scenarios import selectors as scenario_selectors
 from scenarios.models import GoldTask, Scenario, Variant
 
@@ -109,17 +116,27 @@ def verdicts(scenario: Scenario) -> tuple[list[Row], dict[int, int]]:
     return rows, dict(unparseable)
 
 
+@dataclass(frozen=True)
+class Reference:
+    """A task's adjudicated answer: the task's order (its variant ids) and the stored answer."""
+
+    presented: list[int]
+    payload: dict[str, Any]
+
+
 @dataclass
 class AnalysisData:
     """What ``analyze`` computes from: the scenario (id, name, type, configuration), its valid
     verdicts oldest first, each judge's unparseable replies, its variants by id (with their
-    items), its judges (with their models and prompt versions)."""
+    items), its judges (with their models and prompt versions), and its tasks' adjudicated
+    answers by task id."""
 
     scenario: Scenario
     rows: list[Row]
     unparseable: dict[int, int]
     variants: dict[int, Variant]
     judges: list[LLMJudge]
+    adjudications: dict[int, Reference] = field(default_factory=dict)
 
 
 def load(scenario: Scenario) -> AnalysisData:
@@ -130,7 +147,17 @@ def load(scenario: Scenario) -> AnalysisData:
         unparseable=unparseable,
         variants=scenario_selectors.variants_by_pk(scenario),
         judges=list(scenario.judges.select_related("llm_model", "prompt_version__template")),
+        adjudications=adjudications(scenario),
     )
+
+
+def adjudications(scenario: Scenario) -> dict[int, Reference]:
+    """The scenario's adjudicated answers by task id."""
+    found = Adjudication.objects.filter(scenario=scenario)
+    return {
+        task: Reference(presented, payload)
+        for task, presented, payload in found.values_list("task_id", "presented", "payload")
+    }
 
 
 def variant_items(scenario: Scenario) -> list[tuple[int, int]]:

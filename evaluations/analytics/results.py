@@ -26,7 +26,7 @@ from django_q.tasks import async_task
 
 from evaluations.analytics import data
 from evaluations.analytics.analyze import DEFAULTS, ELO_ROUNDS, analyze
-from evaluations.models import AnalysisStatus, LLMJudge, StoredAnalysis
+from evaluations.models import Adjudication, AnalysisStatus, LLMJudge, StoredAnalysis
 from scenarios.models import Scenario
 
 logger = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ INLINE_JUDGMENTS = 20_000
 # killed, a queue flushed) and queued again: past the task queue's own timeout.
 LOST_AFTER = timedelta(seconds=settings.Q_CLUSTER.get("timeout", 3600) + 300)
 # Part of every key: a new version of the analyses makes every stored result stale.
-VERSION = 2
+VERSION = 3
 
 
 @dataclass
@@ -78,7 +78,8 @@ def _key(options: dict[str, Any]) -> str:
 
 def fingerprint(scenario: Scenario) -> tuple[str, int]:
     """The state of what an analysis reads (its judgments, their revisions, judges, gold
-    tasks and excluded evaluators) in one string, and the number of judgments."""
+    tasks, excluded evaluators and adjudicated answers) in one string, and the number of
+    judgments."""
     # A revised answer changes what an analysis reads: its time is part of the state.
     judged = data.judgments(scenario).aggregate(
         n=Count("pk"), last=Max("pk"), revised=Max("revised_at")
@@ -88,10 +89,16 @@ def fingerprint(scenario: Scenario) -> tuple[str, int]:
         .order_by("pk")
         .values_list("pk", "name", "params", "prompt_version_id", "llm_model_id", "temperatures")
     )
-    # Gold tasks and excluded evaluators change what is read without a new judgment.
+    # Gold tasks, excluded evaluators and adjudications change what is read without a new
+    # judgment.
     left_out = data.left_out(scenario)
+    adjudicated = Adjudication.objects.filter(scenario=scenario).aggregate(
+        n=Count("pk"), last=Max("set_at")
+    )
     shown = json.dumps(
-        [scenario.name, scenario.config, judges, left_out], sort_keys=True, default=str
+        [scenario.name, scenario.config, judges, left_out, adjudicated],
+        sort_keys=True,
+        default=str,
     )
     digest = hashlib.sha256(shown.encode()).hexdigest()[:16]
     revised = judged["revised"].isoformat() if judged["revised"] else ""

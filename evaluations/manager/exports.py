@@ -1,8 +1,11 @@
 """Judgment exports, unblinded (which variant was which model and prompt), streamed.
 
-CSV rows are long-form, one fact a row, with columns per scenario type (``columns``);
-JSON holds the scenario (configuration included), its variants, every judgment and every
-flag.
+CSV rows are long-form, one fact a row, with columns per scenario type (``columns``); after
+the judges' columns come the evaluator's ``comment`` and ``flag``, and last ``adjudicated``:
+the task's adjudicated answer in the row's terms (empty without one;
+``evaluations.review.answers.export_cell``). JSON holds the scenario (configuration
+included), its variants, every judgment (each with its task's ``adjudicated`` answer) and
+every flag.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from django.http import StreamingHttpResponse
 
 from evalplatform.api.uploads import csv_chunks as csv_stream
 from evalplatform.api.uploads import download
-from evaluations.models import Judgment, ParseStatus, TaskFlag
+from evaluations.models import Adjudication, Judgment, ParseStatus, TaskFlag
+from evaluations.review import answers
+from evaluations.review.selectors import adjudicated_tasks
 from scenarios import selectors as scenario_selectors
 from scenarios.models import Scenario
 from scenarios.types import registry
@@ -33,15 +38,17 @@ _JUDGE = [
     "output_tokens",
     "cost_usd",
 ]
-# An evaluator's comment on the task and their flag on it (``reason: note``), last so that
-# the columns before them keep their places.
+# An evaluator's comment on the task and their flag on it (``reason: note``), after the
+# judges' columns so that the columns before them keep their places.
 _FEEDBACK = ["comment", "flag"]
 _TAIL = ["rationale", "time_spent_ms", "created_at", *_JUDGE, *_FEEDBACK]
+_ADJUDICATED = "adjudicated"
 
 
 def columns(scenario: Scenario) -> list[str]:
-    """The CSV header: the common columns, the scenario type's answer columns, the tail."""
-    return [*_COMMON, *registry.of(scenario).export_columns, *_TAIL]
+    """The CSV header: the common columns, the scenario type's answer columns, the tail,
+    the adjudicated answer."""
+    return [*_COMMON, *registry.of(scenario).export_columns, *_TAIL, _ADJUDICATED]
 
 
 def _judgments(scenario: Scenario):
@@ -102,6 +109,16 @@ def rows(scenario: Scenario) -> Iterator[list[Any]]:
     variants = scenario_selectors.variants_by_pk(scenario)
     kind = registry.of(scenario)
     flags = _flags(scenario)
+    adjudications = adjudicated_tasks(scenario)
+    variant_ids = {pk: v.variant_id for pk, v in variants.items()}
+
+    def adjudicated(task_id: int, cells: list[Any]) -> Any:
+        found = adjudications.get(task_id)
+        if found is None:
+            return ""
+        row = dict(zip(kind.export_columns, cells, strict=True))
+        return answers.export_cell(kind.analysis, found.payload, found.presented, row, variant_ids)
+
     for j in _judgments(scenario):
         task = j.task
         head = [
@@ -122,13 +139,13 @@ def rows(scenario: Scenario) -> Iterator[list[Any]]:
         ]
         shown = [variants[pk] for pk in j.presented if pk in variants]
         if j.parse_status == ParseStatus.FAILED:  # a judge's reply that was no verdict
-            blanks = len(kind.export_columns)
-            yield [*head, *[""] * blanks, *tail]
+            blanks = [""] * len(kind.export_columns)
+            yield [*head, *blanks, *tail, adjudicated(task.pk, blanks)]
         else:
             for cells in kind.export_rows(
                 payload=j.payload, shown=shown, variants=variants, task=task
             ):
-                yield [*head, *cells, *tail]
+                yield [*head, *cells, *tail, adjudicated(task.pk, list(cells))]
 
 
 def csv_chunks(scenario: Scenario) -> Iterator[str]:
@@ -136,8 +153,21 @@ def csv_chunks(scenario: Scenario) -> Iterator[str]:
     return csv_stream(columns(scenario), rows(scenario))
 
 
+def _adjudicated_record(found: Adjudication | None) -> dict[str, Any] | None:
+    if found is None:
+        return None
+    return {
+        "presented": found.presented,
+        "payload": found.payload,
+        "note": found.note,
+        "set_by": found.set_by.get_username() if found.set_by else None,
+        "set_at": found.set_at,
+    }
+
+
 def json_chunks(scenario: Scenario, head: dict[str, Any]) -> Iterator[str]:
     variants = scenario_selectors.variants_by_pk(scenario)
+    adjudications = adjudicated_tasks(scenario)
     yield '{"scenario": ' + json.dumps(head, default=str) + ', "variants": '
     yield json.dumps(
         [
@@ -176,6 +206,7 @@ def json_chunks(scenario: Scenario, head: dict[str, Any]) -> Iterator[str]:
                 "parse_error": j.parse_error,
                 "raw_reply": j.output.content if j.output else None,
             }
+        record["adjudicated"] = _adjudicated_record(adjudications.get(j.task_id))
         yield ("" if first else ",") + json.dumps(record, default=str)
         first = False
     # Every flag, answered tasks' and given-back ones' alike.

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evaluations', '0013_revisions_comments_flags'),
+        ('evaluations', '0014_adjudications'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

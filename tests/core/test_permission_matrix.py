@@ -55,6 +55,7 @@ from evalplatform.runs.models import ProviderBatch
 from evaluations.invitations import services as invitations
 from evaluations.judges import services as judges
 from evaluations.models import JudgeBatch, JudgeFile, JudgeFileLine
+from evaluations.review import services as review
 from evaluations.workspace import services as evaluation_services
 from generation import planning
 from generation import services as generation_services
@@ -171,6 +172,9 @@ TABLE: list[Row] = [
     R("api/scenarios/<pk>/excluded/<user>", {"POST": "ok=AMS 403=CV",
                                              "DELETE": "ok=AMS 403=CV"},
       params={**SCN, "user": "@rater"}),
+    R("api/scenarios/<pk>/review", {"GET": "ok=AMCVS"}, params=SCN),
+    R("api/scenarios/<pk>/tasks/<task_id>/adjudication",
+      {"PUT": "ok=AMS 403=CV", "DELETE": "ok=AMS 403=CV"}, params={**SCN, "task_id": "@task"}),
     R("api/judges/<pk>", {"GET": "ok=AMCVS 403=EI", "PATCH": "ok=AMCS 403=VEI",
                           "DELETE": "ok=AMCS 403=VEI"}, params=JUDGE),
     R("api/judges/<pk>/estimate", {"POST": "ok=AMCS 403=VEI"}, params=JUDGE),
@@ -254,6 +258,11 @@ TABLE: list[Row] = [
       params={"scenario_id": "@scenario"}),
     R("scenarios/<scenario_id>/adaptive-tasks", {"POST": "ok=AMS 403=CV"},
       params={"scenario_id": "@scenario"}, body="form"),
+    R("scenarios/<scenario_id>/review", {"GET": "ok=AMCVS"}, params={"scenario_id": "@scenario"}),
+    R("scenarios/<scenario_id>/tasks/<task_id>/adjudication", {"POST": "ok=AMS 403=CV"},
+      params={"scenario_id": "@scenario", "task_id": "@task"}, body="form"),
+    R("scenarios/<scenario_id>/tasks/<task_id>/adjudication/delete", {"POST": "ok=AMS 403=CV"},
+      params={"scenario_id": "@scenario", "task_id": "@task"}, body="form"),
     R("scenarios/<scenario_id>/invite", {"POST": "ok=AMS 403=CV"},
       params={"scenario_id": "@scenario"}, body="form"),
     R("scenarios/<scenario_id>/invitations/<invitation_id>/withdraw", {"POST": "ok=AMS 403=CV"},
@@ -397,6 +406,7 @@ ADMIN_MODELS: dict[str, dict[str, Any]] = {
     "scenarios.scenario": {"view": "AMS", "add": "", "change": "", "delete": ""},
     "scenarios.variant": {"view": "AMS", "add": "", "change": "", "delete": ""},
     "evaluations.judgment": {"view": "AMS", "add": "", "change": "", "delete": ""},
+    "evaluations.adjudication": {"view": "AMS", "add": "", "change": "", "delete": ""},
     "evaluations.assignment": {"view": "AMS", "add": "", "change": "", "delete": ""},
     "evaluations.invitation": {"view": "AMS", "add": "", "change": "", "delete": ""},
     "evaluations.llmjudge": {"view": "AMS", "add": "", "change": "", "delete": ""},
@@ -580,6 +590,7 @@ KINDS = {
     "job": "generation.generationjob",
     "output": "generation.generationoutput",
     "scenario": "scenarios.scenario",
+    "task": "scenarios.task",
     "judge": "evaluations.llmjudge",
     "invitation": "evaluations.invitation",
     "connection": "providers.providerconnection",
@@ -707,6 +718,13 @@ def build_world() -> World:
             (key, "prompts.promptversion"): version,
             (key, "scenarios.scenario"): scenario,
             (key, "scenarios.variant"): scenario.variants.order_by("pk").first(),
+            (key, "scenarios.task"): scenario.tasks.order_by("pk").first(),
+            (key, "evaluations.adjudication"): review.adjudication_set(
+                user=owner,
+                scenario=scenario,
+                task_id=scenario.tasks.order_by("pk").first().pk,
+                data={"answer": {"winner": "A"}, "note": marker},
+            ),
             (key, "evaluations.llmjudge"): judge,
             (key, "evaluations.judgerun"): judge_run,
             (key, "evaluations.invitation"): invitation,

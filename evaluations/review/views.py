@@ -1,0 +1,177 @@
+"""The review page of a scenario (``feature:evaluations:view_all``): its tasks, the most
+disputed first, each opening onto every rater's answer and rationale side by side; managers
+(``feature:scenarios:manage``) set or remove the adjudicated answer from it."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from evalplatform.accounts import policy
+from evalplatform.accounts.roles import EVALUATIONS_VIEW_ALL, SCENARIOS_MANAGE, SCENARIOS_VIEW
+from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
+from evaluations.review import selectors, services
+from scenarios.models import Scenario
+from scenarios.types import registry
+
+PAGE_SIZE = 25
+FILTER_KEYS = ("raters", "min_answers", "unadjudicated", "ordering")
+
+
+def _scenario(request: HttpRequest, scenario_id: int, feature: str) -> Scenario:
+    try:
+        return policy.access(
+            request.user,
+            feature,
+            Scenario.objects.select_related("team"),
+            view_feature=SCENARIOS_VIEW,
+            pk=scenario_id,
+        )
+    except NotFound as exc:
+        raise Http404 from exc
+    except Forbidden as exc:
+        raise PermissionDenied from exc
+
+
+def _tally(row: dict[str, Any]) -> str:
+    """The answers of a row in a few words: "A (2) · B"."""
+    counts = Counter(a["summary"] for a in row["answers"])
+    return " · ".join(f"{text} ({n})" if n > 1 else text for text, n in counts.most_common())
+
+
+def _form(row: dict[str, Any], dimensions: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a row's answer form starts with: the adjudicated answer, when there is one."""
+    current = (row["adjudication"] or {}).get("answer") or {}
+    scores = current.get("scores") or {}
+    ranking = list(current.get("ranking") or [])
+    keys = [v["key"] for v in row["variants"]]
+    ranking += [None] * (len(keys) - len(ranking))
+    return {
+        "winner": current.get("winner"),
+        "labels": current.get("labels") or [],
+        "text": current.get("text") or "",
+        "scores": [
+            {
+                "index": i,
+                "name": dim["name"],
+                "points": list(range(dim["min"], dim["max"] + 1)),
+                "current": scores.get(dim["name"]),
+            }
+            for i, dim in enumerate(dimensions)
+        ],
+        "places": [{"place": n + 1, "current": key} for n, key in enumerate(ranking)],
+        "keys": keys,
+        "json": json.dumps(current) if current else "",
+    }
+
+
+@login_required
+def review_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
+    scenario = _scenario(request, scenario_id, EVALUATIONS_VIEW_ALL)
+    errors: dict[str, list[str]] = {}
+    try:
+        filters = selectors.filters_from(request.GET)
+    except FieldErrors as exc:
+        errors, filters = exc.errors, selectors.Filters()
+    found = selectors.review_tasks(scenario, filters)
+    page = Paginator(found, PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = selectors.review_rows(scenario, list(page.object_list), filters.raters)
+    dimensions = [d for d in scenario.config.get("dimensions", []) if isinstance(d, dict)]
+    for row in rows:
+        row["tally"] = _tally(row)
+        row["form"] = _form(row, dimensions)
+    kind = registry.of(scenario)
+    query = urlencode({k: request.GET[k] for k in FILTER_KEYS if request.GET.get(k)})
+    return render(
+        request,
+        "evaluations/review.html",
+        {
+            "scenario": scenario,
+            "kind": kind,
+            "rows": rows,
+            "page": page,
+            "filters": filters,
+            "errors": errors,
+            "query": query,
+            "tasks": len(found),
+            "disputed": sum(1 for t in found if t.disagreement),
+            "adjudicated": sum(1 for t in found if t.adjudicated),
+            "can_manage": policy.may(request.user, SCENARIOS_MANAGE, scenario),
+            # The type's own form of an answer when it has one, else the answer as JSON.
+            "answer_form": [
+                f"evaluations/review/answer_{scenario.type}.html",
+                "evaluations/review/answer_json.html",
+            ],
+        },
+        status=400 if errors else 200,
+    )
+
+
+def _answer(scenario: Scenario, post: QueryDict) -> Any:
+    """The answer a review form posts: the type's answer fields (``answer_from_form``;
+    a ranking's places, best first, as its ``ranking``), or ``answer_json``."""
+    if "answer_json" in post:
+        raw = post.get("answer_json", "")
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw  # not an object: the check says so
+    fields = post.copy()
+    if "place" in post:
+        fields["ranking"] = ",".join(post.getlist("place"))
+    return registry.of(scenario).answer_from_form(fields, scenario.config)
+
+
+def _back(scenario: Scenario, post: QueryDict, task_id: int) -> HttpResponse:
+    back = QueryDict(post.get("back", ""))
+    query = urlencode({k: back[k] for k in (*FILTER_KEYS, "page") if back.get(k)})
+    url = reverse("review:page", kwargs={"scenario_id": scenario.pk})
+    return redirect(f"{url}{'?' + query if query else ''}#task-{task_id}")
+
+
+@login_required
+@require_POST
+def adjudicate(request: HttpRequest, scenario_id: int, task_id: int) -> HttpResponse:
+    scenario = _scenario(request, scenario_id, SCENARIOS_MANAGE)
+    data = {"answer": _answer(scenario, request.POST), "note": request.POST.get("note", "")}
+    try:
+        services.adjudication_set(user=request.user, scenario=scenario, task_id=task_id, data=data)
+    except NotFound as exc:
+        raise Http404 from exc
+    except FieldErrors as exc:
+        messages.error(
+            request,
+            f"Task {task_id}: the answer was not saved. "
+            + " ".join(m for ms in exc.errors.values() for m in ms),
+        )
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Task {task_id}: adjudicated answer saved.")
+    return _back(scenario, request.POST, task_id)
+
+
+@login_required
+@require_POST
+def adjudication_delete(request: HttpRequest, scenario_id: int, task_id: int) -> HttpResponse:
+    scenario = _scenario(request, scenario_id, SCENARIOS_MANAGE)
+    try:
+        removed = services.adjudication_delete(
+            user=request.user, scenario=scenario, task_id=task_id
+        )
+    except NotFound as exc:
+        raise Http404 from exc
+    if removed:
+        messages.success(request, f"Task {task_id}: adjudicated answer removed.")
+    return _back(scenario, request.POST, task_id)
