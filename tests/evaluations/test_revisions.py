@@ -256,10 +256,10 @@ def test_flagging_gives_the_task_back_and_managers_list_the_flags(
     outsider = api(people["outsider"]).get(f"{EVAL}/scenarios/{scenario.pk}/flags")
     assert outsider.status_code == 404
 
-    # The exports: the flag on the answered task's row (columns at the end), every flag in
-    # the JSON.
+    # The exports: the flag on the answered task's row (columns after the judges', before
+    # the adjudicated answer), every flag in the JSON.
     rows = export_rows(api(people["manager"]), scenario)
-    assert list(rows[0])[-2:] == ["comment", "flag"]
+    assert list(rows[0])[-3:] == ["comment", "flag", "adjudicated"]
     assert rows[0]["flag"] == "offensive"
     response = api(people["manager"]).post(f"/api/scenarios/{scenario.pk}/export/json")
     exported = json.loads(b"".join(response.streaming_content))
