@@ -10,6 +10,7 @@ from typing import Any
 
 from django.http import QueryDict
 
+from evalplatform import validation
 from evalplatform.prompts.models import PromptVersion
 
 JSON_FIELDS = ("default_variables", "sample_item")
@@ -74,7 +75,8 @@ def apply_op(blocks: list[dict[str, str]], op: str) -> list[dict[str, str]]:
     if op == "add":
         return [*blocks, {"title": "", "body": ""}]
     name, _, raw = op.partition(":")
-    index = int(raw) if raw.isdigit() and len(raw) < 4 else -1
+    found = validation.digits(raw, most=3)
+    index = -1 if found is None else found
     if not 0 <= index < len(blocks):
         return blocks
     if name == "remove":

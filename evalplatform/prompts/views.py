@@ -24,6 +24,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from evalplatform import validation
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import PROMPTS_EDIT, PROMPTS_VIEW
 from evalplatform.errors import ApplicationError, Conflict, FieldErrors, Forbidden, NotFound
@@ -206,8 +207,8 @@ def version_new(request: HttpRequest, template_id: int) -> HttpResponse:
         versions = selectors.template_versions(template)
         wanted = request.GET.get("from", "")
         source = (
-            versions.filter(number=int(wanted)).first()
-            if wanted.isdigit() and len(wanted) < 10
+            versions.filter(number=number).first()
+            if (number := validation.digits(wanted, most=9)) is not None
             else None
         ) or versions.last()
         context["source"] = source

@@ -3,6 +3,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from evalplatform import validation
 from evalplatform.accounts.models import Notification
 from evalplatform.accounts.roles import ADMIN_ACCESS, FEATURES
 from evalplatform.accounts.selectors import me_summary
@@ -34,6 +35,6 @@ def home(request):
 def dismiss_notifications(request):
     """Dismiss the listed notifications (``id`` fields), or all; then go back."""
     posted = request.POST.getlist("id")
-    ids = [int(i) for i in posted if i.isdigit()]
+    ids = [n for i in posted if (n := validation.digits(i)) is not None]
     notifications_dismiss(user=request.user, ids=ids if posted else None)
     return redirect(safe_next(request, reverse("home")))

@@ -12,6 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from evalplatform import validation
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import (
     EVALUATIONS_JUDGE,
@@ -174,7 +175,9 @@ def scenario_new(request: HttpRequest) -> HttpResponse:
             **fields,
             "type": kind,
             "config": config,
-            "seed": int(seed) if seed.lstrip("-").isdigit() else seed,
+            "seed": number
+            if (number := validation.digits(seed, signed=True)) is not None
+            else seed,
         }
         try:
             if team is None:

@@ -227,9 +227,10 @@ def rater(scenario: Scenario, ref: Any) -> Any:
     invited to it, or someone who judged it; ``NotFound`` for anyone else."""
     users = get_user_model().objects.all()
     ref = str(ref)
-    if ref.isdigit():
-        short = len(ref) <= 10 and int(ref) <= validation.INT_MAX
-        found = users.filter(pk=int(ref)).first() if short else None
+    if ref.isascii() and ref.isdigit():
+        number = validation.digits(ref, most=10)
+        short = number is not None and number <= validation.INT_MAX
+        found = users.filter(pk=number).first() if short and number is not None else None
     else:
         found = users.filter(username=ref[:150]).first()
     if found is None or not (

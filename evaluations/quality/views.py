@@ -10,6 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
+from evalplatform import validation
 from evalplatform.api.uploads import read_upload
 from evalplatform.errors import ApplicationError, FieldErrors, NotFound
 from evaluations.pages import scenario_or_404
@@ -40,7 +41,7 @@ def assignees(request: HttpRequest, scenario_id: int) -> HttpResponse:
     chosen = request.POST.getlist("assignee")[: services.MAX_ASSIGNEES + 1]
     entries = [
         {
-            "user": int(pk) if pk.isdigit() and len(pk) <= 10 else pk,
+            "user": number if (number := validation.digits(pk, most=10)) is not None else pk,
             "quota": request.POST.get(f"quota-{pk}", "").strip() or None,
         }
         for pk in chosen

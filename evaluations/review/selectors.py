@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evalplatform import validation
 from evalplatform.errors import FieldErrors
 from evaluations.models import Adjudication, Judgment, ParseStatus, RaterKind
 from evaluations.review import answers
@@ -59,7 +60,8 @@ def filters_from(query: Mapping[str, Any]) -> Filters:
     if ordering not in ORDERINGS:
         errors["ordering"] = ", ".join(ORDERINGS[:-1]) + f" or {ORDERINGS[-1]}."
     raw = (query.get("min_answers") or "0").strip()
-    min_answers = int(raw) if raw.isdigit() and len(raw) <= 4 else -1
+    found = validation.digits(raw, most=4)
+    min_answers = -1 if found is None else found
     if not 0 <= min_answers <= MAX_MIN_ANSWERS:
         errors["min_answers"] = f"A whole number from 0 to {MAX_MIN_ANSWERS:,}."
     unadjudicated = _yes(query.get("unadjudicated"), "unadjudicated", errors)

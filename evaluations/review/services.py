@@ -30,8 +30,8 @@ def _task(user: Any, scenario: Scenario, task_id: Any) -> Task:
     if not policy.may(user, SCENARIOS_MANAGE, scenario):
         raise Forbidden()
     task = None
-    if str(task_id).isdigit() and len(str(task_id)) <= 18:
-        task = Task.objects.filter(scenario=scenario, pk=int(task_id)).first()
+    if (number := validation.digits(str(task_id))) is not None:
+        task = Task.objects.filter(scenario=scenario, pk=number).first()
     if task is None:
         raise NotFound()
     return task

@@ -16,6 +16,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from evalplatform import validation
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_VIEW_ALL, SCENARIOS_VIEW
 from evalplatform.errors import FieldErrors, NotFound
@@ -261,11 +262,12 @@ class JudgmentListView(ListAPIView):
             return Judgment.objects.none()
         user = cast(Any, self.request.user)
         raw = self.request.query_params.get("scenario", "")
-        if not raw.isdigit():
+        scenario_id = validation.digits(raw)
+        if scenario_id is None:
             raise FieldErrors({"scenario": "The scenario's id."})
-        scenarios = Scenario.objects.filter(pk=int(raw))
+        scenarios = Scenario.objects.filter(pk=scenario_id)
         if policy.visible(user, EVALUATIONS_VIEW_ALL, scenarios).exists():
-            return selectors.judgments(int(raw))
+            return selectors.judgments(scenario_id)
         if access.evaluable(user, scenarios).exists():
-            return selectors.judgments(int(raw)).filter(evaluator=user)
+            return selectors.judgments(scenario_id).filter(evaluator=user)
         raise NotFound()

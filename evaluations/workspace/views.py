@@ -13,6 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from evalplatform import validation
 from evalplatform.errors import ApplicationError, FieldErrors, NotFound
 from evaluations.models import Assignment, AssignmentStatus, FlagReason
 from evaluations.workspace import access, flags, revisions, selectors, services
@@ -57,7 +58,7 @@ def _answer_from_post(request: HttpRequest, scenario: Scenario) -> dict[str, Any
         "answer": registry.of(scenario).answer_from_form(request.POST, scenario.config),
         "rationale": request.POST.get("rationale", ""),
         "comment": request.POST.get("comment", ""),
-        "time_spent_ms": int(raw_time) if raw_time.isdigit() else None,
+        "time_spent_ms": validation.digits(raw_time),
     }
 
 

@@ -216,3 +216,16 @@ def test_only_upload_routes_take_a_large_multipart_body():
         assert limit_for(path, "application/json") == 2000, path
     for path in ("/login/", "/api/tokens", "/evaluate/tasks/3", "/api/scenarios/12", "/admin/"):
         assert limit_for(path, multipart) == 2000, path
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("odd", ["²", "٣", "9" * 5000, "-1", "1e3"])
+def test_digits_that_int_cannot_read_are_field_errors(api, manager, odd):
+    from django.test import Client
+
+    listed = api(manager).get("/api/evaluations/judgments", {"scenario": odd})
+    assert listed.status_code == 400 and "scenario" in listed.json()["errors"]
+    page = Client()
+    page.force_login(manager)
+    dismissed = page.post("/notifications/dismiss", {"id": odd})
+    assert dismissed.status_code == 302

@@ -7,6 +7,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from evalplatform import validation
 from evalplatform.errors import FieldErrors
 from evaluations.analytics.analyze import analyze
 from evaluations.analytics.api import options_from
@@ -34,7 +35,8 @@ class Command(BaseCommand):
         if options["team"]:
             found = found.filter(team__slug=options["team"])
         key = options["scenario"]
-        found = found.filter(pk=int(key)) if key.isdigit() else found.filter(name=key)
+        number = validation.digits(key)
+        found = found.filter(pk=number) if number is not None else found.filter(name=key)
         matches = list(found[:2])
         if not matches:
             raise CommandError(f"No scenario {key!r}.")

@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from evalplatform import validation
 from evalplatform.accounts.models import Team
 from evalplatform.errors import FieldErrors
 from evaluations.manager.imports import holds_nul, import_judgments
@@ -52,7 +53,7 @@ class Command(BaseCommand):
             raise CommandError(f"No such file: {file}")
         found = (
             Scenario.objects.filter(pk=int(scenario))
-            if scenario.isdigit()
+            if validation.digits(scenario) is not None
             else (Scenario.objects.filter(name=scenario))
         )
         if team:
@@ -67,7 +68,7 @@ class Command(BaseCommand):
         if actor is None:
             raise CommandError("No such user (or no superuser): give --user.")
         made = not matches and bool(create)
-        if made and (not team or scenario.isdigit()):
+        if made and (not team or validation.digits(scenario) is not None):
             raise CommandError("--create needs --team and a scenario name.")
         if not made and len(matches) != 1:
             raise CommandError(
