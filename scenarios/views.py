@@ -18,6 +18,7 @@ from evalplatform.accounts.roles import GENERATION_VIEW
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
 from generation.models import GenerationJob
 from scenarios import services
+from scenarios.forms import context_fields_from_text
 from scenarios.types import registry
 
 
@@ -34,7 +35,11 @@ def form_to_data(post: Any) -> dict[str, Any]:
     if temperatures:
         outputs["temperatures"] = temperatures
     overlap, seed = post.get("overlap", "1"), post.get("seed", "0").strip() or "0"
-    return {
+    shown: dict[str, Any] = {}
+    if text := post.get("context_fields", "").strip():
+        # Blank: the fields the job's prompts read (the service's default); "*": all.
+        shown["context_fields"] = None if text == "*" else context_fields_from_text(text)
+    return shown | {
         "name": post.get("name", ""),
         "type": kind,
         "instructions": post.get("instructions", ""),

@@ -96,6 +96,11 @@ def test_the_dialog_previews_its_design_and_filters_the_outputs(
         for v in scenario.variants.select_related("source_output")
     }
     assert outputs == {(0, 1.0)}
+    # Blind evaluators see the fields the job's prompts read unless told otherwise.
+    assert scenario.context_fields == ["content"]
+    for typed, shown in (("content, id", ["content", "id"]), ("*", None)):
+        client.post(url, form | {"name": f"Shown {typed}", "context_fields": typed})
+        assert Scenario.objects.get(name=f"Shown {typed}").context_fields == shown
     wrong = client.post(f"{url}/preview", form | {"max_pairs_per_item": "0"}).content.decode()
     assert "cannot be made" in wrong and "max_pairs_per_item" in wrong
     outsider = browser(member(team_b, Role.ADMIN))
