@@ -295,3 +295,63 @@ def test_who_sees_quality_and_may_exclude(api, judged, people):
     )
     assert too_long.status_code == 400 and "reason" in too_long.json()["errors"]
     assert not RaterExclusion.objects.exists()
+
+
+def rating_scenario(manager, team, tasks):
+    import json
+
+    from scenarios import services as scenario_services
+
+    rows = [
+        {"item_id": f"t{n}", "variant_id": "v", "content": f"t{n} {n % 5 + 1}"}
+        for n in range(tasks)
+    ]
+    scenario = scenario_services.scenario_from_upload(
+        user=manager,
+        team=team,
+        data={
+            "name": "Scores",
+            "type": "rating",
+            "config": {"dimensions": [{"name": "quality", "min": 1, "max": 5}]},
+            "overlap": 3,
+            "format": "jsonl",
+        },
+        raw="\n".join(json.dumps(r) for r in rows).encode(),
+    )
+    return scenario_services.scenario_open(user=manager, scenario=scenario)
+
+
+def rate(client, scenario, score):
+    """Answer every task left with ``score(true score)``, 4 s each."""
+    for _ in range(100):
+        response = client.post(f"{EVAL}/scenarios/{scenario.pk}/next")
+        if response.status_code == 204:
+            return
+        view = response.json()
+        true = int(view["variants"][0]["content"].split()[1])
+        stored = client.post(
+            f"{EVAL}/assignments/{view['assignment']}/submit",
+            {"answer": {"scores": {"quality": score(true)}}, "time_spent_ms": 4000},
+            format="json",
+        )
+        assert stored.status_code == 201, stored.content
+
+
+@pytest.mark.django_db
+def test_rating_quality_is_the_distance_from_the_others_and_flat_scores_are_flagged(
+    api, team_a, people
+):
+    scenario = rating_scenario(people["manager"], team_a, tasks=20)
+    rate(api(people["ann"]), scenario, lambda true: true)
+    rate(api(people["bob"]), scenario, lambda true: true)
+    rate(api(people["cat"]), scenario, lambda true: 3)  # the same score every time
+    rows = figures(api, people["manager"], scenario)
+    ann, cat = rows["ann"], rows["cat"]
+    assert ann["judgments"] == cat["judgments"] == 20
+    # ann against the mean of bob (the truth) and cat (3): |t - (t + 3) / 2| = |t - 3| / 2.
+    expected = sum(abs(n % 5 + 1 - 3) / 2 for n in range(20)) / 20
+    assert ann["agreement"] == {"tasks": 20, "value": round(expected, 4)}
+    # cat against the truth: |3 - t|.
+    assert cat["agreement"]["value"] == round(sum(abs(3 - (n % 5 + 1)) for n in range(20)) / 20, 4)
+    assert cat["flags"] == ["straight-lining"] and ann["flags"] == []
+    assert ann["median_seconds"] == 4.0
