@@ -389,7 +389,12 @@ class Watcher:
         retry = 0.5
         while not self.stopping.is_set():
             try:
-                with connect(self.uri, additional_headers=self.headers, open_timeout=10) as ws:
+                # No client keepalive pings: under load (CI runs two suites on two cores) an
+                # answer to one can take past its 20 s timeout, and the client then closes the
+                # socket itself. A browser's page does not ping either.
+                with connect(
+                    self.uri, additional_headers=self.headers, open_timeout=10, ping_interval=None
+                ) as ws:
                     self.socket = ws
                     self.connections += 1
                     self.connected.set()

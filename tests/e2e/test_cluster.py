@@ -76,9 +76,7 @@ def test_three_workers_finish_a_job_whose_worker_was_sigkilled(scale):
             "both jobs to complete",
             meanwhile=nothing_half_written,
         )
-        # The web process relays the last events after the job's row says completed; on a
-        # loaded machine (CI runs two suites on two cores) that can take a while.
-        wait_for(watcher.final, 90, "the last event")
+        wait_for(watcher.final, 30, "the last event")
         watcher.close()
 
     scale.assert_done_once(job, CELLS)
