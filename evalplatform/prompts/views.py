@@ -160,6 +160,23 @@ def _posted(request: HttpRequest) -> tuple[dict[str, Any], dict[str, Any], dict[
     return forms.shown(request.POST), data, errors
 
 
+def _post_version(
+    request: HttpRequest, context: dict[str, Any], write: Callable[[dict[str, Any]], Any]
+) -> HttpResponse:
+    """The version editor's POST: a block operation redraws the page (nothing saved);
+    otherwise ``write`` saves the version, or the page comes back with the errors."""
+    values, data, form_errors = _posted(request)
+    if op := request.POST.get("op"):
+        return _editor(
+            request, context, values | {"blocks": forms.apply_op(values["blocks"], op)}, {}
+        )
+    version, errors, status = _save(data, form_errors, lambda: write(data))
+    if version is None:
+        return _editor(request, context, values, errors, status)
+    messages.success(request, f"Version {version.number} saved.")
+    return redirect("prompts:template", template_id=context["template"].pk)
+
+
 @login_required
 def template_new(request: HttpRequest) -> HttpResponse:
     teams = list(policy.teams_with(request.user, PROMPTS_EDIT).order_by("name"))
@@ -213,20 +230,11 @@ def version_new(request: HttpRequest, template_id: int) -> HttpResponse:
         ) or versions.last()
         context["source"] = source
         return _editor(request, context, forms.initial(source) | {"note": ""}, {})
-    values, data, form_errors = _posted(request)
-    if op := request.POST.get("op"):
-        return _editor(
-            request, context, values | {"blocks": forms.apply_op(values["blocks"], op)}, {}
-        )
-    version, errors, status = _save(
-        data,
-        form_errors,
-        lambda: services.version_create(user=request.user, template=template, **data),
+    return _post_version(
+        request,
+        context,
+        lambda data: services.version_create(user=request.user, template=template, **data),
     )
-    if version is None:
-        return _editor(request, context, values, errors, status)
-    messages.success(request, f"Version {version.number} saved.")
-    return redirect("prompts:template", template_id=template.pk)
 
 
 @login_required
@@ -248,20 +256,11 @@ def version_edit(request: HttpRequest, version_id: int) -> HttpResponse:
             new = reverse("prompts:version-new", kwargs={"template_id": template.pk})
             return redirect(f"{new}?from={version.number}")
         return _editor(request, context, forms.initial(version), {})
-    values, data, form_errors = _posted(request)
-    if op := request.POST.get("op"):
-        return _editor(
-            request, context, values | {"blocks": forms.apply_op(values["blocks"], op)}, {}
-        )
-    saved, errors, status = _save(
-        data,
-        form_errors,
-        lambda: services.version_update(user=request.user, version=version, **data),
+    return _post_version(
+        request,
+        context,
+        lambda data: services.version_update(user=request.user, version=version, **data),
     )
-    if saved is None:
-        return _editor(request, context, values, errors, status)
-    messages.success(request, f"Version {saved.number} saved.")
-    return redirect("prompts:template", template_id=template.pk)
 
 
 @login_required
