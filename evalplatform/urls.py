@@ -35,6 +35,7 @@ urlpatterns = [
     path("generation/", include("generation.page_urls")),
     path("evaluate/", include("evaluations.workspace.page_urls")),
     path("prompts/", include("evalplatform.prompts.page_urls")),
+    path("", include("evalplatform.accounts.page_urls")),
     path("generation", RedirectView.as_view(url="/generation/", permanent=False)),
     path("", include("evalplatform.web.urls")),
 ]

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from evalplatform.accounts.models import Team
+from evalplatform.accounts.models import Team, TeamGroup
 from scenarios.types import registry
 
 # The choices of ``Scenario.type``: one member per type of ``scenarios.types`` (RATING =
@@ -92,6 +92,12 @@ class Scenario(models.Model):
         default=0.0,
         validators=[MinValueValidator(0.0), MaxValueValidator(0.5)],
         help_text="Share of gold tasks mixed into each evaluator's stream.",
+    )
+    # The same for attention checks (``GoldTask`` of kind ``attention``), drawn apart.
+    attention_rate = models.FloatField(
+        default=0.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(0.5)],
+        help_text="Share of attention checks mixed into each evaluator's stream.",
     )
     # Where the items came from: {"kind": "generation_job", "job": id, "filters": {...}} or
     # {"kind": "upload", "filename": ...}.
@@ -208,10 +214,10 @@ class Task(models.Model):
 
 
 class ScenarioAssignee(models.Model):
-    """A member chosen to evaluate a scenario. A scenario with assignees is evaluated by
-    them (and by the people invited to it) only; without, by every member of its team who
-    may submit. ``quota``: the most tasks this evaluator is handed (None: the scenario's
-    ``default_quota``)."""
+    """A member chosen to evaluate a scenario. A scenario with assignees (or assigned groups:
+    ``ScenarioAssigneeGroup``) is evaluated by them (and by the people invited to it) only;
+    without, by every member of its team who may submit. ``quota``: the most tasks this
+    evaluator is handed (None: the scenario's ``default_quota``)."""
 
     team_lookup = "scenario__team"
 
@@ -231,21 +237,62 @@ class ScenarioAssignee(models.Model):
         return f"{self.user} · {self.scenario}"
 
 
+class ScenarioAssigneeGroup(models.Model):
+    """A group of the team chosen to evaluate a scenario: whoever is in the group when they
+    ask for a task is an assignee (with the scenario's ``default_quota``, unless they are
+    also an assignee of their own with a quota). A scenario with assignees or assigned groups
+    is evaluated by them (and by its invited guests) only. A group assigned somewhere cannot
+    be deleted (``PROTECT``): dropping it silently could open the scenario to everyone."""
+
+    team_lookup = "scenario__team"
+
+    scenario = models.ForeignKey(Scenario, on_delete=models.CASCADE, related_name="assignee_groups")
+    group = models.ForeignKey(
+        TeamGroup, on_delete=models.PROTECT, related_name="scenario_assignments"
+    )
+
+    class Meta:
+        ordering = ["scenario_id", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["scenario", "group"], name="one_assignment_per_group")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.group} · {self.scenario}"
+
+
+class GoldKind(models.TextChoices):
+    GOLD = "gold", "Gold task"
+    ATTENTION = "attention", "Attention check"
+
+
 class GoldTask(models.Model):
     """A task with a known answer (``answer``, in the stored shape of the scenario's type,
-    in the task's presented order): mixed into evaluators' streams at the scenario's
-    ``gold_rate`` to measure their accuracy, and left out of the analytics. It holds no
-    place of the overlap: every evaluator may be handed it once."""
+    in the task's presented order), left out of the analytics. It holds no place of the
+    overlap: every evaluator may be handed it once.
+
+    Two kinds. ``gold``: one of the scenario's tasks, shown as it is (evaluators cannot tell
+    it apart), mixed in at ``gold_rate`` to measure accuracy. ``attention``: a task of its own
+    (made by ``attention_add``, reusing another task's variants) whose every variant shows
+    ``instruction`` instead of its content ("This is an attention check: choose B"), mixed in
+    at ``attention_rate`` to catch inattentive raters."""
 
     team_lookup = "scenario__team"
 
     scenario = models.ForeignKey(Scenario, on_delete=models.CASCADE, related_name="gold_tasks")
     task = models.OneToOneField(Task, on_delete=models.CASCADE, related_name="gold")
+    kind = models.CharField(max_length=10, choices=GoldKind.choices, default=GoldKind.GOLD)
+    instruction = models.TextField(blank=True)
     answer = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["scenario_id", "task_id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(kind__in=GoldKind.values), name="gold_kind_valid"
+            ),
+        ]
 
     def __str__(self) -> str:
-        return f"gold {self.task}"
+        return f"{self.kind} {self.task}"

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
+from django.db.models import Count
 from django.http import Http404
 
 from evalplatform.accounts import audit, policy, services
@@ -10,19 +12,22 @@ from evalplatform.accounts.admin_site import (
     TeamScopedAdmin,
     TeamScopedInline,
 )
-from evalplatform.accounts.models import ApiToken, AuditEvent, Membership, Team
-from evalplatform.accounts.roles import ACCOUNTS_MANAGE, ACCOUNTS_VIEW, ROLE_FEATURES
+from evalplatform.accounts.models import ApiToken, AuditEvent, Membership, Team, TeamGroup
+from evalplatform.accounts.roles import (
+    ACCOUNTS_MANAGE,
+    ACCOUNTS_VIEW,
+    ROLE_FEATURES,
+    SCENARIOS_MANAGE,
+)
 
 
-def _user_choices(request):
+def _user_choices(request, feature: str = ACCOUNTS_MANAGE):
     """Superusers pick any user; team admins pick among the people already in their teams
     (adding people from outside goes through a superuser or an invitation)."""
     users = get_user_model().objects.order_by("username")
     if policy.is_superuser(request.user):
         return users
-    return users.filter(
-        memberships__team__in=policy.teams_with(request.user, ACCOUNTS_MANAGE)
-    ).distinct()
+    return users.filter(memberships__team__in=policy.teams_with(request.user, feature)).distinct()
 
 
 def _membership_changed(request, membership: Membership, verb: str) -> None:
@@ -103,6 +108,74 @@ class MembershipAdmin(TeamScopedAdmin):
         if db_field.name == "user":
             kwargs["queryset"] = _user_choices(request)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+class TeamGroupForm(forms.ModelForm):
+    class Meta:
+        model = TeamGroup
+        fields = ["team", "name", "members"]
+
+    def clean(self):
+        data = super().clean() or {}
+        team, members = data.get("team"), data.get("members")
+        if team is not None and members is not None:
+            outsiders = members.exclude(memberships__team=team)
+            if outsiders.exists():
+                names = ", ".join(u.get_username() for u in outsiders[:10])
+                self.add_error("members", f"Not members of {team}: {names}.")
+        return data
+
+
+@admin.register(TeamGroup)
+class TeamGroupAdmin(TeamScopedAdmin):
+    """Evaluator groups. Members are picked among the members of the group's team (checked
+    on save, so a group never holds an outsider)."""
+
+    view_feature = ACCOUNTS_VIEW
+    change_feature = SCENARIOS_MANAGE
+    list_display = ["name", "team", "member_count", "created_at"]
+    list_filter = [("team", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["name", "team__name", "members__username"]
+    list_select_related = ["team"]
+    filter_horizontal = ["members"]
+    form = TeamGroupForm
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(member_total=Count("members"))
+
+    @admin.display(description="Members", ordering="member_total")
+    def member_count(self, obj: TeamGroup) -> int:
+        return obj.member_total  # type: ignore[attr-defined]
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        if db_field.name == "members":
+            kwargs["queryset"] = _user_choices(request, SCENARIOS_MANAGE)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        audit.record(
+            user=request.user,
+            team=form.instance.team_id,
+            action=f"accounts.group.{'change' if change else 'create'}",
+            target=form.instance,
+            members=sorted(u.get_username() for u in form.instance.members.all()),
+        )
+
+    # A group that scenarios are assigned to is protected: the console's delete page lists
+    # those scenarios and refuses, as the API's 409 does.
+    def delete_model(self, request, obj):
+        audit.record(
+            user=request.user, team=obj.team_id, action="accounts.group.delete", target=obj
+        )
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for group in queryset:
+            audit.record(
+                user=request.user, team=group.team_id, action="accounts.group.delete", target=group
+            )
+        super().delete_queryset(request, queryset)
 
 
 @admin.register(ApiToken)

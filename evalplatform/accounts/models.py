@@ -42,6 +42,32 @@ class Membership(models.Model):
         return f"{self.user} in {self.team} as {self.role}"
 
 
+class TeamGroup(models.Model):
+    """A named set of a team's members (e.g. "Linguists", "Night shift"), so that a scenario
+    can be assigned to all of them at once. Only members of the team belong to it; a member
+    who leaves the team leaves its groups too. Whoever is in the group when a task is asked
+    for is in it: a scenario assigned to the group follows its changes."""
+
+    team_lookup = "team"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="groups")
+    name = models.CharField(max_length=100)
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="team_groups"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name, verbose_name_plural = "evaluator group", "evaluator groups"
+        ordering = ["team__name", "name", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "name"], name="team_group_name_unique")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class ApiToken(models.Model):
     """A personal API token. Only a SHA-256 of the key is stored; the key is shown once."""
 

@@ -2,8 +2,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth import get_user_model
+from django.db.models import Prefetch, QuerySet
+
 from evalplatform.accounts import policy
-from evalplatform.accounts.models import Membership, Team
+from evalplatform.accounts.models import Membership, Team, TeamGroup
 
 
 def me_summary(user: Any) -> dict[str, Any]:
@@ -33,3 +36,11 @@ def _team_entry(user: Any, team: Team, role: str | None) -> dict[str, Any]:
         "role": role,
         "features": sorted(policy.granted(user, team)),
     }
+
+
+def groups() -> QuerySet[TeamGroup]:
+    """Evaluator groups with their team and members (by username): two queries for any
+    number of groups."""
+    return TeamGroup.objects.select_related("team").prefetch_related(
+        Prefetch("members", queryset=get_user_model().objects.order_by("username"))
+    )

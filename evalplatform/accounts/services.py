@@ -5,11 +5,15 @@ import secrets
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import ProtectedError, Q
 from django.utils import timezone
 
-from evalplatform.accounts import audit
-from evalplatform.accounts.models import ApiToken, Notification
-from evalplatform.errors import NotFound
+from evalplatform import validation
+from evalplatform.accounts import audit, policy
+from evalplatform.accounts.models import ApiToken, Notification, Team, TeamGroup
+from evalplatform.accounts.roles import SCENARIOS_MANAGE
+from evalplatform.errors import Conflict, FieldErrors, Forbidden, NotFound
 
 TOKEN_PREFIX_LEN = 8
 
@@ -95,3 +99,175 @@ def notifications_dismiss(*, user: Any, ids: list[int] | None = None) -> int:
     if ids is not None:
         unread = unread.filter(pk__in=ids)
     return unread.update(read_at=timezone.now())
+
+
+# --- evaluator groups --------------------------------------------------------------------
+# Managed by those who assign evaluators (``feature:scenarios:manage`` in the group's team);
+# seen by those who may see the team's members (``feature:accounts:view``).
+
+GROUP_NAME_MAX = 100  # TeamGroup.name
+GROUP_MEMBERS_MAX = 1000
+
+
+def _manage_groups(user: Any, team: Team | int) -> None:
+    if not policy.has_feature(user, SCENARIOS_MANAGE, team):
+        raise Forbidden()
+
+
+def _group_name(name: Any, errors: dict[str, str]) -> str:
+    return validation.text(
+        name,
+        name="name",
+        errors=errors,
+        max_length=GROUP_NAME_MAX,
+        required=True,
+        message=f"A name of 1 to {GROUP_NAME_MAX} characters.",
+    )
+
+
+def _team_members(team_id: int, refs: Any, errors: dict[str, str], field: str) -> list[Any]:
+    """The users ``refs`` names (ids or usernames), each a member of the team; errors name
+    ``<field>.<index>`` for anyone else (another team's member gets the same message as
+    nobody)."""
+    if not isinstance(refs, list):
+        errors[field] = "A list of members (user ids or usernames)."
+        return []
+    if len(refs) > GROUP_MEMBERS_MAX:
+        errors[field] = f"At most {GROUP_MEMBERS_MAX:,} members at once."
+        return []
+    ids = [r for r in refs if isinstance(r, int) and not isinstance(r, bool)]
+    names = [r[:150] for r in refs if isinstance(r, str)]
+    users = (
+        get_user_model()
+        .objects.filter(
+            memberships__team_id=team_id,
+        )
+        .filter(Q(pk__in=[i for i in ids if 0 < i <= validation.INT_MAX]) | Q(username__in=names))
+    )
+    by_id = {u.pk: u for u in users}
+    by_name = {u.get_username(): u for u in by_id.values()}
+    found: dict[int, Any] = {}
+    for index, ref in enumerate(refs):
+        is_id = isinstance(ref, int) and not isinstance(ref, bool)
+        user = by_id.get(ref) if is_id else by_name.get(ref) if isinstance(ref, str) else None
+        if user is None:
+            errors[f"{field}.{index}"] = f"{str(ref)[:150]!r} is no member of the team."
+        elif user.pk in found:
+            errors[f"{field}.{index}"] = f"{str(ref)[:150]!r} is named twice."
+        else:
+            found[user.pk] = user
+    return list(found.values())
+
+
+def group_create(*, user: Any, team: Team, name: Any, members: Any = None) -> TeamGroup:
+    _manage_groups(user, team)
+    errors: dict[str, str] = {}
+    name = _group_name(name, errors)
+    chosen = _team_members(team.pk, [] if members is None else members, errors, "members")
+    if name and TeamGroup.objects.filter(team=team, name=name).exists():
+        errors["name"] = "The team has a group of that name."
+    if errors:
+        raise FieldErrors(errors)
+    with transaction.atomic():
+        # Two requests at once may both pass the check above: the constraint refuses the
+        # second, which the API answers 409.
+        group = TeamGroup.objects.create(team=team, name=name)
+        group.members.add(*chosen)
+        audit.record(
+            user=user,
+            team=team,
+            action="accounts.group.create",
+            target=group,
+            members=sorted(u.get_username() for u in chosen),
+        )
+    return group
+
+
+def group_rename(*, user: Any, group: TeamGroup, name: Any) -> TeamGroup:
+    _manage_groups(user, group.team_id)
+    errors: dict[str, str] = {}
+    name = _group_name(name, errors)
+    clash = TeamGroup.objects.filter(team_id=group.team_id, name=name).exclude(pk=group.pk)
+    if name and clash.exists():
+        errors["name"] = "The team has a group of that name."
+    if errors:
+        raise FieldErrors(errors)
+    old = group.name
+    with transaction.atomic():
+        group.name = name
+        group.save(update_fields=["name"])
+        audit.record(
+            user=user, team=group.team_id, action="accounts.group.rename", target=group, old=old
+        )
+    return group
+
+
+def group_delete(*, user: Any, group: TeamGroup) -> None:
+    """Refused (409) while a scenario is assigned to the group: dropping it there silently
+    could hand the scenario to every evaluator of the team."""
+    _manage_groups(user, group.team_id)
+    try:
+        with transaction.atomic():
+            audit.record(
+                user=user, team=group.team_id, action="accounts.group.delete", target=group
+            )
+            group.delete()
+    except ProtectedError as exc:
+        raise Conflict(
+            "Scenarios are assigned to this group: choose their evaluators again first."
+        ) from exc
+
+
+def group_members_add(*, user: Any, group: TeamGroup, members: Any) -> TeamGroup:
+    _manage_groups(user, group.team_id)
+    errors: dict[str, str] = {}
+    chosen = _team_members(group.team_id, members, errors, "members")
+    if errors:
+        raise FieldErrors(errors)
+    with transaction.atomic():
+        group.members.add(*chosen)
+        audit.record(
+            user=user,
+            team=group.team_id,
+            action="accounts.group.members.add",
+            target=group,
+            members=sorted(u.get_username() for u in chosen),
+        )
+    return group
+
+
+def group_members_remove(*, user: Any, group: TeamGroup, member: Any) -> None:
+    """Take one user out of the group; ``NotFound`` when they are not in it."""
+    _manage_groups(user, group.team_id)
+    with transaction.atomic():
+        removed, _ = TeamGroup.members.through.objects.filter(
+            teamgroup_id=group.pk, user_id=member.pk
+        ).delete()
+        if not removed:
+            raise NotFound()
+        audit.record(
+            user=user,
+            team=group.team_id,
+            action="accounts.group.members.remove",
+            target=group,
+            member=member.get_username(),
+        )
+
+
+def group_member(group: TeamGroup, ref: Any) -> Any:
+    """A member of the group by id or username; ``NotFound`` for anyone else."""
+    ref = str(ref)
+    members = group.members.all()
+    number = validation.digits(ref, most=10)
+    if number is not None and number <= validation.INT_MAX:
+        found = members.filter(pk=number).first()
+    else:
+        found = members.filter(username=ref[:150]).first()
+    if found is None:
+        raise NotFound()
+    return found
+
+
+def groups_leave(*, user_id: int, team_id: int) -> None:
+    """A member who left the team leaves its groups (called when a membership is deleted)."""
+    TeamGroup.members.through.objects.filter(teamgroup__team_id=team_id, user_id=user_id).delete()

@@ -4,6 +4,7 @@ from rest_framework.routers import SimpleRouter
 
 from evalplatform.accounts.api import (
     AuditEventViewSet,
+    GroupViewSet,
     MeView,
     NotificationViewSet,
     TokenViewSet,
@@ -20,6 +21,7 @@ router.register("prompts/versions", VersionViewSet, basename="promptversion")
 router.register("tokens", TokenViewSet, basename="apitoken")
 router.register("notifications", NotificationViewSet, basename="notification")
 router.register("audit", AuditEventViewSet, basename="auditevent")
+router.register("groups", GroupViewSet, basename="teamgroup")
 
 urlpatterns = [
     path("me", MeView.as_view(), name="api-me"),

@@ -5,7 +5,7 @@ from django.views.decorators.http import require_POST
 
 from evalplatform import validation
 from evalplatform.accounts.models import Notification
-from evalplatform.accounts.roles import ADMIN_ACCESS, FEATURES
+from evalplatform.accounts.roles import ACCOUNTS_VIEW, ADMIN_ACCESS, FEATURES
 from evalplatform.accounts.selectors import me_summary
 from evalplatform.accounts.services import notifications_dismiss
 from evalplatform.web.home import sections_for
@@ -18,6 +18,7 @@ def home(request):
     for team in summary["teams"]:
         team["feature_rows"] = [(code, FEATURES[code]) for code in team["features"]]
         team["admin"] = ADMIN_ACCESS in team["features"]
+        team["groups"] = ACCOUNTS_VIEW in team["features"]
     unread = Notification.objects.filter(user=request.user, read_at__isnull=True)
     return render(
         request,

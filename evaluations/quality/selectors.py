@@ -1,5 +1,5 @@
-"""Reads of quality control: a scenario's assignees, its gold tasks, and the quality figures
-of each of its evaluators.
+"""Reads of quality control: a scenario's assignees and groups, its gold tasks, and the
+quality figures of each of its evaluators.
 
 ``quality(scenario)``, per evaluator: judgments; accuracy on gold (``gold_correct``); agreement
 with the other people on the same (non-gold) tasks: for comparisons, rankings and labels the
@@ -21,11 +21,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db.models import Count
 
+from evalplatform.accounts.models import TeamGroup
 from evaluations.models import Judgment, RaterExclusion, RaterKind
 from evaluations.quality.services import submitters
 from evaluations.workspace.services import presented
-from scenarios.models import GoldTask, Scenario, ScenarioAssignee
+from scenarios.models import GoldTask, Scenario, ScenarioAssignee, ScenarioAssigneeGroup
 from scenarios.types import registry
 
 STRAIGHT_MIN = 20
@@ -275,13 +277,28 @@ def gold_view(scenario: Scenario) -> dict[str, Any]:
     }
 
 
+def assigned_groups(scenario: Scenario) -> list[ScenarioAssigneeGroup]:
+    """The scenario's assigned groups, each with ``member_count`` (its members now)."""
+    return list(
+        ScenarioAssigneeGroup.objects.filter(scenario=scenario)
+        .select_related("group")
+        .annotate(member_count=Count("group__members"))
+        .order_by("group__name")
+    )
+
+
 def assignees_view(scenario: Scenario) -> dict[str, Any]:
     rows = assignees(scenario)
+    groups = assigned_groups(scenario)
     return {
         "default_quota": scenario.default_quota,
-        "everyone": not rows,
+        "everyone": not rows and not groups,
         "assignees": [
             {"user": a.user_id, "username": a.user.get_username(), "quota": a.quota} for a in rows
+        ],
+        "groups": [
+            {"group": g.group_id, "name": g.group.name, "members": g.member_count}  # type: ignore[attr-defined]
+            for g in groups
         ],
     }
 
@@ -292,8 +309,16 @@ def page_context(scenario: Scenario) -> dict[str, Any]:
     tasks' number and rate."""
     chosen = {a.user_id: a.quota for a in assignees(scenario)}
     members = sorted(submitters(scenario).items(), key=lambda pair: pair[1].get_username())
+    groups_chosen = {g.group_id for g in assigned_groups(scenario)}
+    team_groups = TeamGroup.objects.filter(team_id=scenario.team_id).annotate(
+        member_count=Count("members")
+    )
     return {
         "who": [{"user": u, "chosen": pk in chosen, "quota": chosen.get(pk)} for pk, u in members],
-        "who_everyone": not chosen,
+        "who_groups": [
+            {"group": g, "chosen": g.pk in groups_chosen, "members": g.member_count}  # type: ignore[attr-defined]
+            for g in team_groups.order_by("name")
+        ],
+        "who_everyone": not chosen and not groups_chosen,
         "quality": quality(scenario),
     }

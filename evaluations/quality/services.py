@@ -1,7 +1,7 @@
 """Who evaluates a scenario, its gold tasks, and whose judgments its analytics leave out.
 
-- ``assignees_set``: the members chosen to evaluate it (none: every member of the team who
-  may submit, as by default) with their quotas, and the scenario's default quota.
+- ``assignees_set``: the members and groups chosen to evaluate it (none: every member of the
+  team who may submit, as by default) with their quotas, and the scenario's default quota.
 - ``gold_set``: its gold tasks with their known answers (each checked as an evaluator's
   answer would be) and the rate they are mixed in at.
 - ``rater_exclude`` / ``rater_include``: leave an evaluator's judgments out of the analytics,
@@ -22,12 +22,12 @@ from django.db import IntegrityError, transaction
 
 from evalplatform import validation
 from evalplatform.accounts import audit, policy
-from evalplatform.accounts.models import Membership
+from evalplatform.accounts.models import Membership, TeamGroup
 from evalplatform.accounts.roles import EVALUATIONS_SUBMIT, ROLE_FEATURES, SCENARIOS_MANAGE
 from evalplatform.errors import FieldErrors, Forbidden, NotFound
 from evaluations.models import Invitation, Judgment, RaterExclusion
 from evaluations.workspace import services as workspace
-from scenarios.models import GoldTask, Scenario, ScenarioAssignee, Task
+from scenarios.models import GoldTask, Scenario, ScenarioAssignee, ScenarioAssigneeGroup, Task
 
 MAX_ASSIGNEES = 1000
 MAX_GOLD = 10_000
@@ -62,19 +62,23 @@ def submitters(scenario: Scenario) -> dict[int, Any]:
 
 def assignees_set(*, user: Any, scenario: Scenario, data: Any) -> list[ScenarioAssignee]:
     """Replace the scenario's assignees. ``data``: a list of ``{"user": id or username,
-    "quota": n or null}``, or ``{"assignees": [...], "default_quota": n or null}`` (a list
-    leaves the default quota as it is). An empty list gives the scenario back to every member
-    who may submit."""
+    "quota": n or null}``, or ``{"assignees": [...], "groups": [id or name, ...],
+    "default_quota": n or null}`` (what is left out stays as it is: a list leaves the groups
+    and the default quota). The members of an assigned group evaluate it as they are when
+    they ask (with the default quota, unless named with their own). No assignees and no
+    groups give the scenario back to every member who may submit."""
     _manage(user, scenario)
     errors: dict[str, str] = {}
     default_quota = scenario.default_quota
+    group_refs: Any = None
     if isinstance(data, Mapping):
-        unknown = set(data) - {"assignees", "default_quota"}
+        unknown = set(data) - {"assignees", "groups", "default_quota"}
         if unknown:
             errors["non_field_errors"] = f"Unknown fields: {', '.join(sorted(map(str, unknown)))}."
         if "default_quota" in data:
             default_quota = _quota(data["default_quota"], name="default_quota", errors=errors)
         entries = data.get("assignees", [])
+        group_refs = data.get("groups")
     else:
         entries = data
     if not isinstance(entries, list):
@@ -105,6 +109,7 @@ def assignees_set(*, user: Any, scenario: Scenario, data: Any) -> list[ScenarioA
             errors[f"{where}.user"] = f"{str(ref)[:200]!r} is named twice."
             continue
         chosen[found] = _quota(entry.get("quota"), name=f"{where}.quota", errors=errors)
+    groups = None if group_refs is None else _groups(scenario, group_refs, errors)
     if errors:
         raise FieldErrors(errors)
     with transaction.atomic():
@@ -115,6 +120,11 @@ def assignees_set(*, user: Any, scenario: Scenario, data: Any) -> list[ScenarioA
             ScenarioAssignee(scenario=scenario, user_id=pk, quota=quota)
             for pk, quota in chosen.items()
         )
+        if groups is not None:
+            ScenarioAssigneeGroup.objects.filter(scenario=scenario).delete()
+            ScenarioAssigneeGroup.objects.bulk_create(
+                ScenarioAssigneeGroup(scenario=scenario, group=group) for group in groups
+            )
         audit.record(
             user=user,
             team=scenario.team_id,
@@ -122,8 +132,42 @@ def assignees_set(*, user: Any, scenario: Scenario, data: Any) -> list[ScenarioA
             target=scenario,
             assignees={pool[pk].get_username(): quota for pk, quota in chosen.items()},
             default_quota=default_quota,
+            groups=sorted(
+                ScenarioAssigneeGroup.objects.filter(scenario=scenario).values_list(
+                    "group__name", flat=True
+                )
+            ),
         )
     return rows
+
+
+def _groups(scenario: Scenario, refs: Any, errors: dict[str, str]) -> list[TeamGroup]:
+    """The groups of the scenario's team that ``refs`` names (ids or names)."""
+    if not isinstance(refs, list):
+        errors["groups"] = "A list of groups of the team (ids or names)."
+        return []
+    if len(refs) > MAX_ASSIGNEES:
+        errors["groups"] = f"At most {MAX_ASSIGNEES:,} groups."
+        return []
+    team_groups = list(TeamGroup.objects.filter(team_id=scenario.team_id))
+    by_id = {g.pk: g for g in team_groups}
+    by_name = {g.name: g for g in team_groups}
+    found: dict[int, TeamGroup] = {}
+    for index, ref in enumerate(refs):
+        group = (
+            by_id.get(ref)
+            if isinstance(ref, int) and not isinstance(ref, bool)
+            else by_name.get(ref)
+            if isinstance(ref, str)
+            else None
+        )
+        if group is None:
+            errors[f"groups.{index}"] = f"{str(ref)[:200]!r} is no group of the team."
+        elif group.pk in found:
+            errors[f"groups.{index}"] = f"{str(ref)[:200]!r} is named twice."
+        else:
+            found[group.pk] = group
+    return list(found.values())
 
 
 def gold_entries(raw: Any, filename: str = "") -> Any:

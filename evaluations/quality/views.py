@@ -35,8 +35,9 @@ def _back(scenario_id: int, anchor: str) -> HttpResponse:
 @login_required
 @require_POST
 def assignees(request: HttpRequest, scenario_id: int) -> HttpResponse:
-    """``assignee``: the chosen members' ids (none: everyone who may submit); ``quota-<id>``
-    each one's quota and ``default_quota`` (empty: no limit)."""
+    """``assignee``: the chosen members' ids and ``group`` the chosen groups' (none of
+    either: everyone who may submit); ``quota-<id>`` each member's quota and
+    ``default_quota`` (empty: no limit)."""
     scenario = scenario_or_404(request, scenario_id)
     chosen = request.POST.getlist("assignee")[: services.MAX_ASSIGNEES + 1]
     entries = [
@@ -46,7 +47,15 @@ def assignees(request: HttpRequest, scenario_id: int) -> HttpResponse:
         }
         for pk in chosen
     ]
-    data = {"assignees": entries, "default_quota": request.POST.get("default_quota", "").strip()}
+    groups = [
+        number if (number := validation.digits(pk, most=10)) is not None else pk
+        for pk in request.POST.getlist("group")[: services.MAX_ASSIGNEES + 1]
+    ]
+    data = {
+        "assignees": entries,
+        "groups": groups,
+        "default_quota": request.POST.get("default_quota", "").strip(),
+    }
     try:
         services.assignees_set(user=request.user, scenario=scenario, data=data)
     except ApplicationError as exc:
@@ -54,8 +63,9 @@ def assignees(request: HttpRequest, scenario_id: int) -> HttpResponse:
     else:
         messages.success(
             request,
-            f"{len(entries)} evaluator{'s' if len(entries) != 1 else ''} chosen."
-            if entries
+            f"{len(entries)} evaluator{'s' if len(entries) != 1 else ''} and "
+            f"{len(groups)} group{'s' if len(groups) != 1 else ''} chosen."
+            if entries or groups
             else "Every evaluator of the team may evaluate this scenario.",
         )
     return _back(scenario.pk, "who-evaluates")

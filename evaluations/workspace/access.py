@@ -1,7 +1,9 @@
 """Who may evaluate which scenario: the one place that says it.
 
 The pool of a scenario is the members of its team holding ``feature:evaluations:submit``
-(only its assignees among them when it has any: ``ScenarioAssignee``), plus the people who
+(only its assignees among them when it has any: ``ScenarioAssignee``, and the members of its
+assigned groups, ``ScenarioAssigneeGroup``, as the groups are at the time of asking), plus the
+people who
 accepted an invitation to that scenario (and only that scenario: an invitation makes nobody a
 member of the team). Every evaluation surface (services, API, pages) asks here, and here is
 how many tasks one evaluator may be handed (``quota``).
@@ -17,7 +19,7 @@ from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_SUBMIT
 from evalplatform.errors import NotFound
 from evaluations.models import Invitation
-from scenarios.models import Scenario, ScenarioAssignee
+from scenarios.models import Scenario, ScenarioAssignee, ScenarioAssigneeGroup
 
 
 def _invited(user: Any) -> QuerySet[Invitation]:
@@ -31,11 +33,22 @@ def evaluable(user: Any, queryset: QuerySet[Scenario] | None = None) -> QuerySet
         return queryset.none()
     if policy.is_superuser(user):
         return queryset
-    assigned = ScenarioAssignee.objects.filter(scenario=OuterRef("pk"))
     return queryset.filter(
-        Q(team_id__in=policy.team_ids_with(user, EVALUATIONS_SUBMIT))
-        & (~Exists(assigned) | Exists(assigned.filter(user_id=user.pk)))
+        Q(team_id__in=policy.team_ids_with(user, EVALUATIONS_SUBMIT)) & _assigned_or_open(user)
         | Q(pk__in=_invited(user).values("scenario_id"))
+    )
+
+
+def _assigned_or_open(user: Any, scenario: Any = None) -> Q:
+    """The scenarios (``scenario``: this one) that chose nobody, or chose ``user``: by name
+    or as a member of an assigned group."""
+    scenario = OuterRef("pk") if scenario is None else scenario
+    people = ScenarioAssignee.objects.filter(scenario=scenario)
+    groups = ScenarioAssigneeGroup.objects.filter(scenario=scenario)
+    return (
+        ~Exists(people) & ~Exists(groups)
+        | Exists(people.filter(user_id=user.pk))
+        | Exists(groups.filter(group__members=user.pk))
     )
 
 
@@ -45,8 +58,8 @@ def may_evaluate(user: Any, scenario: Scenario) -> bool:
     if policy.may(user, EVALUATIONS_SUBMIT, scenario):
         if policy.is_superuser(user):
             return True
-        assignees = ScenarioAssignee.objects.filter(scenario_id=scenario.pk)
-        if not assignees.exists() or assignees.filter(user_id=user.pk).exists():
+        # One query whatever the number of assignees and groups.
+        if Scenario.objects.filter(_assigned_or_open(user, scenario.pk), pk=scenario.pk).exists():
             return True
     return _invited(user).filter(scenario_id=scenario.pk).exists()
 

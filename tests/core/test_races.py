@@ -71,3 +71,11 @@ def test_the_same_judge_at_once(api, team_a, member):
     body = {"name": "Twin", "model": model.pk}
     one_made(at_once(api(people["manager"]), f"/api/scenarios/{scenario.pk}/judges", body))
     assert LLMJudge.objects.filter(scenario=scenario, name="Twin").count() == 1
+
+
+def test_the_same_group_at_once(api, team_a, member):
+    from evalplatform.accounts.models import TeamGroup
+
+    manager = member(team_a, Role.MANAGER)
+    one_made(at_once(api(manager), "/api/groups", {"team": team_a.slug, "name": "Twin"}))
+    assert TeamGroup.objects.filter(team=team_a, name="Twin").count() == 1

@@ -11,12 +11,12 @@ import threading
 import pytest
 from django.db import connections
 
-from evalplatform.accounts.models import AuditEvent
+from evalplatform.accounts.models import AuditEvent, TeamGroup
 from evalplatform.accounts.roles import Role
 from evaluations.invitations import services as invitations
 from evaluations.models import Assignment, AssignmentStatus, Judgment
 from scenarios import services as scenario_services
-from scenarios.models import Scenario, ScenarioAssignee
+from scenarios.models import Scenario, ScenarioAssignee, ScenarioAssigneeGroup
 
 EVAL = "/api/evaluations"
 
@@ -92,6 +92,7 @@ def test_assignees_alone_see_evaluate_and_answer_the_scenario(api, client, team_
         "default_quota": None,
         "everyone": True,
         "assignees": [],
+        "groups": [],
     }
     # ed holds a task from before the assignment.
     held = ed.post(f"{EVAL}/scenarios/{scenario.pk}/next").json()["assignment"]
@@ -278,3 +279,81 @@ def test_one_evaluators_concurrent_requests_never_pass_the_quota(api, team_a, me
     assert not failures, failures
     assert Judgment.objects.filter(evaluator=eve).count() == 3
     assert not Assignment.objects.filter(status=AssignmentStatus.RESERVED).exists()
+
+
+@pytest.mark.django_db
+def test_a_group_evaluates_as_it_is_when_its_members_ask(api, client, team_a, people):
+    scenario = labeling_scenario(people["manager"], team_a, tasks=6, overlap=2)
+    group = TeamGroup.objects.create(team=team_a, name="Linguists")
+    group.members.add(people["eve"])
+    body = {"groups": ["Linguists"], "default_quota": 2}
+    response = put_assignees(api, people["manager"], scenario, body)
+    assert response.status_code == 200, response.json()
+    assert response.json() | {"assignees": None} == {
+        "default_quota": 2,
+        "everyone": False,
+        "assignees": None,
+        "groups": [{"group": group.pk, "name": "Linguists", "members": 1}],
+    }
+    eve, ed = api(people["eve"]), api(people["ed"])
+    # A member of the group is an assignee with the default quota; anyone else is not.
+    assert scenario.pk in queue_ids(eve) and scenario.pk not in queue_ids(ed)
+    assert ed.post(f"{EVAL}/scenarios/{scenario.pk}/next").status_code == 404
+    client.force_login(people["ed"])
+    assert client.get(f"/evaluate/scenarios/{scenario.pk}").status_code == 404
+    assert "Labels" not in client.get("/").content.decode()
+    held = eve.post(f"{EVAL}/scenarios/{scenario.pk}/next").json()["assignment"]
+    assert len(work(eve, scenario)) == 2  # the held task and one more: her quota
+    # Joining the group makes ed an assignee at once; his own quota overrides the default.
+    group.members.add(people["ed"])
+    assert scenario.pk in queue_ids(ed)
+    client.force_login(people["ed"])
+    assert "Labels" in client.get("/").content.decode()  # his open tasks
+    assert len(work(ed, scenario)) == 2
+    put_assignees(api, people["manager"], scenario, {"assignees": [{"user": "ed", "quota": 3}]})
+    assert ScenarioAssigneeGroup.objects.filter(scenario=scenario).count() == 1  # kept
+    assert len(work(ed, scenario)) == 1
+    # Leaving the group revokes: eve's own task is a 404 now, and so is asking for more.
+    group.members.remove(people["eve"])
+    assert eve.post(f"{EVAL}/scenarios/{scenario.pk}/next").status_code == 404
+    assert eve.get(f"{EVAL}/assignments/{held}").status_code == 404
+    assert scenario.pk not in queue_ids(eve)
+    # A group with no members opens the scenario to no one (not to everyone).
+    put_assignees(api, people["manager"], scenario, {"assignees": [], "groups": ["Linguists"]})
+    group.members.clear()
+    assert scenario.pk not in queue_ids(eve) and scenario.pk not in queue_ids(ed)
+    # While a scenario is assigned to it, the group cannot be deleted.
+    deleted = api(people["manager"]).delete(f"/api/groups/{group.pk}")
+    assert deleted.status_code == 409 and TeamGroup.objects.filter(pk=group.pk).exists()
+    assert put_assignees(api, people["manager"], scenario, {"groups": []}).json()["everyone"]
+    assert api(people["manager"]).delete(f"/api/groups/{group.pk}").status_code == 204
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "groups", [["Nope"], ["Theirs"], ["Linguists", "Linguists"], "Linguists", [True]]
+)
+def test_bad_groups_are_400_and_change_nothing(api, team_a, team_b, people, groups):
+    scenario = labeling_scenario(people["manager"], team_a)
+    TeamGroup.objects.create(team=team_a, name="Linguists")
+    TeamGroup.objects.create(team=team_b, name="Theirs")
+    response = put_assignees(api, people["manager"], scenario, {"groups": groups})
+    assert response.status_code == 400, response.json()
+    assert any(key.startswith("groups") for key in response.json()["errors"])
+    assert not ScenarioAssigneeGroup.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_scenario_page_chooses_groups(client, team_a, people):
+    scenario = labeling_scenario(people["manager"], team_a)
+    group = TeamGroup.objects.create(team=team_a, name="Linguists")
+    client.force_login(people["manager"])
+    page = client.get(f"/scenarios/{scenario.pk}").content.decode()
+    assert 'name="group"' in page and "Linguists" in page
+    response = client.post(f"/scenarios/{scenario.pk}/assignees", {"group": [group.pk]})
+    assert response.status_code == 302
+    assert list(ScenarioAssigneeGroup.objects.values_list("group__name", flat=True)) == [
+        "Linguists"
+    ]
+    client.post(f"/scenarios/{scenario.pk}/assignees", {})
+    assert not ScenarioAssigneeGroup.objects.exists()
