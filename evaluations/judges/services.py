@@ -46,7 +46,7 @@ from generation.models import (
     JobStatus,
     OutputStatus,
 )
-from scenarios.models import Scenario, Task, Variant
+from scenarios.models import GoldKind, Scenario, Task, Variant
 from scenarios.types import registry
 
 SOURCE_KIND = "judge"
@@ -356,7 +356,8 @@ def task_ids_to_judge(judge: LLMJudge, which: Any) -> list[int]:
     """``"unjudged"``: the tasks this judge was never asked about (by a run that was not
     cancelled); or a list of such task ids. A task is asked once per judge (its calls that
     fail are asked again with "retry failed"); to ask again, make another judge."""
-    tasks = Task.objects.filter(scenario=judge.scenario)
+    # Attention checks are for people: a judge reads the variants, not the instruction.
+    tasks = Task.objects.filter(scenario=judge.scenario).exclude(gold__kind=GoldKind.ATTENTION)
     asked = _asked(judge)
     if which == "unjudged":
         ids = tasks.order_by("position").values_list("pk", flat=True)

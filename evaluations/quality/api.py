@@ -1,6 +1,7 @@
 """The quality-control API, ``feature:scenarios:manage`` on the scenario (another team's is a
 404): ``/api/scenarios/{id}/assignees`` (who evaluates, and their quotas),
 ``/api/scenarios/{id}/gold`` (gold tasks and the rate they are mixed in at),
+``/api/scenarios/{id}/attention`` (attention checks and their rate),
 ``/api/scenarios/{id}/quality`` (each evaluator's figures) and
 ``/api/scenarios/{id}/excluded/{user}`` (leave an evaluator's judgments out of the analytics,
 or take them back in). docs/scenarios.md, "Who evaluates" and "Quality control"."""
@@ -19,7 +20,8 @@ from rest_framework.views import APIView
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import SCENARIOS_MANAGE, SCENARIOS_VIEW
 from evalplatform.api.uploads import read_upload
-from evaluations.quality import selectors, services
+from evalplatform.errors import FieldErrors
+from evaluations.quality import attention, selectors, services
 from scenarios.models import Scenario
 
 
@@ -81,9 +83,58 @@ class GoldView(APIView):
         return Response(selectors.gold_view(scenario))
 
 
+class AttentionView(APIView):
+    """GET: the attention checks (``task``, ``position``, ``instruction``, ``answer``) and
+    ``attention_rate``. POST ``{"instruction": text, "answer": {...}, "task": id}`` (``task``
+    optional: whose item and variants the check reuses) adds one check (201). PUT
+    ``{"attention_rate": r}`` (0 to 0.5) sets the rate they are mixed in at."""
+
+    parser_classes = [JSONParser]
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request, pk: int):
+        scenario = _managed_scenario(request.user, pk)
+        return Response(attention.attention_view(scenario))
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request, pk: int):
+        scenario = _managed_scenario(request.user, pk)
+        check = attention.attention_add(user=request.user, scenario=scenario, data=request.data)
+        body = {
+            "task": check.task_id,
+            "position": check.task.position,
+            "instruction": check.instruction,
+            "answer": check.answer,
+        }
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    def put(self, request, pk: int):
+        scenario = _managed_scenario(request.user, pk)
+        data = request.data if isinstance(request.data, dict) else {}
+        unknown = set(data) - {"attention_rate"}
+        if unknown or "attention_rate" not in data:
+            raise FieldErrors({"attention_rate": 'Send {"attention_rate": r}, r from 0 to 0.5.'})
+        attention.attention_rate_set(
+            user=request.user, scenario=scenario, rate=data["attention_rate"]
+        )
+        return Response(attention.attention_view(scenario))
+
+
+class AttentionCheckView(APIView):
+    """DELETE: remove an attention check nobody answered yet (204; an answered one is 409)."""
+
+    @extend_schema(request=None, responses={204: None})
+    def delete(self, request, pk: int, task: int):
+        scenario = _managed_scenario(request.user, pk)
+        attention.attention_remove(user=request.user, scenario=scenario, task=task)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
 class QualityView(APIView):
-    """Each evaluator's judgments, accuracy on gold, agreement with the others, median time
-    per task and flags (straight-lining, fast), and whether they are excluded."""
+    """Each evaluator's judgments, accuracy on gold, attention checks passed and failed,
+    agreement with the others, median time per task and flags (straight-lining, fast,
+    failed-attention), and whether they are excluded."""
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, pk: int):

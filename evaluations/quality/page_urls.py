@@ -10,5 +10,6 @@ app_name = "quality"
 urlpatterns = [
     path("scenarios/<int:scenario_id>/assignees", views.assignees, name="assignees"),
     path("scenarios/<int:scenario_id>/gold", views.gold, name="gold"),
+    path("scenarios/<int:scenario_id>/attention", views.attention_checks, name="attention"),
     path("scenarios/<int:scenario_id>/excluded/<str:user>", views.excluded, name="excluded"),
 ]

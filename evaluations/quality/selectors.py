@@ -8,7 +8,10 @@ left out), for ratings the mean absolute difference from the others' mean score 
 averaged); the median time per task; and flags: ``straight-lining`` (the same answer in at
 least ``STRAIGHT_SHARE`` of at least ``STRAIGHT_MIN`` judgments, or, for ratings, one score
 for every judgment of a dimension) and ``fast`` (a median time under ``FAST_SECONDS`` of the
-type's analysis, over at least ``FAST_MIN`` timed judgments). Comparisons are compared by
+type's analysis, over at least ``FAST_MIN`` timed judgments) and ``failed-attention`` (fewer
+than ``ATTENTION_PASS`` of the attention checks answered as their instruction asked:
+``attention_passed``, ``attention_failed``, ``attention_pass_rate``; checks count in
+``judgments`` and nowhere else). Comparisons are compared by
 the variant chosen, so raters shown a pair in either order agree when they chose the same
 variant; straight-lining looks at the position chosen ("always A").
 """
@@ -27,7 +30,7 @@ from evalplatform.accounts.models import TeamGroup
 from evaluations.models import Judgment, RaterExclusion, RaterKind
 from evaluations.quality.services import submitters
 from evaluations.workspace.services import presented
-from scenarios.models import GoldTask, Scenario, ScenarioAssignee, ScenarioAssigneeGroup
+from scenarios.models import GoldKind, GoldTask, Scenario, ScenarioAssignee, ScenarioAssigneeGroup
 from scenarios.types import registry
 
 STRAIGHT_MIN = 20
@@ -37,14 +40,18 @@ FAST_SECONDS = {"rankings": 5.0}
 FAST_SECONDS_DEFAULT = 3.0
 # A rating on a gold task counts as correct when every dimension is within this of gold's.
 GOLD_RATING_TOLERANCE = 1
+# An evaluator who follows fewer than this share of the attention checks they answered is
+# flagged "failed-attention".
+ATTENTION_PASS = 0.8
 
 
 def assignees(scenario: Scenario) -> list[ScenarioAssignee]:
     return list(ScenarioAssignee.objects.filter(scenario=scenario).select_related("user"))
 
 
-def gold_tasks(scenario: Scenario) -> list[GoldTask]:
-    return list(GoldTask.objects.filter(scenario=scenario).select_related("task"))
+def gold_tasks(scenario: Scenario, kind: str = GoldKind.GOLD) -> list[GoldTask]:
+    """The scenario's gold tasks (``kind``: or its attention checks) with their tasks."""
+    return list(GoldTask.objects.filter(scenario=scenario, kind=kind).select_related("task"))
 
 
 def excluded_ids(scenario: Scenario) -> set[int]:
@@ -85,6 +92,18 @@ def _position_key(analysis: str | None, payload: Mapping[str, Any], shown: Seque
     return _key(analysis, payload, shown)
 
 
+def _followed(analysis: str | None, payload: Mapping[str, Any], asked: Mapping[str, Any]) -> bool:
+    """Whether an answer to an attention check is what its instruction asked for: exactly
+    (by position for comparisons: "choose B" means the one shown second)."""
+    if analysis == "pairwise":
+        return payload.get("winner") == asked.get("winner")
+    if analysis == "ratings":
+        return (payload.get("scores") or {}) == (asked.get("scores") or {})
+    if analysis == "labels":
+        return sorted(payload.get("labels") or []) == sorted(asked.get("labels") or [])
+    return list(payload.get("ranking") or []) == list(asked.get("ranking") or [])
+
+
 def _correct(analysis: str | None, payload: Mapping[str, Any], gold: Mapping[str, Any]) -> bool:
     if analysis == "ratings":
         scores, wanted = payload.get("scores") or {}, gold.get("scores") or {}
@@ -104,6 +123,9 @@ def quality(scenario: Scenario) -> dict[str, Any]:
     """Every evaluator's quality figures (those with judgments, and the excluded)."""
     analysis = registry.of(scenario).analysis
     gold = {g.task_id: g for g in gold_tasks(scenario)}
+    attention = {g.task_id: g for g in gold_tasks(scenario, GoldKind.ATTENTION)}
+    # Neither kind is a real task: what others answered there is no agreement to measure.
+    known = gold.keys() | attention.keys()
     excluded = excluded_ids(scenario)
     rows = list(
         Judgment.objects.filter(scenario=scenario)
@@ -143,7 +165,7 @@ def quality(scenario: Scenario) -> dict[str, Any]:
             )
             if spent is not None:
                 times[user].append(spent)
-        if task in gold or (kind == RaterKind.HUMAN and user in excluded):
+        if task in known or (kind == RaterKind.HUMAN and user in excluded):
             continue
         by_task[task][who] = _key(analysis, payload, shown)
         scores_by_task[task][who] = payload.get("scores") or {}
@@ -158,6 +180,9 @@ def quality(scenario: Scenario) -> dict[str, Any]:
     evaluators = []
     for user in sorted(set(mine) | excluded, key=lambda u: names.get(u, "")):
         answers = mine.get(user, [])
+        checks = [a for a in answers if a[0] in attention]
+        passed = sum(_followed(analysis, a[3], attention[a[0]].answer) for a in checks)
+        answers = [a for a in answers if a[0] not in attention]
         right = answered = 0
         for task, key, _, payload, _ in answers:
             if task in gold:
@@ -170,7 +195,7 @@ def quality(scenario: Scenario) -> dict[str, Any]:
             {
                 "evaluator": user,
                 "username": names.get(user) or _username(user),
-                "judgments": len(answers),
+                "judgments": len(answers) + len(checks),
                 "gold": {
                     "answered": answered,
                     "correct": right,
@@ -182,7 +207,13 @@ def quality(scenario: Scenario) -> dict[str, Any]:
                 "median_seconds": (
                     round(statistics.median(times[user]) / 1000, 3) if times.get(user) else None
                 ),
-                "flags": _flags(analysis, answers, times.get(user, []), threshold),
+                "attention_passed": passed,
+                "attention_failed": len(checks) - passed,
+                "attention_pass_rate": round(passed / len(checks), 4) if checks else None,
+                "flags": _flags(analysis, answers, times.get(user, []), threshold)
+                + (
+                    ["failed-attention"] if checks and passed / len(checks) < ATTENTION_PASS else []
+                ),
                 "excluded": user in excluded,
             }
         )
@@ -197,8 +228,10 @@ def quality(scenario: Scenario) -> dict[str, Any]:
             "straight_lining": {"share": STRAIGHT_SHARE, "min_judgments": STRAIGHT_MIN},
             "fast": {"median_seconds": threshold, "min_timed": FAST_MIN},
             "gold_rating_tolerance": GOLD_RATING_TOLERANCE,
+            "attention_pass_rate": ATTENTION_PASS,
         },
         "gold_tasks": len(gold),
+        "attention_checks": len(attention),
         "evaluators": evaluators,
     }
 
@@ -320,5 +353,6 @@ def page_context(scenario: Scenario) -> dict[str, Any]:
             for g in team_groups.order_by("name")
         ],
         "who_everyone": not chosen and not groups_chosen,
+        "attention_checks": gold_tasks(scenario, GoldKind.ATTENTION),
         "quality": quality(scenario),
     }

@@ -3,7 +3,8 @@
 - ``assignees_set``: the members and groups chosen to evaluate it (none: every member of the
   team who may submit, as by default) with their quotas, and the scenario's default quota.
 - ``gold_set``: its gold tasks with their known answers (each checked as an evaluator's
-  answer would be) and the rate they are mixed in at.
+  answer would be) and the rate they are mixed in at (attention checks, the other kind of
+  ``GoldTask``, are ``evaluations.quality.attention``'s and stay as they are).
 - ``rater_exclude`` / ``rater_include``: leave an evaluator's judgments out of the analytics,
   or take them back in.
 
@@ -27,7 +28,14 @@ from evalplatform.accounts.roles import EVALUATIONS_SUBMIT, ROLE_FEATURES, SCENA
 from evalplatform.errors import FieldErrors, Forbidden, NotFound
 from evaluations.models import Invitation, Judgment, RaterExclusion
 from evaluations.workspace import services as workspace
-from scenarios.models import GoldTask, Scenario, ScenarioAssignee, ScenarioAssigneeGroup, Task
+from scenarios.models import (
+    GoldKind,
+    GoldTask,
+    Scenario,
+    ScenarioAssignee,
+    ScenarioAssigneeGroup,
+    Task,
+)
 
 MAX_ASSIGNEES = 1000
 MAX_GOLD = 10_000
@@ -225,7 +233,12 @@ def gold_set(*, user: Any, scenario: Scenario, data: Any) -> list[GoldTask]:
     if entries:
         ids = [e.get("task") for e in entries if isinstance(e, Mapping)]
         wanted = [i for i in ids if isinstance(i, int) and 0 < i <= validation.INT_MAX]
-        tasks = Task.objects.filter(scenario=scenario, pk__in=wanted).in_bulk()
+        # An attention check is no task to make gold of (it shows its instruction instead).
+        tasks = (
+            Task.objects.filter(scenario=scenario, pk__in=wanted)
+            .exclude(gold__kind=GoldKind.ATTENTION)
+            .in_bulk()
+        )
         for index, entry in enumerate(entries):
             where = f"tasks.{index}"
             if not isinstance(entry, Mapping) or set(entry) != {"task", "answer"}:
@@ -250,7 +263,7 @@ def gold_set(*, user: Any, scenario: Scenario, data: Any) -> list[GoldTask]:
         Scenario.objects.filter(pk=scenario.pk).update(gold_rate=rate)
         scenario.gold_rate = rate
         if entries is not None:
-            GoldTask.objects.filter(scenario=scenario).delete()
+            GoldTask.objects.filter(scenario=scenario, kind=GoldKind.GOLD).delete()
             GoldTask.objects.bulk_create(
                 GoldTask(scenario=scenario, task_id=pk, answer=answer)
                 for pk, answer in answers.items()
@@ -263,7 +276,7 @@ def gold_set(*, user: Any, scenario: Scenario, data: Any) -> list[GoldTask]:
             gold_rate=rate,
             tasks=None if entries is None else sorted(answers),
         )
-    return list(GoldTask.objects.filter(scenario=scenario))
+    return list(GoldTask.objects.filter(scenario=scenario, kind=GoldKind.GOLD))
 
 
 def rater(scenario: Scenario, ref: Any) -> Any:

@@ -4,6 +4,8 @@ scenario page with what happened."""
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -14,7 +16,7 @@ from evalplatform import validation
 from evalplatform.api.uploads import read_upload
 from evalplatform.errors import ApplicationError, FieldErrors, NotFound
 from evaluations.pages import scenario_or_404
-from evaluations.quality import services
+from evaluations.quality import attention, services
 
 
 def _report(request: HttpRequest, exc: ApplicationError) -> None:
@@ -88,6 +90,46 @@ def gold(request: HttpRequest, scenario_id: int) -> HttpResponse:
     else:
         messages.success(request, "Gold tasks saved.")
     return _back(scenario.pk, "quality")
+
+
+@login_required
+@require_POST
+def attention_checks(request: HttpRequest, scenario_id: int) -> HttpResponse:
+    """``action``: ``rate`` (``attention_rate``), ``add`` (``instruction``, ``answer`` as
+    JSON, optional ``task``) or ``remove`` (``task``)."""
+    scenario = scenario_or_404(request, scenario_id)
+    action = request.POST.get("action")
+    try:
+        if action == "rate":
+            attention.attention_rate_set(
+                user=request.user,
+                scenario=scenario,
+                rate=request.POST.get("attention_rate", "").strip() or None,
+            )
+            messages.success(request, "Attention rate saved.")
+        elif action == "add":
+            try:
+                answer = json.loads(request.POST.get("answer", "")[:20_000])
+            except ValueError as exc:
+                raise FieldErrors({"answer": "The expected answer as JSON."}) from exc
+            task = request.POST.get("task", "").strip()
+            data = {"instruction": request.POST.get("instruction", ""), "answer": answer}
+            if task:
+                data["task"] = number if (number := validation.digits(task, most=10)) else task
+            attention.attention_add(user=request.user, scenario=scenario, data=data)
+            messages.success(request, "Attention check added.")
+        elif action == "remove":
+            attention.attention_remove(
+                user=request.user, scenario=scenario, task=request.POST.get("task", "")
+            )
+            messages.success(request, "Attention check removed.")
+        else:
+            raise Http404
+    except NotFound as exc:
+        raise Http404 from exc
+    except ApplicationError as exc:
+        _report(request, exc)
+    return _back(scenario.pk, "attention")
 
 
 @login_required

@@ -20,7 +20,7 @@ from evalplatform.errors import FieldErrors
 from evaluations.models import Adjudication, Judgment, ParseStatus, RaterKind
 from evaluations.review import answers
 from evaluations.workspace.services import presented as task_order
-from scenarios.models import Scenario, Task, Variant
+from scenarios.models import GoldKind, Scenario, Task, Variant
 from scenarios.types import registry
 from scenarios.types.base import KEYS
 
@@ -107,7 +107,8 @@ def review_tasks(
         Adjudication.objects.filter(scenario=scenario, **only).values_list("task_id", flat=True)
     )
     found = []
-    tasks = Task.objects.filter(scenario=scenario)
+    # Attention checks are no real tasks: their answers show attention, not disagreement.
+    tasks = Task.objects.filter(scenario=scenario).exclude(gold__kind=GoldKind.ATTENTION)
     if task_id is not None:
         tasks = tasks.filter(pk=task_id)
     positions = tasks.values_list("pk", "position")

@@ -11,8 +11,8 @@ reservation per scenario (a constraint). Reservations last ``RESERVATION`` and e
 abandoned: a scheduled sweep gives their places back, and so does ``next_task`` when it
 finds nothing else. An evaluator with a quota (``access.quota``) is handed nothing more once
 they hold that many judgments and reservations in the scenario (counted under their user
-row's lock); gold tasks come only through the seeded draw of ``_gold_draw``, at the
-scenario's ``gold_rate``.
+row's lock); gold tasks and attention checks come only through the seeded draws of
+``_gold_draw``, at the scenario's ``gold_rate`` and ``attention_rate``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from evalplatform import validation
 from evalplatform.errors import Conflict, FieldErrors, NotFound
 from evaluations.models import Assignment, AssignmentStatus, Judgment, RaterKind
 from evaluations.workspace import access
-from scenarios.models import GoldTask, Scenario, ScenarioStatus, Task, Variant
+from scenarios.models import GoldKind, GoldTask, Scenario, ScenarioStatus, Task, Variant
 from scenarios.types import registry
 from scenarios.types.base import KEYS
 
@@ -158,24 +158,34 @@ def _held(user: Any, scenario: Scenario) -> int:
 
 
 def _gold_draw(user: Any, scenario: Scenario) -> Task | None:
-    """A gold task the evaluator was never handed, with chance ``gold_rate``: drawn from a
-    generator seeded by the scenario's seed, the evaluator and the number of tasks they were
-    handed, so a stream is reproducible. Gold tasks hold no place of the overlap (every
-    evaluator may answer each), so they are neither locked nor counted in ``taken``."""
-    if scenario.gold_rate <= 0:
-        return None
-    handed = Assignment.objects.filter(scenario=scenario, evaluator=user).count()
-    seed = f"gold:{scenario.seed}:{scenario.pk}:{user.pk}:{handed}"
-    draw = random.Random(seed).random()  # noqa: S311 (a reproducible draw, not a secret)
-    if draw >= scenario.gold_rate:
-        return None
-    unseen = (
-        Task.objects.filter(scenario=scenario, gold__isnull=False)
-        .select_related("item")
-        .exclude(assignments__evaluator=user)
-        .order_by("position")
-    )
-    return unseen.first()
+    """A gold task the evaluator was never handed, with chance ``gold_rate``, else an
+    attention check they were never handed, with chance ``attention_rate``: each drawn from
+    a generator seeded by the kind, the scenario's seed, the evaluator and the number of tasks
+    they were handed, so a stream is reproducible. Neither kind holds a place of the overlap
+    (every evaluator may answer each), so they are neither locked nor counted in ``taken``."""
+    handed: int | None = None
+    for kind, rate in (
+        (GoldKind.GOLD.value, scenario.gold_rate),
+        (GoldKind.ATTENTION.value, scenario.attention_rate),
+    ):
+        if rate <= 0:
+            continue
+        if handed is None:
+            handed = Assignment.objects.filter(scenario=scenario, evaluator=user).count()
+        seed = f"{kind}:{scenario.seed}:{scenario.pk}:{user.pk}:{handed}"
+        draw = random.Random(seed).random()  # noqa: S311 (a reproducible draw, not a secret)
+        if draw >= rate:
+            continue
+        unseen = (
+            Task.objects.filter(scenario=scenario, gold__kind=kind)
+            .select_related("item")
+            .exclude(assignments__evaluator=user)
+            .order_by("position")
+        )
+        found = unseen.first()
+        if found is not None:
+            return found
+    return None
 
 
 def skip(*, user: Any, assignment: Assignment) -> Assignment:
@@ -311,8 +321,14 @@ def shown_context(scenario: Scenario, context: Mapping[str, Any]) -> dict[str, A
 
 
 def shown_task(scenario: Scenario, task: Task, shown: list[int]) -> dict[str, Any]:
-    """A task as its evaluators see it, the variants in the order ``shown``."""
+    """A task as its evaluators see it, the variants in the order ``shown``. An attention
+    check shows its instruction in place of every variant's content."""
     variants = {v.pk: v for v in Variant.objects.filter(pk__in=shown)}
+    instruction = (
+        GoldTask.objects.filter(task_id=task.pk, kind=GoldKind.ATTENTION)
+        .values_list("instruction", flat=True)
+        .first()
+    )
     item = task.item
     view: dict[str, Any] = {
         "scenario": scenario.pk,
@@ -323,7 +339,8 @@ def shown_task(scenario: Scenario, task: Task, shown: list[int]) -> dict[str, An
         "variants": [],
     }
     for key, pk in zip(KEYS, shown, strict=False):
-        shown_variant: dict[str, Any] = {"key": key, "content": variants[pk].content}
+        content = variants[pk].content if instruction is None else instruction
+        shown_variant: dict[str, Any] = {"key": key, "content": content}
         if not scenario.blind:
             shown_variant |= {
                 "model": variants[pk].model_label,
