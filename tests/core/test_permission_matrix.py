@@ -46,7 +46,7 @@ from django_q.models import OrmQ, Schedule, Task
 from rest_framework.test import APIClient
 
 from evalplatform.accounts import audit
-from evalplatform.accounts.models import Membership, Notification, Team
+from evalplatform.accounts.models import Membership, Notification, Team, TeamGroup
 from evalplatform.accounts.roles import Role
 from evalplatform.accounts.services import token_create
 from evalplatform.errors import Forbidden
@@ -55,6 +55,7 @@ from evalplatform.runs.models import ProviderBatch
 from evaluations.invitations import services as invitations
 from evaluations.judges import services as judges
 from evaluations.models import JudgeBatch, JudgeFile, JudgeFileLine
+from evaluations.quality import attention
 from evaluations.review import services as review
 from evaluations.workspace import services as evaluation_services
 from generation import planning
@@ -169,6 +170,10 @@ TABLE: list[Row] = [
       params=SCN),
     R("api/scenarios/<pk>/gold", {"GET": "ok=AMS 403=CV", "PUT": "ok=AMS 403=CV"}, params=SCN),
     R("api/scenarios/<pk>/quality", {"GET": "ok=AMS 403=CV"}, params=SCN),
+    R("api/scenarios/<pk>/attention",
+      {"GET": "ok=AMS 403=CV", "POST": "ok=AMS 403=CV", "PUT": "ok=AMS 403=CV"}, params=SCN),
+    R("api/scenarios/<pk>/attention/<task>", {"DELETE": "ok=AMS 403=CV"},
+      params={**SCN, "task": "@attention_task"}),
     R("api/scenarios/<pk>/excluded/<user>", {"POST": "ok=AMS 403=CV",
                                              "DELETE": "ok=AMS 403=CV"},
       params={**SCN, "user": "@rater"}),
@@ -248,6 +253,16 @@ TABLE: list[Row] = [
     R("api/notifications/<pk>/read", {"POST": SIGNED_IN}, params={"pk": "@notification"},
       superuser_other="404"),
     R("api/audit", {"GET": "ok=AS 403=MCEVI"}),
+    # Evaluator groups: read with accounts:view, changed with scenarios:manage.
+    R("api/groups", {"GET": "ok=AMCVS 403=EI", "POST": "ok=AMS 403=CVEI"}),
+    R("api/groups/<pk>", {"GET": "ok=AMCVS 403=EI", "PUT": "ok=AMS 403=CVEI",
+                          "PATCH": "ok=AMS 403=CVEI", "DELETE": "ok=AMS 403=CVEI"},
+      params={"pk": "@group"}),
+    R("api/groups/<pk>/members", {"POST": "ok=AMS 403=CVEI"}, params={"pk": "@group"}),
+    R("api/groups/<pk>/members/<user>", {"DELETE": "ok=AMS 403=CVEI"},
+      params={"pk": "@group", "user": "@group_member"}),
+    R("teams/<team>/groups", {"GET": "ok=AMCVS", "POST": "ok=AMS 403=CV"},
+      params={"team": "@team_slug"}, body="form", form=(("action", "create"),)),
     # --- pages: scenarios, judges, invitations ---
     R("scenarios/", {"GET": SIGNED_IN}),
     R("scenarios/new", {"GET": "ok=AMCS 403=EVI", "POST": "ok=AMCS 403=EVI"}, body="form"),
@@ -273,6 +288,8 @@ TABLE: list[Row] = [
       params={"scenario_id": "@scenario"}, body="form"),
     R("scenarios/<scenario_id>/gold", {"POST": "ok=AMS 403=CV"},
       params={"scenario_id": "@scenario"}, body="form"),
+    R("scenarios/<scenario_id>/attention", {"POST": "ok=AMS 403=CV"},
+      params={"scenario_id": "@scenario"}, body="form", form=(("action", "rate"),)),
     *[
         R("scenarios/<scenario_id>/excluded/<user>", {"POST": "ok=AMS 403=CV"},
           params={"scenario_id": "@scenario", "user": "@rater"}, body="form",
@@ -396,6 +413,7 @@ ADMIN_MODELS: dict[str, dict[str, Any]] = {
     # Everyone in the console manages their own tokens (another user's are 404).
     "accounts.apitoken": {"view": "AMS", "add": "AMS", "change": "AMS", "delete": "AMS"},
     "accounts.auditevent": {"view": "AS", "add": "", "change": "", "delete": ""},
+    "accounts.teamgroup": {"view": "AMS", "add": "AMS", "change": "AMS", "delete": "AMS"},
     "providers.providerconnection": {"view": "AMS", "add": "AMS", "change": "AMS", "delete": "AMS"},
     "providers.llmmodel": {"view": "AMS", "add": "AMS", "change": "AMS", "delete": "AMS"},
     "prompts.prompttemplate": {"view": "AMS", "add": "AMS", "change": "AMS", "delete": "AMS"},
@@ -601,6 +619,7 @@ KINDS = {
     "judgment": "evaluations.judgment",
     "notification": "accounts.notification",
     "apitoken": "accounts.apitoken",
+    "group": "accounts.teamgroup",
 }
 
 
@@ -735,6 +754,17 @@ def build_world() -> World:
             (key, "accounts.team"): team,
             (key, "accounts.membership"): Membership.objects.filter(team=team).first(),
         }
+        group = TeamGroup.objects.create(team=team, name=f"Group {marker}")
+        group.members.add(owner)
+        objects[(key, "accounts.teamgroup")] = group
+        values[(key, "group_member")] = owner.username
+        values[(key, "team_slug")] = team.slug
+        check = attention.attention_add(
+            user=owner,
+            scenario=scenario,
+            data={"instruction": f"Check {marker}: choose B.", "answer": {"winner": "B"}},
+        )
+        values[(key, "attention_task")] = check.task_id
 
     # The invitee accepts an invitation to team A's scenario.
     scenario_a = objects[("a", "scenarios.scenario")]
