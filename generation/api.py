@@ -10,7 +10,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -22,6 +21,7 @@ from evalplatform.accounts.roles import (
     GENERATION_MANAGE,
     GENERATION_VIEW,
 )
+from evalplatform.api.parsers import FormParser, JSONParser, MultiPartParser
 from evalplatform.api.uploads import config_and_upload, csv_chunks, download
 from evalplatform.errors import FieldErrors
 from evalplatform.runs.models import BatchState, ProviderBatch

@@ -10,13 +10,13 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
-from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.permissions import TeamScopedViewSet
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE, SCENARIOS_VIEW
+from evalplatform.api.parsers import JSONParser
 from evalplatform.errors import FieldErrors
 from evaluations.judges import selectors
 from evaluations.judges import services as judges

@@ -12,12 +12,12 @@ from typing import Any
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import SCENARIOS_MANAGE, SCENARIOS_VIEW
+from evalplatform.api.parsers import JSONParser, MultiPartParser
 from evalplatform.api.uploads import read_upload
 from evaluations.quality import selectors, services
 from scenarios.models import Scenario
