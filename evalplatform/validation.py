@@ -20,6 +20,8 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from django.core.validators import MaxValueValidator, MinValueValidator
+
 from evalplatform.limits import JSON_MAX_DEPTH
 
 # The widest integer every supported database stores in an ``IntegerField`` (PostgreSQL's
@@ -33,6 +35,18 @@ USD_QUANTUM = Decimal("0.0001")
 TEMPERATURE_MIN, TEMPERATURE_MAX = 0.0, 2.0
 SEED_MAX = INT_MAX  # numpy's generators take no negative seeds
 TIME_SPENT_MAX_MS = 7 * 24 * 3600 * 1000  # a week on one task
+QUOTA_MAX = 1_000_000  # tasks one evaluator may be handed
+JUDGE_REPETITIONS_MAX = 20
+REQUESTS_PER_MINUTE_MAX = 1_000_000
+CONTEXT_WINDOW_MAX = 100_000_000  # tokens
+
+
+def bounded(lo: int | float | Decimal, hi: int | float | Decimal) -> list[Any]:
+    """A model field's validators for these bounds: the admin's forms and the API's model
+    serializers check them (and the schema documents them), so a column never gets a value
+    one database stores and the other refuses (SQLite's integers are 64-bit, PostgreSQL's
+    ``integer`` 32-bit)."""
+    return [MinValueValidator(lo), MaxValueValidator(hi)]
 
 
 def _is_int(value: Any) -> bool:

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import SCENARIOS_MANAGE, SCENARIOS_VIEW
+from evalplatform.api import bodies
 from evalplatform.api.parsers import JSONParser, MultiPartParser
 from evalplatform.api.uploads import read_upload
 from evaluations.quality import selectors, services
@@ -46,7 +47,7 @@ class AssigneesView(APIView):
         scenario = _managed_scenario(request.user, pk)
         return Response(selectors.assignees_view(scenario))
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=bodies.ASSIGNEES, responses=OpenApiTypes.OBJECT)
     def put(self, request, pk: int):
         scenario = _managed_scenario(request.user, pk)
         services.assignees_set(user=request.user, scenario=scenario, data=request.data)
@@ -66,7 +67,7 @@ class GoldView(APIView):
         scenario = _managed_scenario(request.user, pk)
         return Response(selectors.gold_view(scenario))
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=bodies.GOLD, responses=OpenApiTypes.OBJECT)
     def put(self, request, pk: int):
         scenario = _managed_scenario(request.user, pk)
         upload = read_upload(request)

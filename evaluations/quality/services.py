@@ -30,7 +30,7 @@ from scenarios.models import GoldTask, Scenario, ScenarioAssignee, Task
 
 MAX_ASSIGNEES = 1000
 MAX_GOLD = 10_000
-QUOTA_MAX = 1_000_000
+QUOTA_MAX = validation.QUOTA_MAX
 GOLD_RATE_MAX = 0.5
 
 
