@@ -251,6 +251,7 @@ def test_the_schema_documents_bounds_of_every_number():
         assert "minimum" in schema and "maximum" in schema, (method, path, field)
 
 
+@pytest.mark.slow  # about 450 requests: 20 s on SQLite
 @pytest.mark.django_db
 def test_every_numeric_field_refuses_extreme_values(fuzz_world):
     client = APIClient(raise_request_exception=False)
