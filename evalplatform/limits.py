@@ -21,6 +21,11 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+# The most containers (objects, arrays) a JSON request body, a JSON field of a form or an
+# uploaded row may nest (``evalplatform.validation.storable_problems``); deeper is a 400.
+# Python's own parser would give up (RecursionError) somewhere near a thousand.
+JSON_MAX_DEPTH = 64
+
 # Paths whose bodies may be larger: the judge files uploads, API and page
 # (``JUDGE_FILE_MAX_BYTES``).
 LARGE_BODY_PATHS = ("/v1/files", "/judge-files")

@@ -93,6 +93,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "evalplatform.web.middleware.StorableTextMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
 ]
@@ -202,6 +203,12 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "evalplatform.accounts.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
+    ],
+    # DRF's, refusing text the databases cannot store and JSON nested too deeply.
+    "DEFAULT_PARSER_CLASSES": [
+        "evalplatform.api.parsers.JSONParser",
+        "evalplatform.api.parsers.FormParser",
+        "evalplatform.api.parsers.MultiPartParser",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "evalplatform.api.pagination.PageNumberPagination",

@@ -14,9 +14,15 @@ writing anything.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
+
+from django.core.validators import MaxValueValidator, MinValueValidator
+
+from evalplatform.limits import JSON_MAX_DEPTH
 
 # The widest integer every supported database stores in an ``IntegerField`` (PostgreSQL's
 # ``integer``); ``PositiveIntegerField`` columns share the upper end.
@@ -29,6 +35,18 @@ USD_QUANTUM = Decimal("0.0001")
 TEMPERATURE_MIN, TEMPERATURE_MAX = 0.0, 2.0
 SEED_MAX = INT_MAX  # numpy's generators take no negative seeds
 TIME_SPENT_MAX_MS = 7 * 24 * 3600 * 1000  # a week on one task
+QUOTA_MAX = 1_000_000  # tasks one evaluator may be handed
+JUDGE_REPETITIONS_MAX = 20
+REQUESTS_PER_MINUTE_MAX = 1_000_000
+CONTEXT_WINDOW_MAX = 100_000_000  # tokens
+
+
+def bounded(lo: int | float | Decimal, hi: int | float | Decimal) -> list[Any]:
+    """A model field's validators for these bounds: the admin's forms and the API's model
+    serializers check them (and the schema documents them), so a column never gets a value
+    one database stores and the other refuses (SQLite's integers are 64-bit, PostgreSQL's
+    ``integer`` 32-bit)."""
+    return [MinValueValidator(lo), MaxValueValidator(hi)]
 
 
 def _is_int(value: Any) -> bool:
@@ -215,12 +233,83 @@ def text(
         value = ""
     if isinstance(value, str) and required:
         value = value.strip()
-    if (
-        not isinstance(value, str)
-        or len(value) > max_length
-        or (required and not value)
-        or "\x00" in value
-    ):
+    if not isinstance(value, str) or len(value) > max_length or (required and not value):
         errors[name] = message or f"Text of at most {max_length:,} characters."
         return ""
+    if problem := text_problem(value):
+        errors[name] = problem
+        return ""
+    return value
+
+
+# What neither database stores in a text column or a JSON document: NUL (PostgreSQL's text
+# and jsonb refuse it; SQLite would keep it, so a value would work on one and not the
+# other) and the lone surrogates a JSON ``"\ud800"`` escape makes (not UTF-8 at all).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+NUL_MESSAGE = "Holds a NUL character (\\u0000), which cannot be stored."
+SURROGATE_MESSAGE = "Holds a lone surrogate (\\ud800 to \\udfff), which is not text."
+
+
+def text_problem(value: str) -> str | None:
+    """Why the databases cannot store this text, or None."""
+    found = _UNSTORABLE.search(value)
+    if found is None:
+        return None
+    return NUL_MESSAGE if found.group() == "\x00" else SURROGATE_MESSAGE
+
+
+def path_join(path: str, key: str | int) -> str:
+    """``blocks[2].body``: the path of a field inside a body, as error keys name it."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def storable_problems(
+    value: Any, *, path: str = "", max_depth: int = JSON_MAX_DEPTH, most: int = 20
+) -> dict[str, str]:
+    """What in a parsed JSON value (a request body, an uploaded row) the databases cannot
+    store, by path (``items[3].content``; the value itself is ``path`` or "body"): text
+    ``text_problem`` refuses (in keys too), a number that is not finite (``NaN``,
+    ``Infinity``, ``1e999``), nesting deeper than ``max_depth`` containers. At most
+    ``most`` problems. Iterative, so no depth of nesting can exhaust Python's stack."""
+    problems: dict[str, str] = {}
+    stack: list[tuple[Any, str, int]] = [(value, path, 0)]
+    while stack and len(problems) < most:
+        item, where, depth = stack.pop()
+        name = where or "body"
+        if isinstance(item, str):
+            if problem := text_problem(item):
+                problems[name] = problem
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                problems[name] = "A finite number (not NaN or Infinity)."
+        elif isinstance(item, dict | list):
+            if depth >= max_depth:
+                problems[name] = f"Nested more than {max_depth} levels deep."
+                continue
+            pairs = list(item.items()) if isinstance(item, dict) else list(enumerate(item))
+            for key, inner in reversed(pairs):
+                if isinstance(key, str) and (problem := text_problem(key)):
+                    problems[name] = f"A key {problem[0].lower()}{problem[1:]}"
+                    break
+                stack.append((inner, path_join(where, key), depth + 1))
+    return problems
+
+
+class UnstorableJSON(ValueError):
+    """JSON that parses, but that the databases cannot store (``json_value``)."""
+
+
+def json_value(raw: str | bytes) -> Any:
+    """``json.loads`` for JSON a form field or a file holds: ``ValueError`` when it is not
+    JSON, and ``UnstorableJSON`` (its message says where and why) when ``storable_problems``
+    finds something, since a ``"\\u0000"`` escape passes every check of the raw text."""
+    try:
+        value = json.loads(raw)
+    except RecursionError as exc:
+        raise UnstorableJSON(f"Nested more than {JSON_MAX_DEPTH} levels deep.") from exc
+    if problems := storable_problems(value):
+        path, message = next(iter(problems.items()))
+        raise UnstorableJSON(message if path == "body" else f"{path}: {message}")
     return value

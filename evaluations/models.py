@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from evalplatform import validation
 from evalplatform.accounts.models import Team
 from scenarios.models import Scenario, Task
 
@@ -104,11 +105,21 @@ class LLMJudge(models.Model):
     llm_model = models.ForeignKey("providers.LLMModel", on_delete=models.PROTECT, related_name="+")
     params = models.JSONField(default=dict, blank=True, help_text="e.g. thinking settings.")
     temperatures = models.JSONField(default=list)
-    repetitions = models.PositiveIntegerField(default=1)
+    repetitions = models.PositiveIntegerField(
+        default=1, validators=validation.bounded(1, validation.JUDGE_REPETITIONS_MAX)
+    )
     swap = models.BooleanField(default=False, help_text="Judge each pair in both orders.")
     mode = models.CharField(max_length=10, default="live")
-    max_tokens = models.PositiveIntegerField(null=True, blank=True)
-    budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
+    max_tokens = models.PositiveIntegerField(
+        null=True, blank=True, validators=validation.bounded(1, validation.MAX_TOKENS)
+    )
+    budget_usd = models.DecimalField(
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=validation.bounded(validation.USD_MIN, validation.USD_MAX),
+    )
     # How its replies are read (evaluations.judges.verdicts.REPLY_FORMATS); {}: the
     # platform's own JSON.
     reply_format = models.JSONField(default=dict, blank=True)
@@ -206,7 +217,9 @@ class Judgment(models.Model):
     rationale = models.TextField(blank=True)
     # An evaluator's note to the managers about the task (not part of the answer).
     comment = models.TextField(blank=True)
-    time_spent_ms = models.PositiveIntegerField(null=True, blank=True)
+    time_spent_ms = models.PositiveIntegerField(
+        null=True, blank=True, validators=validation.bounded(0, validation.TIME_SPENT_MAX_MS)
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     # When the evaluator last revised it (the earlier answers: ``revisions``).
     revised_at = models.DateTimeField(null=True, blank=True)
@@ -246,7 +259,9 @@ class JudgmentRevision(models.Model):
     payload = models.JSONField(default=dict)
     rationale = models.TextField(blank=True)
     comment = models.TextField(blank=True)
-    time_spent_ms = models.PositiveIntegerField(null=True, blank=True)
+    time_spent_ms = models.PositiveIntegerField(
+        null=True, blank=True, validators=validation.bounded(0, validation.TIME_SPENT_MAX_MS)
+    )
     answered_at = models.DateTimeField()
     replaced_at = models.DateTimeField(default=timezone.now)
 
@@ -530,7 +545,13 @@ class JudgeBatch(models.Model):
     endpoint = models.CharField(max_length=100, default="/v1/chat/completions")
     completion_window = models.CharField(max_length=10, default="24h")
     metadata = models.JSONField(default=dict, blank=True)
-    budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
+    budget_usd = models.DecimalField(
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=validation.bounded(validation.USD_MIN, validation.USD_MAX),
+    )
     live = models.BooleanField(default=False)  # asked to run live, not through batch APIs
     # The scenario judge whose judgments the rows' verdicts become (each row's
     # ``metadata.task`` names one of its scenario's tasks).

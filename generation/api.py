@@ -10,7 +10,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -22,6 +21,8 @@ from evalplatform.accounts.roles import (
     GENERATION_MANAGE,
     GENERATION_VIEW,
 )
+from evalplatform.api import bodies
+from evalplatform.api.parsers import FormParser, JSONParser, MultiPartParser
 from evalplatform.api.uploads import config_and_upload, csv_chunks, download
 from evalplatform.errors import FieldErrors
 from evalplatform.runs.models import BatchState, ProviderBatch
@@ -207,7 +208,7 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
     def _job(self) -> GenerationJob:
         return cast(GenerationJob, self.get_object())
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: JobSerializer})
+    @extend_schema(request=bodies.JOB, responses={201: JobSerializer})
     def create(self, request, *args, **kwargs):
         """Create a job: team, name, mode, source ({type: manual|prompt_only, format,
         content}, {type: scenario, scenario: id}, or a multipart ``file`` with the rest as
@@ -329,7 +330,7 @@ class EstimateView(APIView):
 
     parser_classes = [JSONParser, MultiPartParser, FormParser]
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=bodies.JOB, responses=OpenApiTypes.OBJECT)
     def post(self, request):
         if not policy.has_feature_anywhere(request.user, GENERATION_CREATE):
             return Response({"detail": "You may not create generation jobs."}, status=403)

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from evalplatform import validation
 from evalplatform.accounts.models import Team
 from evalplatform.prompts.models import PromptVersion
 from evalplatform.providers.models import LLMModel
@@ -69,8 +70,16 @@ class GenerationJob(models.Model):
         default=1, validators=[MinValueValidator(1), MaxValueValidator(100)]
     )
     temperatures = models.JSONField(default=list)
-    max_tokens = models.PositiveIntegerField(null=True, blank=True)
-    budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
+    max_tokens = models.PositiveIntegerField(
+        null=True, blank=True, validators=validation.bounded(1, validation.MAX_TOKENS)
+    )
+    budget_usd = models.DecimalField(
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=validation.bounded(validation.USD_MIN, validation.USD_MAX),
+    )
     max_retries = models.PositiveIntegerField(default=3, validators=[MaxValueValidator(10)])
     # Batch mode: cells that failed in a batch run again live instead of in a new batch.
     finish_live = models.BooleanField(default=False)

@@ -22,6 +22,7 @@ from typing import IO, Any, BinaryIO, cast
 
 from django.conf import settings
 
+from evalplatform import validation
 from evalplatform.errors import FieldErrors
 
 Item = tuple[str, dict[str, Any]]
@@ -247,6 +248,9 @@ def _item(where: str, value: Any, position: int, errors: dict[str, str]) -> Item
     item_id = str(raw_id).strip()
     if len(item_id) > 200:
         errors[f"{where}.id"] = "The id has more than 200 characters."
+        return None
+    if problems := validation.storable_problems(value, path=where, most=1):
+        errors.update(problems)
         return None
     return item_id, value
 

@@ -6,7 +6,6 @@ validation, permissions and numbers. Every action is a POST with a CSRF token.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, cast
 from urllib.parse import urlencode
@@ -153,7 +152,7 @@ def _config_from_form(request: HttpRequest, team) -> tuple[dict[str, Any], dict[
     extra = post.get("model_configs", "").strip()
     if extra:
         try:
-            configs = json.loads(extra)
+            configs = validation.json_value(extra)
         except ValueError:
             configs = None
         if not isinstance(configs, list):

@@ -9,7 +9,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -22,6 +21,8 @@ from evalplatform.accounts.roles import (
     SCENARIOS_MANAGE,
     SCENARIOS_VIEW,
 )
+from evalplatform.api import bodies
+from evalplatform.api.parsers import FormParser, JSONParser, MultiPartParser
 from evalplatform.api.uploads import config_and_upload
 from evalplatform.errors import FieldErrors
 from generation import sources
@@ -143,7 +144,7 @@ class ScenarioViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveM
         fresh = self.get_base_queryset().get(pk=scenario.pk)
         return Response(ScenarioSerializer(fresh).data, status=code)
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: ScenarioSerializer})
+    @extend_schema(request=bodies.SCENARIO, responses={201: ScenarioSerializer})
     def create(self, request, *args, **kwargs):
         """From an upload: a multipart ``file`` (CSV with a header, or JSON lines) with the
         rest as JSON in ``config``, or JSON with the text in ``content``. Rows:
@@ -174,7 +175,7 @@ class ScenarioViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveM
             )
         )
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses=ScenarioSerializer)
+    @extend_schema(request=bodies.SCENARIO, responses=ScenarioSerializer)
     def partial_update(self, request, *args, **kwargs):
         """A draft's name, instructions, blind mode, context_fields, overlap or config
         (rubric, labels, ties; the pair design is fixed)."""
@@ -195,7 +196,7 @@ class ScenarioViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveM
         """Open a draft for evaluation (its design is fixed from then on)."""
         return self._answer(services.scenario_open(user=request.user, scenario=self._scenario()))
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses=ScenarioSerializer)
+    @extend_schema(request=bodies.REGENERATE, responses=ScenarioSerializer)
     @action(detail=True, methods=["post"])
     def regenerate(self, request, pk=None):
         """A draft's tasks made again with another pair design or seed: ``config`` (merged

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from evalplatform import validation
 from evalplatform.accounts.models import Team, TeamGroup
 from scenarios.types import registry
 
@@ -79,11 +80,18 @@ class Scenario(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(50)],
         help_text="Evaluators per task.",
     )
-    seed = models.IntegerField(default=0, help_text="Seeds the pair design and the orders.")
+    seed = models.IntegerField(
+        default=0,
+        help_text="Seeds the pair design and the orders.",
+        validators=validation.bounded(0, validation.SEED_MAX),
+    )
     # The most tasks one evaluator is handed (None: no limit); an assignee's own quota
     # overrides it.
     default_quota = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Most tasks per evaluator (empty: no limit)."
+        null=True,
+        blank=True,
+        help_text="Most tasks per evaluator (empty: no limit).",
+        validators=validation.bounded(1, validation.QUOTA_MAX),
     )
     # The chance that a "next task" request hands a gold task (while the evaluator has one
     # they have not been handed), drawn seeded by the scenario's seed, the evaluator and
@@ -225,7 +233,9 @@ class ScenarioAssignee(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="scenarios_assigned"
     )
-    quota = models.PositiveIntegerField(null=True, blank=True)
+    quota = models.PositiveIntegerField(
+        null=True, blank=True, validators=validation.bounded(1, validation.QUOTA_MAX)
+    )
 
     class Meta:
         ordering = ["scenario_id", "pk"]

@@ -444,7 +444,7 @@ def _upload_plan(
         context = row.get("context") or {}
         if isinstance(context, str):
             try:
-                context = json.loads(context)
+                context = validation.json_value(context)
             except ValueError:
                 context = None
         if not isinstance(context, dict):

@@ -19,6 +19,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.http import StreamingHttpResponse
 
 from evalplatform.errors import FieldErrors
+from evalplatform.validation import storable_problems
 
 # Streamed downloads are made in blocks of about this size; under ASGI, each trip to the
 # request's sync thread fetches about PULL_BYTES of them.
@@ -54,6 +55,9 @@ def config_and_upload(
             raise FieldErrors({"config": "The config field must be JSON."}) from exc
         if not isinstance(data, dict):
             raise FieldErrors({"config": "The config field must be a JSON object."})
+        # The configuration stands for a JSON body: its fields are named as a body's are.
+        if problems := storable_problems(data):
+            raise FieldErrors(problems)
         return data, *upload
     if not isinstance(request.data, dict):
         raise FieldErrors({"non_field_errors": "Send a JSON object."})

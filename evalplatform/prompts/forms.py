@@ -21,7 +21,9 @@ def _json(raw: str, *, name: str, errors: dict[str, list[str]]) -> Any:
     if not raw.strip():
         return {}
     try:
-        return json.loads(raw)
+        return validation.json_value(raw)
+    except validation.UnstorableJSON as exc:
+        errors[name] = [str(exc)]
     except json.JSONDecodeError as exc:
         errors[name] = [f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."]
     except (ValueError, RecursionError):  # too deeply nested

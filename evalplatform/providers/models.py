@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from evalplatform import validation
 from evalplatform.accounts.models import Team
 from evalplatform.providers import crypto
 
@@ -53,7 +54,10 @@ class ProviderConnection(models.Model):
         default=8, validators=[MinValueValidator(1), MaxValueValidator(1000)]
     )
     requests_per_minute = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Optional client-side rate limit."
+        null=True,
+        blank=True,
+        help_text="Optional client-side rate limit.",
+        validators=validation.bounded(0, validation.REQUESTS_PER_MINUTE_MAX),
     )
     timeout_s = models.FloatField(
         default=120.0, validators=[MinValueValidator(1.0), MaxValueValidator(3600.0)]
@@ -140,7 +144,9 @@ class LLMModel(models.Model):
         help_text="Share taken off both prices for batch requests (0.5 = half price).",
     )
     supports_batch = models.BooleanField(default=False)
-    context_window = models.PositiveIntegerField(null=True, blank=True)
+    context_window = models.PositiveIntegerField(
+        null=True, blank=True, validators=validation.bounded(0, validation.CONTEXT_WINDOW_MAX)
+    )
     active = models.BooleanField(default=True)
     catalog_date = models.DateField(
         null=True, blank=True, help_text="Date of the catalog the prices came from."

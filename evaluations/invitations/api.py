@@ -8,12 +8,12 @@ from typing import Any
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import SCENARIOS_MANAGE, SCENARIOS_VIEW
+from evalplatform.api.parsers import JSONParser
 from evalplatform.errors import FieldErrors, NotFound
 from evaluations.invitations import selectors
 from evaluations.invitations import services as invitations

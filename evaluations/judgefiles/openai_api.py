@@ -23,7 +23,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, status
 from rest_framework.negotiation import BaseContentNegotiation, DefaultContentNegotiation
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
@@ -33,6 +32,7 @@ from evalplatform.accounts import policy
 from evalplatform.accounts.authentication import ApiTokenAuthentication
 from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE_FILES, EVALUATIONS_VIEW_ALL
+from evalplatform.api.parsers import FormParser, JSONParser, MultiPartParser
 from evalplatform.api.uploads import download
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
 from evaluations.judgefiles import services
@@ -112,16 +112,6 @@ class AnyAccept(BaseContentNegotiation):
         return renderers[0], renderers[0].media_type
 
 
-class BoundedJSONParser(JSONParser):
-    """JSON, with a body nested too deeply for the parser a 400 (not a RecursionError)."""
-
-    def parse(self, stream, media_type=None, parser_context=None):
-        try:
-            return super().parse(stream, media_type, parser_context)
-        except RecursionError as exc:
-            raise exceptions.ParseError("The JSON body is nested too deeply.") from exc
-
-
 class OpenAIView(APIView):
     """Token-authenticated, answering errors in OpenAI's shape."""
 
@@ -129,7 +119,7 @@ class OpenAIView(APIView):
     renderer_classes = [JSONRenderer]
     authentication_classes = [ApiTokenAuthentication]
     permission_classes = [IsAuthenticated]
-    parser_classes = [BoundedJSONParser]
+    parser_classes = [JSONParser]
 
     def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, FieldErrors):

@@ -10,13 +10,14 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
-from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.permissions import TeamScopedViewSet
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE, SCENARIOS_VIEW
+from evalplatform.api import bodies
+from evalplatform.api.parsers import JSONParser
 from evalplatform.errors import FieldErrors
 from evaluations.judges import selectors
 from evaluations.judges import services as judges
@@ -109,7 +110,7 @@ class ScenarioJudgesView(APIView):
         return Response(JudgeSerializer(rows, many=True).data)
 
     @extend_schema(
-        request=OpenApiTypes.OBJECT,
+        request=bodies.JUDGE,
         responses={
             201: PolymorphicProxySerializer(
                 component_name="JudgeOrGrid",
@@ -151,7 +152,7 @@ class JudgeViewSet(TeamScopedViewSet, mixins.RetrieveModelMixin):
     def _judge(self) -> LLMJudge:
         return cast(LLMJudge, self.get_object())
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses=JudgeSerializer)
+    @extend_schema(request=bodies.JUDGE, responses=JudgeSerializer)
     def partial_update(self, request, *args, **kwargs):
         """Change a judge that has not run yet."""
         judge = judges.judge_update(user=request.user, judge=self._judge(), data=_body(request))
@@ -162,7 +163,7 @@ class JudgeViewSet(TeamScopedViewSet, mixins.RetrieveModelMixin):
         judges.judge_delete(user=request.user, judge=self._judge())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=bodies.JUDGE_RUN, responses=OpenApiTypes.OBJECT)
     @action(detail=True, methods=["post"])
     def estimate(self, request, pk=None):
         """Calls and cost of a run over ``tasks`` ("unjudged" by default, "all", or task
@@ -171,7 +172,7 @@ class JudgeViewSet(TeamScopedViewSet, mixins.RetrieveModelMixin):
             judges.judge_estimate(user=request.user, judge=self._judge(), data=_body(request))
         )
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: JudgeRunSerializer})
+    @extend_schema(request=bodies.JUDGE_RUN, responses={201: JudgeRunSerializer})
     @action(detail=True, methods=["post"])
     def run(self, request, pk=None):
         """Run the judge over ``tasks`` ("unjudged" by default, "all", or task ids), with

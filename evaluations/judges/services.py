@@ -50,7 +50,7 @@ from scenarios.models import GoldKind, Scenario, Task, Variant
 from scenarios.types import registry
 
 SOURCE_KIND = "judge"
-MAX_REPETITIONS = 20
+MAX_REPETITIONS = validation.JUDGE_REPETITIONS_MAX
 
 
 def _may_judge(user: Any, scenario: Scenario) -> None:

@@ -4,7 +4,6 @@ failed calls, delete it. The same services as the API."""
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 from typing import Any
 
@@ -15,6 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from evalplatform import validation
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE, SCENARIOS_VIEW
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
@@ -60,8 +60,8 @@ def form_data(post: Any) -> dict[str, Any]:
     reply_format = post.get("reply_format", "").strip()
     if reply_format:
         try:
-            data["reply_format"] = json.loads(reply_format[:5000])
-        except (ValueError, RecursionError):
+            data["reply_format"] = validation.json_value(reply_format[:5000])
+        except ValueError:
             data["reply_format"] = reply_format  # refused by the service, naming the field
     return data
 

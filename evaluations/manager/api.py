@@ -7,12 +7,12 @@ from __future__ import annotations
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import SCENARIOS_EXPORT, SCENARIOS_MANAGE, SCENARIOS_VIEW
+from evalplatform.api.parsers import MultiPartParser
 from evalplatform.api.uploads import read_upload
 from evalplatform.errors import FieldErrors
 from evaluations.manager import exports

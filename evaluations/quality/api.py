@@ -13,12 +13,13 @@ from typing import Any
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import SCENARIOS_MANAGE, SCENARIOS_VIEW
+from evalplatform.api import bodies
+from evalplatform.api.parsers import JSONParser, MultiPartParser
 from evalplatform.api.uploads import read_upload
 from evalplatform.errors import FieldErrors
 from evaluations.quality import attention, selectors, services
@@ -48,7 +49,7 @@ class AssigneesView(APIView):
         scenario = _managed_scenario(request.user, pk)
         return Response(selectors.assignees_view(scenario))
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=bodies.ASSIGNEES, responses=OpenApiTypes.OBJECT)
     def put(self, request, pk: int):
         scenario = _managed_scenario(request.user, pk)
         services.assignees_set(user=request.user, scenario=scenario, data=request.data)
@@ -68,7 +69,7 @@ class GoldView(APIView):
         scenario = _managed_scenario(request.user, pk)
         return Response(selectors.gold_view(scenario))
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=bodies.GOLD, responses=OpenApiTypes.OBJECT)
     def put(self, request, pk: int):
         scenario = _managed_scenario(request.user, pk)
         upload = read_upload(request)

@@ -14,7 +14,6 @@ writes in one transaction and records itself in the audit log.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,7 +38,7 @@ from scenarios.models import (
 
 MAX_ASSIGNEES = 1000
 MAX_GOLD = 10_000
-QUOTA_MAX = 1_000_000
+QUOTA_MAX = validation.QUOTA_MAX
 GOLD_RATE_MAX = 0.5
 
 
@@ -188,7 +187,9 @@ def gold_entries(raw: Any, filename: str = "") -> Any:
         except UnicodeDecodeError as exc:
             raise FieldErrors({"file": "The file is not UTF-8 text."}) from exc
     try:
-        return json.loads(text)
+        return validation.json_value(text)
+    except validation.UnstorableJSON as exc:
+        raise FieldErrors({"file": str(exc)}) from exc
     except ValueError:
         pass
     entries = []
@@ -196,7 +197,9 @@ def gold_entries(raw: Any, filename: str = "") -> Any:
         if not line.strip():
             continue
         try:
-            entries.append(json.loads(line))
+            entries.append(validation.json_value(line))
+        except validation.UnstorableJSON as exc:
+            raise FieldErrors({"file": f"Line {number}: {exc}"}) from exc
         except ValueError as exc:
             raise FieldErrors(
                 {"file": f"Line {number} is not JSON: give a JSON list or JSON lines."}

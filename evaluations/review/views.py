@@ -18,6 +18,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from evalplatform import validation
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_VIEW_ALL, SCENARIOS_MANAGE, SCENARIOS_VIEW
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
@@ -124,7 +125,7 @@ def _answer(scenario: Scenario, post: QueryDict) -> Any:
     if "answer_json" in post:
         raw = post.get("answer_json", "")
         try:
-            return json.loads(raw)
+            return validation.json_value(raw)
         except ValueError:
             return raw  # not an object: the check says so
     fields = post.copy()

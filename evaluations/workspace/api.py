@@ -19,6 +19,7 @@ from rest_framework.views import APIView
 from evalplatform import validation
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_VIEW_ALL, SCENARIOS_VIEW
+from evalplatform.api import bodies
 from evalplatform.errors import FieldErrors, NotFound
 from evaluations.models import Assignment, Judgment, JudgmentRevision, TaskFlag
 from evaluations.workspace import access, flags, revisions, selectors, services
@@ -145,7 +146,7 @@ class SubmitView(APIView):
 
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: JudgmentSerializer})
+    @extend_schema(request=bodies.ANSWER, responses={201: JudgmentSerializer})
     def post(self, request, pk: int):
         if not isinstance(request.data, dict):
             raise FieldErrors({"non_field_errors": "Send a JSON object."})
@@ -234,7 +235,7 @@ class ReviseView(APIView):
 
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={200: OwnJudgmentSerializer})
+    @extend_schema(request=bodies.ANSWER, responses={200: OwnJudgmentSerializer})
     def post(self, request, pk: int):
         if not isinstance(request.data, dict):
             raise FieldErrors({"non_field_errors": "Send a JSON object."})

@@ -78,7 +78,7 @@ def test_bad_context_fields_are_refused(api, people):
     for bad in ("question", [1], [""], ["x" * 201], ["a\x00"], ["f"] * 201, {"a": 1}):
         response = upload(api, people["manager"], context_fields=bad)
         assert response.status_code == 400, bad
-        assert "context_fields" in response.json()["errors"], bad
+        assert any(key.startswith("context_fields") for key in response.json()["errors"]), bad
     assert not Scenario.objects.exists()
     # Names are trimmed and kept once each, 200 of them are fine.
     ok = upload(api, people["manager"], context_fields=[" question ", "question"] + ["f"] * 198)

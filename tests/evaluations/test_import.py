@@ -115,6 +115,12 @@ def test_bad_rows_import_nothing(api, team_a, member, tmp_path):
     assert "rater is missing" in errors["line 5"][0]
     assert "twice" in errors["line 6"][0]
     assert not Judgment.objects.exists() and not ExternalRater.objects.exists()
+    # Text no database stores is refused where the file is read, naming the cell.
+    nul = csv_text(["item_id", "variant", "rater", "labels"], [["w1", "essay-a", "x\x00", "good"]])
+    response = post_file(api, manager, scenario, "nul.csv", nul)
+    assert response.status_code == 400
+    assert "NUL" in response.json()["errors"]["line 2.rater"][0]
+    assert not Judgment.objects.exists() and not ExternalRater.objects.exists()
     path = tmp_path / "bad.csv"
     path.write_text(bad)
     with pytest.raises(CommandError, match="Nothing was imported"):
@@ -268,7 +274,7 @@ def test_bad_labels_import_nothing(api, team_a, member, tmp_path):
         ["w2", "essay-c", "y", "good||bad", ""],
         ["w2", "essay-d", "x", "good", "Nice"],
         ["w2", "nope", "x", "good", ""],
-        ["w2", "essay-d", "y", "good", "bad\x00byte"],
+        ["w2", "essay-d", "y", "good", "bad byte"],
         ["w2", "essay-d", "", "good", ""],
         ["w2", "essay-d", "z", "bad | bad", ""],
         ["w1", "essay-b", "z", "good", "x" * 20_001],
@@ -285,11 +291,17 @@ def test_bad_labels_import_nothing(api, team_a, member, tmp_path):
         "line 7": "an empty label (labels are joined by |).",
         "line 8": "this scenario takes no free text.",
         "line 9": "item 'w2' has no such variant.",
-        "line 10": "The row holds a NUL character.",
+        "line 10": "this scenario takes no free text.",
         "line 11": "rater is missing.",
         "line 12": "labels given twice: 'bad'.",
         "line 13": "text has more than 20,000 characters.",
     }
+    assert not Judgment.objects.exists() and not ExternalRater.objects.exists()
+    # Text no database stores is refused where the file is read, naming the cell.
+    nul = csv_text(["item_id", "variant", "rater", "labels"], [["w1", "essay-a", "x\x00", "good"]])
+    response = post_file(api, manager, scenario, "nul.csv", nul)
+    assert response.status_code == 400
+    assert "NUL" in response.json()["errors"]["line 2.rater"][0]
     assert not Judgment.objects.exists() and not ExternalRater.objects.exists()
     path = tmp_path / "bad.csv"
     path.write_text(bad)
@@ -426,7 +438,7 @@ def test_bad_rankings_import_nothing(api, team_a, member, tmp_path):
         ["w1", "y", "essay-c", "1.5"],
         ["w2", "y", "", ""],
         ["w2", "y", "essay-d", ""],
-        ["w2", "y\x00", "essay-e", "1"],
+        ["w2", "y", "essay-e", "9"],
         ["w3", "y", "essay-a", "1"],
         ["w2", "r" * 201, "essay-e", "1"],
     ]
@@ -444,7 +456,7 @@ def test_bad_rankings_import_nothing(api, team_a, member, tmp_path):
         "line 9": "rank is a whole number from 1 to 3.",
         "line 10": "variant is missing; rank is missing.",
         "line 11": "rank is missing.",
-        "line 12": "The row holds a NUL character.",
+        "line 12": "rank is a whole number from 1 to 3.",
         "line 13": "item 'w3' has no such variant.",
         "line 14": "rater has more than 200 characters.",
     }
@@ -482,7 +494,7 @@ def test_create_makes_no_scenario_when_the_import_fails(team_a, member, tmp_path
     path = tmp_path / "labels.csv"
     path.write_text(csv_text(["item_id", "variant", "rater", "labels", "text"], rows))
     args = ("--scenario", "Never", "--team", "team-a", "--create", "labeling")
-    with pytest.raises(CommandError, match="the scenario was not made:\n  line 3: The row holds"):
+    with pytest.raises(CommandError, match=r"Unreadable file:\n  line 3\.text: Holds a NUL"):
         run_import(path, *args, user=manager)
     assert not Scenario.objects.filter(name="Never").exists()
     # One label in the whole file makes no label set: the scenario's check says why.

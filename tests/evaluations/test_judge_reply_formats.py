@@ -105,7 +105,7 @@ def test_a_bad_reply_format_is_a_400_naming_it(api, people, team_a, fake_judge):
             format="json",
         )
         assert answer.status_code == 400, bad
-        assert "reply_format" in answer.json()["errors"], bad
+        assert any(key.startswith("reply_format") for key in answer.json()["errors"]), bad
 
 
 def test_the_add_judge_form_takes_a_reply_format(people, team_a, fake_judge):
