@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from evalplatform.accounts import audit
 from evalplatform.accounts.models import ApiToken, Notification
+from evalplatform.accounts.signals import tokens_revoked
 from evalplatform.errors import NotFound
 
 TOKEN_PREFIX_LEN = 8
@@ -66,7 +67,9 @@ def tokens_revoke(*, tokens, by: Any = None) -> int:
             target=token,
             owner=token.user.get_username(),
         )
-    return tokens.filter(pk__in=[t.pk for t in live]).update(revoked_at=timezone.now())
+    revoked = tokens.filter(pk__in=[t.pk for t in live]).update(revoked_at=timezone.now())
+    tokens_revoked.send(sender=ApiToken, user_ids={token.user_id for token in live})
+    return revoked
 
 
 def notify(*, user: Any, team: Any, kind: str, message: str, link: str = "") -> Notification:
