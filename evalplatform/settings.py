@@ -349,6 +349,9 @@ if LIVE_TRANSPORT == "channel_layer" and not REDIS_URL:
     )
 # At most this many messages a second per job reach its watchers.
 LIVE_MAX_MESSAGES_PER_S = env_int("LIVE_MAX_MESSAGES_PER_S", 10)
+# Every open live connection re-checks its token or session and its user's right to what it
+# watches this often (and at once when a change is announced), closing when they are gone.
+LIVE_RECHECK_S = env_float("LIVE_RECHECK_S", 5.0)
 
 # Request bodies other than file parts (JSON, form fields) are capped at BODY_MAX_BYTES. The
 # servers answer 413 before reading further (evalplatform/limits.py) to a body over

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 from django.test import override_settings
 from rest_framework.test import APIClient
 
@@ -76,3 +77,7 @@ def platform_server(transactional_db):
 
     with serve_in_thread(application) as port:
         yield f"127.0.0.1:{port}"
+    # Each server runs an event loop of its own, the process's channel layer outlives it: a
+    # fresh layer for the next one, so no loop-bound state carries over (channels-redis holds
+    # a channel's receive lock until a cleanup task ends, which a stopped loop never runs).
+    channel_layers.backends.pop(DEFAULT_CHANNEL_LAYER, None)

@@ -13,6 +13,7 @@ from evalplatform import validation
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.models import ApiToken, Notification, Team, TeamGroup
 from evalplatform.accounts.roles import SCENARIOS_MANAGE
+from evalplatform.accounts.signals import tokens_revoked
 from evalplatform.errors import Conflict, FieldErrors, Forbidden, NotFound
 
 TOKEN_PREFIX_LEN = 8
@@ -70,7 +71,9 @@ def tokens_revoke(*, tokens, by: Any = None) -> int:
             target=token,
             owner=token.user.get_username(),
         )
-    return tokens.filter(pk__in=[t.pk for t in live]).update(revoked_at=timezone.now())
+    revoked = tokens.filter(pk__in=[t.pk for t in live]).update(revoked_at=timezone.now())
+    tokens_revoked.send(sender=ApiToken, user_ids={token.user_id for token in live})
+    return revoked
 
 
 def notify(*, user: Any, team: Any, kind: str, message: str, link: str = "") -> Notification:

@@ -1,8 +1,9 @@
 """Live-event authentication: the browser's session, or an API token for scripts
 (``Authorization: Token <key>`` header, as on the REST API). The plain WebSocket runs the
-stack below as middleware; Socket.IO runs the same stack on its handshake (``scope_user``)
-and also takes the token from its ``auth`` payload (``token_user``), since browsers cannot
-set headers on a WebSocket."""
+stack below as middleware; Socket.IO runs the same stack on its handshake (``scope_sign_in``)
+and also takes the token from its ``auth`` payload (``token_sign_in``), since browsers cannot
+set headers on a WebSocket. Either way the connection keeps its ``Credential`` (which session
+or token it came with), so its ``rights.Guard`` can tell when that one is gone."""
 
 from __future__ import annotations
 
@@ -16,30 +17,42 @@ from channels.security.websocket import OriginValidator
 from django.conf import settings
 
 from evalplatform.accounts.services import token_authenticate
+from evalplatform.live.rights import Credential
+
+CREDENTIAL = "live_credential"  # the scope's key
 
 
-def token_user(key: str) -> Any:
-    """The user an API token's key authenticates, or None."""
+def token_sign_in(key: str) -> tuple[Any, Credential] | None:
+    """The user an API token's key authenticates, with the token as credential; or None."""
     token = token_authenticate(key)
-    return token.user if token is not None else None
+    if token is None:
+        return None
+    return token.user, Credential(token.user_id, token_id=token.pk)
 
 
-def _token_user(header: bytes) -> Any:
+def _header_sign_in(header: bytes) -> tuple[Any, Credential] | None:
     parts = header.decode("latin-1").split()
     if len(parts) != 2 or parts[0].lower() not in ("token", "bearer"):
         return None
-    return token_user(parts[1])
+    return token_sign_in(parts[1])
 
 
 class TokenAuthMiddleware(BaseMiddleware):
+    """After the session's sign-in: the token's, if the session signed no one in. Records
+    the connection's credential in the scope either way."""
+
     async def __call__(self, scope, receive, send):
         user = scope.get("user")
-        if user is None or not user.is_authenticated:
+        if user is not None and user.is_authenticated:
+            session_key = getattr(scope.get("session"), "session_key", None)
+            scope = dict(scope, **{CREDENTIAL: Credential(user.pk, session_key=session_key)})
+        else:
             header = dict(scope.get("headers") or []).get(b"authorization")
             if header:
-                token_user = await database_sync_to_async(_token_user)(header)
-                if token_user is not None:
-                    scope = dict(scope, user=token_user)
+                signed_in = await database_sync_to_async(_header_sign_in)(header)
+                if signed_in is not None:
+                    token_user, credential = signed_in
+                    scope = dict(scope, user=token_user, **{CREDENTIAL: credential})
         return await super().__call__(scope, receive, send)
 
 
@@ -47,16 +60,27 @@ def LiveAuthMiddlewareStack(inner):
     return AuthMiddlewareStack(TokenAuthMiddleware(inner))
 
 
-async def scope_user(scope: dict[str, Any]) -> Any:
+def scope_credential(scope: dict[str, Any]) -> Credential | None:
+    """A signed-in connection's credential (None if no one signed in)."""
+    credential = scope.get(CREDENTIAL)
+    user = scope.get("user")
+    if credential is None and user is not None and user.is_authenticated:
+        credential = Credential(user.pk)  # a scope made without the sign-in stack
+    return credential
+
+
+async def scope_sign_in(scope: dict[str, Any]) -> tuple[Any, Credential | None]:
     """The user a connection's ASGI scope authenticates as, by the same stack as the
-    WebSocket's (session cookie, then token header); anonymous if neither."""
+    WebSocket's (session cookie, then token header), and its credential; anonymous and None
+    if neither."""
     found: dict[str, Any] = {}
 
     async def capture(scope: dict[str, Any], receive: Any, send: Any) -> None:
         found["user"] = scope.get("user")
+        found["credential"] = scope_credential(scope)
 
     await LiveAuthMiddlewareStack(capture)(scope, None, None)
-    return found.get("user")
+    return found.get("user"), found.get("credential")
 
 
 class SameHostOriginValidator(OriginValidator):

@@ -1,9 +1,12 @@
 """The base of every live WebSocket: authenticate, authorize one object, join its group, send
-a snapshot, then relay the group's events.
+a snapshot, then relay the group's events while the user keeps the right to them.
 
 Messages to the client are JSON objects ``{"event": name, "data": {...}}``; the first one is
-the topic's snapshot. Close codes: 4401 not signed in, 4404 not found or not the user's to
-see (another team's object is indistinguishable from a missing one).
+the topic's snapshot. Close codes: 4401 not signed in, or no longer (the token was revoked, the
+session ended, the user was deactivated); 4403 no longer allowed to watch the object (the
+membership was removed or its role changed); 4404 not found or not the user's to see (another
+team's object is indistinguishable from a missing one). Rights are re-checked every
+``LIVE_RECHECK_S`` and at once when a change is announced (``evalplatform.live.rights``).
 """
 
 from __future__ import annotations
@@ -14,9 +17,12 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from evalplatform.errors import NotFound
+from evalplatform.live.auth import scope_credential
+from evalplatform.live.rights import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED, Guard
 from evalplatform.live.watch import Topic, Watch
 
-CLOSE_UNAUTHENTICATED = 4401
+__all__ = ["CLOSE_FORBIDDEN", "CLOSE_NOT_FOUND", "CLOSE_UNAUTHENTICATED", "LiveConsumer"]
+
 CLOSE_NOT_FOUND = 4404
 
 
@@ -26,11 +32,13 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     topic: Topic
     url_kwarg: str
     watch: Watch | None = None
+    guard: Guard | None = None
 
     async def connect(self) -> None:
         await self.accept()
         user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
+        credential = scope_credential(self.scope)
+        if user is None or not user.is_authenticated or credential is None:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         pk = self.scope["url_route"]["kwargs"][self.url_kwarg]
@@ -39,11 +47,26 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         except NotFound:
             await self.close(code=CLOSE_NOT_FOUND)
             return
+        self.guard = Guard(credential, self._revoked)
+        self.guard.targets = [(self.topic, pk)]
+        # Join the user's group before the check below: a change announced from here on is
+        # heard, and one before is seen by the check.
+        await self.channel_layer.group_add(self.guard.group, self.channel_name)
         self.watch = Watch(self.channel_layer, group, self.channel_name)
         await self.watch.start()
+        if not await self.guard.check():  # rights gone while connecting
+            return
+        self.guard.start()
         await self.send_json(await database_sync_to_async(self.topic.snapshot)(pk))
 
+    async def _revoked(self, code: int) -> None:
+        await self.close(code=code)
+
     async def disconnect(self, code: int) -> None:
+        if self.guard is not None:
+            await self.guard.stop()
+            await self.channel_layer.group_discard(self.guard.group, self.channel_name)
+            self.guard = None
         if self.watch is not None:
             await self.watch.stop()
             self.watch = None
@@ -52,5 +75,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         """Clients only listen; anything they send is ignored."""
 
     async def live_events(self, message: dict[str, Any]) -> None:
+        guard = self.guard
         for event in message["events"]:
+            if guard is None or await guard.heard(event):
+                continue
+            if guard.revoked is not None:  # nothing more once the rights are gone
+                return
             await self.send_json(event)

@@ -8,6 +8,13 @@ success the topic's snapshot arrives first, then every event of the object under
 name with the same ``data`` as the WebSocket sends. A connection watches one object at a
 time: ``subscribe`` to another replaces it, ``unsubscribe`` stops it.
 
+A connection follows its user's rights (``evalplatform.live.rights``): they are re-checked
+every ``LIVE_RECHECK_S`` and at once when a change is announced. Once they are gone, no further
+event is forwarded; the client gets ``live:revoked`` with ``{"code": 4401, "reason":
+"unauthenticated", ...}`` (the token was revoked, the session ended, the user was deactivated)
+or ``{"code": 4403, "reason": "forbidden", ...}`` (no longer allowed to watch the object),
+and is disconnected.
+
 Delivery reuses the WebSocket's road (``evalplatform.live.watch``): each subscription gets a
 channel of its own on the channel layer and joins the object's group, and a task forwards
 what arrives on it to the client. Events published by task workers reach it in both modes:
@@ -39,7 +46,8 @@ from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
 
 from evalplatform.errors import FieldErrors, NotFound
-from evalplatform.live.auth import origin_allowed, scope_user, token_user
+from evalplatform.live.auth import origin_allowed, scope_sign_in, token_sign_in
+from evalplatform.live.rights import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED, Guard, current_user
 from evalplatform.live.transport import MESSAGE_TYPE
 from evalplatform.live.watch import Topic, Watch
 from evalplatform.validation import whole_number
@@ -50,6 +58,11 @@ PATH = "socket.io"
 ID_MAX = 2**63 - 1  # a BigAutoField's largest key
 MAX_PAYLOAD_BYTES = 16 * 1024  # clients only name what to watch
 TOKEN_MAX_CHARS = 200
+REVOKED = "live:revoked"
+REVOKED_REASONS = {
+    CLOSE_UNAUTHENTICATED: ("unauthenticated", "Not signed in any more."),
+    CLOSE_FORBIDDEN: ("forbidden", "No longer allowed to watch this."),
+}
 
 
 INT_DIGITS_MAX = 30  # longer integers in a client's message are too large for any id
@@ -110,6 +123,8 @@ class LiveServer:
             engineio_logger=False,
         )
         self.subscriptions: dict[str, _Subscription] = {}
+        self.guards: dict[str, Guard] = {}
+        self.closing: set[asyncio.Task[None]] = set()
         # Events of one client are handled one at a time (subscribe, unsubscribe, leaving).
         self.locks: dict[str, asyncio.Lock] = {}
         self.sio.on("connect", self.connect)
@@ -118,15 +133,23 @@ class LiveServer:
         self.sio.on("unsubscribe", self.unsubscribe)
 
     async def connect(self, sid: str, environ: dict[str, Any], auth: Any = None) -> None:
-        user = await scope_user(environ["asgi.scope"])
-        if (user is None or not user.is_authenticated) and isinstance(auth, dict):
+        # The user is read afresh at each subscribe: only the credential is kept.
+        _, credential = await scope_sign_in(environ["asgi.scope"])
+        if credential is None and isinstance(auth, dict):
             key = auth.get("token")
             if isinstance(key, str) and 0 < len(key) <= TOKEN_MAX_CHARS:
-                user = await database_sync_to_async(token_user)(key)
-        if user is None or not user.is_authenticated:
+                signed_in = await database_sync_to_async(token_sign_in)(key)
+                if signed_in is not None:
+                    _, credential = signed_in
+        if credential is None:
             raise socketio.exceptions.ConnectionRefusedError("Not signed in.")
-        await self.sio.save_session(sid, {"user": user})
+
+        async def revoked(code: int) -> None:
+            await self._revoked(sid, code)
+
         self.locks[sid] = asyncio.Lock()
+        self.guards[sid] = guard = Guard(credential, revoked)
+        guard.start()
 
     async def disconnect(self, sid: str, *args: Any) -> None:
         lock = self.locks.get(sid)
@@ -135,18 +158,43 @@ class LiveServer:
         async with lock:
             await self._stop(sid)
             self.locks.pop(sid, None)
+            guard = self.guards.pop(sid, None)
+            if guard is not None:
+                await guard.stop()
+
+    async def _revoked(self, sid: str, code: int) -> None:
+        """The user's rights are gone (the guard forwards nothing more from now): say why,
+        then disconnect. In a task of its own: leaving ends the subscription and its
+        forwarder, which may be what noticed."""
+        task = asyncio.create_task(self._close(sid, code))
+        self.closing.add(task)
+        task.add_done_callback(self.closing.discard)
+
+    async def _close(self, sid: str, code: int) -> None:
+        reason, message = REVOKED_REASONS[code]
+        payload = {"code": code, "reason": reason, "message": message}
+        try:
+            await self.sio.emit(REVOKED, payload, to=sid, ignore_queue=True)
+            await self.sio.disconnect(sid, ignore_queue=True)
+        except Exception:  # the client may be gone already
+            logger.exception("could not disconnect Socket.IO client %s", sid)
 
     async def subscribe(self, sid: str, *args: Any) -> dict[str, Any]:
         try:
             kind, pk = self._target(args)
         except FieldErrors as invalid:
             return _error("invalid", invalid.message, errors=invalid.errors)
-        lock = self.locks.get(sid)
-        if lock is None:  # the client has left meanwhile
+        lock, guard = self.locks.get(sid), self.guards.get(sid)
+        if lock is None or guard is None:  # the client has left meanwhile
+            return _error("not_found", NotFound.default_message)
+        # Authorized as the user is now, not as they signed in; on a credential still valid
+        # (revoking disconnects, which takes the lock: not while holding it).
+        user = await database_sync_to_async(current_user)(guard.credential)
+        if user is None:
+            await guard.revoke(CLOSE_UNAUTHENTICATED)
             return _error("not_found", NotFound.default_message)
         async with lock:
             topic = self.topics[kind]
-            user = (await self.sio.get_session(sid))["user"]
             try:
                 group = await database_sync_to_async(topic.authorize)(user, pk)
             except NotFound:
@@ -155,6 +203,8 @@ class LiveServer:
             layer = get_channel_layer()
             assert layer is not None
             watch = Watch(layer, group, await layer.new_channel())
+            # The subscription's channel hears the user's changes of rights too.
+            await layer.group_add(guard.group, watch.channel_name)
             await watch.start()
             forwarder: asyncio.Task[None] | None = None
             try:
@@ -163,13 +213,17 @@ class LiveServer:
                 except (NotFound, ObjectDoesNotExist):
                     # Deleted since it was authorized: the old subscription, if any, stays.
                     return _error("not_found", NotFound.default_message)
+                if guard.revoked is not None:  # rights gone meanwhile; disconnecting
+                    return _error("not_found", NotFound.default_message)
                 await self._stop(sid)
                 await self.sio.emit(snapshot["event"], snapshot["data"], to=sid, ignore_queue=True)
-                forwarder = asyncio.create_task(self._forward(sid, watch.channel_name))
+                forwarder = asyncio.create_task(self._forward(sid, watch.channel_name, guard))
             finally:
                 if forwarder is None:
                     await watch.stop()
+                    await layer.group_discard(guard.group, watch.channel_name)
             self.subscriptions[sid] = _Subscription(kind, pk, watch, forwarder)
+            guard.targets = [(topic, pk)]
             return {"ok": True, kind: pk}
 
     async def unsubscribe(self, sid: str, *args: Any) -> dict[str, Any]:
@@ -204,7 +258,7 @@ class LiveServer:
             raise FieldErrors(errors or {kind: message})
         return kind, pk
 
-    async def _forward(self, sid: str, channel: str) -> None:
+    async def _forward(self, sid: str, channel: str, guard: Guard) -> None:
         layer = get_channel_layer()
         assert layer is not None
         try:
@@ -213,6 +267,10 @@ class LiveServer:
                 if message.get("type") != MESSAGE_TYPE:
                     continue
                 for event in message["events"]:
+                    if await guard.heard(event):
+                        continue
+                    if guard.revoked is not None:  # nothing more once the rights are gone
+                        return
                     await self.sio.emit(event["event"], event["data"], to=sid, ignore_queue=True)
         except Exception:
             # The client would miss events from here on: let it reconnect and start over
@@ -229,6 +287,12 @@ class LiveServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await subscription.forwarder
         await subscription.watch.stop()
+        guard = self.guards.get(sid)
+        if guard is not None:
+            guard.targets = []
+            layer = get_channel_layer()
+            assert layer is not None
+            await layer.group_discard(guard.group, subscription.watch.channel_name)
 
 
 class SocketIOApp:

@@ -194,6 +194,10 @@
         self.set("connection", "Live updates are not available: sign in again.");
         return;
       }
+      if (e.code === 4403) {  // the user may no longer view the job: do not retry
+        self.set("connection", "Live updates stopped: you may no longer view this job.");
+        return;
+      }
       if (FINAL[self.status]) return;
       self.set("connection", "Reconnecting…");
       setTimeout(function () { self.connect(); }, self.retry);
