@@ -6,8 +6,6 @@ default humans when the scenario has people's judgments, else all),
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -23,7 +21,7 @@ from evalplatform.accounts.roles import (
     SCENARIOS_MANAGE,
     SCENARIOS_VIEW,
 )
-from evalplatform.api.uploads import download
+from evalplatform.api.uploads import csv_dict_chunks, download
 from evalplatform.errors import FieldErrors, NotFound
 from evaluations.analytics import results, tables
 from evaluations.analytics.analyze import default_raters, rater_filter
@@ -151,12 +149,8 @@ class AnalyticsTableView(APIView):
         columns: list[str] = []
         for row in rows:
             columns += [c for c in row if c not in columns]
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=columns or ["empty"])
-        writer.writeheader()
-        writer.writerows(rows)
         return download(
-            iter([buffer.getvalue()]),
+            csv_dict_chunks(columns or ["empty"], rows),
             "text/csv; charset=utf-8",
             f"scenario-{scenario.pk}-{table}.csv",
         )

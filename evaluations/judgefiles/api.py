@@ -5,9 +5,6 @@ report of two batches. Reading needs ``feature:evaluations:view_all``; re-submit
 
 from __future__ import annotations
 
-import csv
-import io
-from collections.abc import Iterator
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -18,7 +15,7 @@ from rest_framework.views import APIView
 
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE_FILES, EVALUATIONS_VIEW_ALL
-from evalplatform.api.uploads import download, formula_safe
+from evalplatform.api.uploads import csv_dict_chunks, download
 from evalplatform.errors import FieldErrors, Forbidden, NotFound
 from evaluations.judgefiles import services
 from evaluations.judgefiles.compare import compare
@@ -58,19 +55,6 @@ def verdict_row(v: JudgeVerdict) -> dict[str, Any]:
     }
 
 
-def _csv(rows: Iterator[dict[str, Any]], columns: list[str]) -> Iterator[str]:
-    """CSV as it is made; cells that a spreadsheet would run as formulas are quoted."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
-    writer.writeheader()
-    yield buffer.getvalue()
-    for row in rows:
-        buffer.seek(0)
-        buffer.truncate()
-        writer.writerow({k: formula_safe(v) for k, v in row.items()})
-        yield buffer.getvalue()
-
-
 class VerdictsView(APIView):
     @extend_schema(
         parameters=[OpenApiParameter("offset", int), OpenApiParameter("limit", int)],
@@ -82,7 +66,7 @@ class VerdictsView(APIView):
         verdicts = JudgeVerdict.objects.filter(batch=batch).select_related("output")
         if fmt == "csv":
             return download(
-                _csv((verdict_row(v) for v in verdicts.iterator(2000)), VERDICT_COLUMNS),
+                csv_dict_chunks(VERDICT_COLUMNS, (verdict_row(v) for v in verdicts.iterator(2000))),
                 "text/csv; charset=utf-8",
                 f"{batch.public_id}-verdicts.csv",
             )
@@ -133,7 +117,7 @@ class CompareView(APIView):
         if fmt == "csv":
             columns = list(report["rows"][0]) if report["rows"] else ["custom_id"]
             return download(
-                _csv(iter(report["rows"]), columns),
+                csv_dict_chunks(columns, report["rows"]),
                 "text/csv; charset=utf-8",
                 f"{a.public_id}-vs-{b.public_id}.csv",
             )
