@@ -23,6 +23,7 @@ from evalplatform.accounts.roles import (
 )
 from evalplatform.api.uploads import csv_dict_chunks, download
 from evalplatform.errors import FieldErrors, NotFound
+from evalplatform.throttling import expensive
 from evaluations.analytics import results, tables
 from evaluations.analytics.analyze import default_raters, rater_filter
 from evaluations.models import AnalysisStatus
@@ -110,6 +111,7 @@ def not_ready(request, state: results.State) -> Response:
 
 class AnalyticsView(APIView):
     @extend_schema(parameters=PARAMETERS, responses=ANSWERS)
+    @expensive
     def get(self, request, pk: int):
         """The analytics JSON with ``analysis`` (its status, when it was computed and from how
         many judgments). Computed once per state of the judgments: a large one is computed
@@ -131,6 +133,7 @@ class AnalyticsTableView(APIView):
             (503, "application/json"): OpenApiTypes.OBJECT,
         },
     )
+    @expensive
     def get(self, request, pk: int, table: str):
         if table not in tables.TABLES:
             raise NotFound()
@@ -162,6 +165,7 @@ class AdaptiveTasksView(APIView):
     (docs/analytics.md); evaluators and judges ("unjudged") take them up like any task."""
 
     @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT})
+    @expensive
     def post(self, request, pk: int):
         from evaluations.analytics.adaptive import add_adaptive_tasks
 

@@ -17,6 +17,7 @@ from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE_FILES, EVALUATIONS_VIEW_ALL
 from evalplatform.api.uploads import csv_dict_chunks, download
 from evalplatform.errors import FieldErrors, Forbidden, NotFound
+from evalplatform.throttling import expensive
 from evaluations.judgefiles import services
 from evaluations.judgefiles.compare import compare
 from evaluations.judgefiles.openai_api import batch_object
@@ -60,6 +61,7 @@ class VerdictsView(APIView):
         parameters=[OpenApiParameter("offset", int), OpenApiParameter("limit", int)],
         responses={200: OpenApiTypes.OBJECT},
     )
+    @expensive(when=lambda view: view.kwargs.get("fmt") == "csv")
     def get(self, request, batch_id: str, fmt: str = ""):
         """The batch's verdicts in line order; ``.csv`` for all of them as CSV."""
         batch = services.sync(batch_for(request.user, batch_id))
@@ -96,6 +98,7 @@ class VerdictsView(APIView):
 
 class ResubmitView(APIView):
     @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT})
+    @expensive
     def post(self, request, batch_id: str):
         """A new batch of exactly the rows of this one that failed, linked to it."""
         batch = batch_for(request.user, batch_id, EVALUATIONS_JUDGE_FILES)
@@ -105,6 +108,7 @@ class ResubmitView(APIView):
 
 class CompareView(APIView):
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @expensive
     def get(self, request, batch_id: str, other_id: str, fmt: str = ""):
         """The regression report of two batches by ``custom_id``; ``.csv`` for its rows."""
         a = batch_for(request.user, batch_id)
