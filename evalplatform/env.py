@@ -54,6 +54,39 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [part.strip() for part in raw.split(",") if part.strip()]
 
 
+_PERIODS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600,
+            "hour": 3600, "d": 86400, "day": 86400}  # fmt: skip
+
+
+def parse_rate(rate: str | None) -> tuple[int, int] | None:
+    """A request rate: ``"120/min"`` → (120, 60); ``None``, ``""`` or ``"off"`` → None (no
+    limit)."""
+    if rate is None or rate.strip().lower() in ("", "off", "none"):
+        return None
+    count, _, period = rate.strip().partition("/")
+    try:
+        number = int(count)
+        seconds = _PERIODS[period.strip().lower()]
+    except (ValueError, KeyError):
+        raise ImproperlyConfigured(
+            f"A rate is N/s, N/min, N/hour or N/day (or off), not {rate!r}."
+        ) from None
+    if number < 1:
+        raise ImproperlyConfigured(f"A rate allows at least 1 request, not {rate!r}.")
+    return number, seconds
+
+
+def env_rate(name: str, default: str) -> str:
+    """A rate (see ``parse_rate``), checked when the settings load."""
+    raw = os.environ.get(name)
+    value = default if raw is None else raw.strip()
+    try:
+        parse_rate(value)
+    except ImproperlyConfigured as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from None
+    return value
+
+
 def read_or_create_secret(path: Path, make) -> str:
     """Return the secret stored at ``path``, creating it (mode 0600) the first time.
 

@@ -18,6 +18,7 @@ from evalplatform.env import (
     env_float,
     env_int,
     env_list,
+    env_rate,
     generate_secret_key,
     read_or_create_secret,
     validate_secret_key,
@@ -217,6 +218,38 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "evalplatform.api.schema.AutoSchema",
     "EXCEPTION_HANDLER": "evalplatform.api.exceptions.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "evalplatform.throttling.WriteThrottle",
+        "evalplatform.throttling.ExpensiveThrottle",
+    ],
+}
+# Per user (their tokens and session together), per window: N/s, N/min, N/hour, N/day, or
+# "off". Writes are every POST/PUT/PATCH/DELETE; expensive requests are uploads, exports,
+# analytics, previews and estimates, job starts (evalplatform/throttling.py). Far above
+# what a person or the load bench sends (50 evaluators, a submit every 0.5 s each: 240
+# writes a minute per evaluator at most); a script in a loop meets them. docs/security.md.
+API_THROTTLE_RATES = {
+    "write": env_rate("API_THROTTLE_WRITE", "1200/min"),
+    "expensive": env_rate("API_THROTTLE_EXPENSIVE", "120/min"),
+}
+# The counts live in the "throttle" cache, which every web process must share: Redis in
+# scale mode, else a table of the database (made by migrate; ``createcachetable`` makes it
+# if this changes). The default cache stays per process: nothing else relies on it.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "evalplatform:throttle",
+        }
+        if REDIS_URL
+        else {
+            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "LOCATION": "evalplatform_throttle_cache",
+            "OPTIONS": {"MAX_ENTRIES": 100_000},
+        }
+    ),
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Evaluation platform API",

@@ -26,6 +26,7 @@ from evalplatform.api.parsers import FormParser, JSONParser, MultiPartParser
 from evalplatform.api.uploads import config_and_upload, csv_chunks, download
 from evalplatform.errors import FieldErrors
 from evalplatform.runs.models import BatchState, ProviderBatch
+from evalplatform.throttling import expensive
 from generation import batch_registry, exports, pilot, planning, selectors, services
 from generation.models import GenerationJob, GenerationOutput
 
@@ -209,6 +210,7 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
         return cast(GenerationJob, self.get_object())
 
     @extend_schema(request=bodies.JOB, responses={201: JobSerializer})
+    @expensive
     def create(self, request, *args, **kwargs):
         """Create a job: team, name, mode, source ({type: manual|prompt_only, format,
         content}, {type: scenario, scenario: id}, or a multipart ``file`` with the rest as
@@ -243,6 +245,7 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
 
     @extend_schema(request=None, responses=JobSerializer)
     @action(detail=True, methods=["post"])
+    @expensive
     def start(self, request, pk=None):
         """Start, or resume a paused job (queued if you already have a job running)."""
         return self._transition(services.job_start)
@@ -259,6 +262,7 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
 
     @extend_schema(request=None, responses=JobSerializer)
     @action(detail=True, methods=["post"], url_path="retry-failed")
+    @expensive
     def retry_failed(self, request, pk=None):
         """Run the failed cells again, and only them (the job resumes if it had finished);
         ``retried`` says how many."""
@@ -289,6 +293,7 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
 
     @extend_schema(request=None, responses={(200, "text/csv"): OpenApiTypes.STR})
     @action(detail=True, methods=["post"], url_path="export/csv")
+    @expensive
     def export_csv(self, request, pk=None):
         """All outputs as CSV with the spec's columns, streamed."""
         job = self._job()
@@ -303,6 +308,7 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
 
     @extend_schema(request=None, responses={(200, "application/json"): OpenApiTypes.OBJECT})
     @action(detail=True, methods=["post"], url_path="export/json")
+    @expensive
     def export_json(self, request, pk=None):
         """The job with its full configuration, and every output, streamed."""
         job = self._job()
@@ -331,6 +337,7 @@ class EstimateView(APIView):
     parser_classes = [JSONParser, MultiPartParser, FormParser]
 
     @extend_schema(request=bodies.JOB, responses=OpenApiTypes.OBJECT)
+    @expensive
     def post(self, request):
         if not policy.has_feature_anywhere(request.user, GENERATION_CREATE):
             return Response({"detail": "You may not create generation jobs."}, status=403)
@@ -373,6 +380,7 @@ class BatchRegistryViewSet(TeamScopedViewSet):
         parameters=REGISTRY_FILTERS,
         responses={(200, "text/csv"): OpenApiTypes.STR, 404: OpenApiTypes.OBJECT},
     )
+    @expensive
     def csv(self, request):
         """The same rows as CSV (columns: ``generation.batch_registry.COLUMNS``), streamed,
         every cell formula-safe."""

@@ -25,6 +25,7 @@ from evalplatform.api import bodies
 from evalplatform.api.parsers import FormParser, JSONParser, MultiPartParser
 from evalplatform.api.uploads import config_and_upload
 from evalplatform.errors import FieldErrors
+from evalplatform.throttling import expensive
 from generation import sources
 from generation.models import GenerationJob
 from scenarios import selectors, services
@@ -145,6 +146,7 @@ class ScenarioViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveM
         return Response(ScenarioSerializer(fresh).data, status=code)
 
     @extend_schema(request=bodies.SCENARIO, responses={201: ScenarioSerializer})
+    @expensive
     def create(self, request, *args, **kwargs):
         """From an upload: a multipart ``file`` (CSV with a header, or JSON lines) with the
         rest as JSON in ``config``, or JSON with the text in ``content``. Rows:
@@ -161,6 +163,7 @@ class ScenarioViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveM
 
     @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
     @action(detail=False, methods=["post"])
+    @expensive
     def preview(self, request):
         """The body of ``create``, previewed without writing anything: ``tasks`` (counted,
         not built), ``judgments`` (tasks times overlap), ``items``, ``variants``, whether the
@@ -198,6 +201,7 @@ class ScenarioViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveM
 
     @extend_schema(request=bodies.REGENERATE, responses=ScenarioSerializer)
     @action(detail=True, methods=["post"])
+    @expensive
     def regenerate(self, request, pk=None):
         """A draft's tasks made again with another pair design or seed: ``config`` (merged
         into the current one) and ``seed``; not once any task was asked."""
@@ -242,6 +246,7 @@ class JobToScenarioView(APIView):
     parser_classes = [JSONParser]
 
     @extend_schema(request=OpenApiTypes.OBJECT, responses={201: ScenarioSerializer})
+    @expensive
     def post(self, request, pk: int):
         job = policy.access(
             request.user,

@@ -19,6 +19,15 @@ def _fast_password_hashing():
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_api_throttling():
+    """API throttling off: tests send requests as fast as the machine goes, and many from
+    one user. ``tests/core/test_throttling.py`` turns it on with rates of its own; processes
+    that tests start (``tests/e2e``) keep the production rates."""
+    with override_settings(API_THROTTLE_RATES={"write": "off", "expensive": "off"}):
+        yield
+
+
 @pytest.fixture
 def team_a(db):
     return TeamFactory(name="Team A", slug="team-a")

@@ -1,5 +1,16 @@
+from typing import Any
+
 from django.apps import AppConfig
-from django.db.models.signals import post_delete
+from django.db.models.signals import post_delete, post_migrate
+
+
+def _make_cache_tables(using: str = "default", **_: Any) -> None:
+    """The database cache's table (the API throttle's counts when there is no Redis, see
+    settings.CACHES), made after every migrate: ``createcachetable`` skips it when it exists
+    and does nothing for a cache elsewhere."""
+    from django.core.management import call_command
+
+    call_command("createcachetable", database=using, verbosity=0)
 
 
 class AccountsConfig(AppConfig):
@@ -9,6 +20,8 @@ class AccountsConfig(AppConfig):
 
     def ready(self) -> None:
         from evalplatform.accounts.models import Membership
+
+        post_migrate.connect(_make_cache_tables, sender=self, dispatch_uid="cache-tables")
 
         post_delete.connect(
             _left_team, sender=Membership, dispatch_uid="accounts.membership.left_groups"

@@ -5,7 +5,9 @@ whether they come from a serializer, a model's ``full_clean`` or a service's ``F
 a body in a format the endpoint does not read is a 400 too, naming the ones it reads; a
 delete that other rows forbid (``on_delete=PROTECT``) is 409, and so is a write that a
 unique constraint refused because a concurrent request made the same thing first (the
-services check names before writing; two requests at once can both pass that check).
+services check names before writing; two requests at once can both pass that check); a
+request over an API throttle's rate is 429 ``{"detail": ..., "retry_after": seconds}`` with
+a ``Retry-After`` header (evalplatform/throttling.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from rest_framework.serializers import as_serializer_error
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from evalplatform.errors import ApplicationError
+from evalplatform.throttling import retry_after
 
 
 def _field_errors(detail: Any) -> dict[str, Any]:
@@ -59,6 +62,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             },
             status=status.HTTP_400_BAD_REQUEST,
         )
+    if isinstance(exc, exceptions.Throttled):
+        return throttled(exc)
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(as_serializer_error(exc))
     if isinstance(exc, exceptions.ValidationError):
@@ -67,6 +72,20 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             status=status.HTTP_400_BAD_REQUEST,
         )
     return drf_exception_handler(exc, context)
+
+
+def throttled(exc: exceptions.Throttled) -> Response:
+    """Over a throttle's rate: how long to wait, in the body and in ``Retry-After``."""
+    seconds = retry_after(getattr(exc, "wait", None))
+    return Response(
+        {
+            "detail": f"Too many requests: try again in {seconds} second"
+            f"{'s' if seconds != 1 else ''}.",
+            "retry_after": seconds,
+        },
+        status=status.HTTP_429_TOO_MANY_REQUESTS,
+        headers={"Retry-After": str(seconds)},
+    )
 
 
 def _conflict(exc: IntegrityError) -> Response | None:

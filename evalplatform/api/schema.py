@@ -13,6 +13,8 @@ from typing import Any
 from drf_spectacular import openapi
 from drf_spectacular.plumbing import ResolvedComponent
 
+from evalplatform import throttling
+
 ERROR_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "An error (docs/api.md, Errors). Some carry more keys, e.g. ``missing``.",
@@ -23,12 +25,21 @@ ERROR_SCHEMA: dict[str, Any] = {
             "description": "Invalid input: the messages by field (``blocks[2].body``).",
             "additionalProperties": {},
         },
+        "retry_after": {
+            "type": "integer",
+            "description": "Too many requests (429): seconds until one may be sent again.",
+        },
     },
     "required": ["detail"],
     "additionalProperties": {},
 }
 
 _UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
+RETRY_AFTER: dict[str, Any] = {
+    "description": "Seconds until a request may be sent again.",
+    "schema": {"type": "integer", "minimum": 1},
+    "required": True,
+}
 
 
 class AutoSchema(openapi.AutoSchema):
@@ -42,13 +53,13 @@ class AutoSchema(openapi.AutoSchema):
         self.registry.register_on_missing(component)
         responses = operation["responses"]
         for code, description in self._error_codes(operation).items():
-            responses.setdefault(
-                str(code),
-                {
-                    "description": description,
-                    "content": {"application/json": {"schema": component.ref}},
-                },
-            )
+            answer: dict[str, Any] = {
+                "description": description,
+                "content": {"application/json": {"schema": component.ref}},
+            }
+            if code == 429:
+                answer["headers"] = {"Retry-After": RETRY_AFTER}
+            responses.setdefault(str(code), answer)
         return operation
 
     def _error_codes(self, operation: dict[str, Any]) -> dict[int, str]:
@@ -64,4 +75,10 @@ class AutoSchema(openapi.AutoSchema):
             codes[404] = "Not found, or another team's (the same answer); or no such page."
         if self.method in _UNSAFE and in_path:
             codes[409] = "The object's state forbids this (e.g. editing a used version)."
+        scopes = throttling.scopes(self.view, self.method, maybe=True)
+        if scopes:
+            codes[429] = (
+                f"Over your rate of {' and '.join(scopes)} requests (docs/security.md): "
+                "``retry_after`` and the ``Retry-After`` header say when to try again."
+            )
         return codes

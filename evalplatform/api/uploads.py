@@ -1,6 +1,8 @@
 """Request bodies with a file: the upload (size-checked) and the configuration beside it
 (a JSON ``config`` field in a multipart request, or the JSON body itself); and streamed
-downloads, with CSV cells a spreadsheet cannot run as formulas (OWASP's CSV injection).
+downloads, with CSV cells a spreadsheet cannot run as formulas (OWASP's CSV injection):
+every CSV the platform writes is made by ``csv_chunks`` (or ``csv_line``), header included,
+and ``tests/core/test_csv_exports.py`` requests every CSV route to hold it to that.
 
 An uploaded file is handed on as Django's ``UploadedFile``, never read into memory here:
 Django keeps one over ``FILE_UPLOAD_MAX_MEMORY_SIZE`` in a temporary file, and the parsers
@@ -10,7 +12,7 @@ Django keeps one over ``FILE_UPLOAD_MAX_MEMORY_SIZE`` in a temporary file, and t
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from asgiref.sync import sync_to_async
@@ -108,6 +110,12 @@ def csv_chunks(columns: Sequence[str], rows: Iterable[Iterable[Any]]) -> Iterato
             yield "".join(block)
             block, size = [], 0
     yield "".join(block)
+
+
+def csv_dict_chunks(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> Iterator[str]:
+    """``csv_chunks`` of rows given as dicts (``csv.DictWriter``'s way: a missing key is an
+    empty cell, a key not among ``columns`` is left out)."""
+    return csv_chunks(columns, ([row.get(c) for c in columns] for row in rows))
 
 
 def _next_parts(parts: Iterator[bytes]) -> list[bytes]:

@@ -17,6 +17,7 @@ from evalplatform.accounts.roles import PROVIDERS_MANAGE, PROVIDERS_VIEW
 from evalplatform.errors import FieldErrors
 from evalplatform.providers import services
 from evalplatform.providers.models import LLMModel, ProviderConnection
+from evalplatform.throttling import expensive
 
 
 class ConnectionSerializer(serializers.ModelSerializer):
@@ -111,6 +112,7 @@ class ConnectionViewSet(TeamScopedViewSet, viewsets.ModelViewSet):
 
     @extend_schema(request=ConnectionTestInput, responses=ConnectionTestResult)
     @action(detail=True, methods=["post"])
+    @expensive
     def test(self, request, pk=None):
         """Send one tiny request through the connection; report latency or what to fix."""
         connection = cast(ProviderConnection, self.get_object())

@@ -6,8 +6,6 @@ default humans when the scenario has people's judgments, else all),
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -23,8 +21,9 @@ from evalplatform.accounts.roles import (
     SCENARIOS_MANAGE,
     SCENARIOS_VIEW,
 )
-from evalplatform.api.uploads import download
+from evalplatform.api.uploads import csv_dict_chunks, download
 from evalplatform.errors import FieldErrors, NotFound
+from evalplatform.throttling import expensive
 from evaluations.analytics import results, tables
 from evaluations.analytics.analyze import default_raters, rater_filter
 from evaluations.models import AnalysisStatus
@@ -112,6 +111,7 @@ def not_ready(request, state: results.State) -> Response:
 
 class AnalyticsView(APIView):
     @extend_schema(parameters=PARAMETERS, responses=ANSWERS)
+    @expensive
     def get(self, request, pk: int):
         """The analytics JSON with ``analysis`` (its status, when it was computed and from how
         many judgments). Computed once per state of the judgments: a large one is computed
@@ -133,6 +133,7 @@ class AnalyticsTableView(APIView):
             (503, "application/json"): OpenApiTypes.OBJECT,
         },
     )
+    @expensive
     def get(self, request, pk: int, table: str):
         if table not in tables.TABLES:
             raise NotFound()
@@ -151,12 +152,8 @@ class AnalyticsTableView(APIView):
         columns: list[str] = []
         for row in rows:
             columns += [c for c in row if c not in columns]
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=columns or ["empty"])
-        writer.writeheader()
-        writer.writerows(rows)
         return download(
-            iter([buffer.getvalue()]),
+            csv_dict_chunks(columns or ["empty"], rows),
             "text/csv; charset=utf-8",
             f"scenario-{scenario.pk}-{table}.csv",
         )
@@ -168,6 +165,7 @@ class AdaptiveTasksView(APIView):
     (docs/analytics.md); evaluators and judges ("unjudged") take them up like any task."""
 
     @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT})
+    @expensive
     def post(self, request, pk: int):
         from evaluations.analytics.adaptive import add_adaptive_tasks
 

@@ -5,9 +5,6 @@ report of two batches. Reading needs ``feature:evaluations:view_all``; re-submit
 
 from __future__ import annotations
 
-import csv
-import io
-from collections.abc import Iterator
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -18,8 +15,9 @@ from rest_framework.views import APIView
 
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE_FILES, EVALUATIONS_VIEW_ALL
-from evalplatform.api.uploads import download, formula_safe
+from evalplatform.api.uploads import csv_dict_chunks, download
 from evalplatform.errors import FieldErrors, Forbidden, NotFound
+from evalplatform.throttling import expensive
 from evaluations.judgefiles import services
 from evaluations.judgefiles.compare import compare
 from evaluations.judgefiles.openai_api import batch_object
@@ -58,31 +56,19 @@ def verdict_row(v: JudgeVerdict) -> dict[str, Any]:
     }
 
 
-def _csv(rows: Iterator[dict[str, Any]], columns: list[str]) -> Iterator[str]:
-    """CSV as it is made; cells that a spreadsheet would run as formulas are quoted."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
-    writer.writeheader()
-    yield buffer.getvalue()
-    for row in rows:
-        buffer.seek(0)
-        buffer.truncate()
-        writer.writerow({k: formula_safe(v) for k, v in row.items()})
-        yield buffer.getvalue()
-
-
 class VerdictsView(APIView):
     @extend_schema(
         parameters=[OpenApiParameter("offset", int), OpenApiParameter("limit", int)],
         responses={200: OpenApiTypes.OBJECT},
     )
+    @expensive(when=lambda view: view.kwargs.get("fmt") == "csv")
     def get(self, request, batch_id: str, fmt: str = ""):
         """The batch's verdicts in line order; ``.csv`` for all of them as CSV."""
         batch = services.sync(batch_for(request.user, batch_id))
         verdicts = JudgeVerdict.objects.filter(batch=batch).select_related("output")
         if fmt == "csv":
             return download(
-                _csv((verdict_row(v) for v in verdicts.iterator(2000)), VERDICT_COLUMNS),
+                csv_dict_chunks(VERDICT_COLUMNS, (verdict_row(v) for v in verdicts.iterator(2000))),
                 "text/csv; charset=utf-8",
                 f"{batch.public_id}-verdicts.csv",
             )
@@ -112,6 +98,7 @@ class VerdictsView(APIView):
 
 class ResubmitView(APIView):
     @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT})
+    @expensive
     def post(self, request, batch_id: str):
         """A new batch of exactly the rows of this one that failed, linked to it."""
         batch = batch_for(request.user, batch_id, EVALUATIONS_JUDGE_FILES)
@@ -121,6 +108,7 @@ class ResubmitView(APIView):
 
 class CompareView(APIView):
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @expensive
     def get(self, request, batch_id: str, other_id: str, fmt: str = ""):
         """The regression report of two batches by ``custom_id``; ``.csv`` for its rows."""
         a = batch_for(request.user, batch_id)
@@ -133,7 +121,7 @@ class CompareView(APIView):
         if fmt == "csv":
             columns = list(report["rows"][0]) if report["rows"] else ["custom_id"]
             return download(
-                _csv(iter(report["rows"]), columns),
+                csv_dict_chunks(columns, report["rows"]),
                 "text/csv; charset=utf-8",
                 f"{a.public_id}-vs-{b.public_id}.csv",
             )

@@ -35,6 +35,7 @@ from evalplatform.accounts.roles import EVALUATIONS_JUDGE_FILES, EVALUATIONS_VIE
 from evalplatform.api.parsers import FormParser, JSONParser, MultiPartParser
 from evalplatform.api.uploads import download
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
+from evalplatform.throttling import expensive, retry_after
 from evaluations.judgefiles import services
 from evaluations.models import JudgeBatch, JudgeFile
 
@@ -139,6 +140,16 @@ class OpenAIView(APIView):
             return response
         if isinstance(exc, ApplicationError):
             return _error(exc.status_code, exc.message, kind="invalid_request_error")
+        if isinstance(exc, exceptions.Throttled):
+            seconds = retry_after(getattr(exc, "wait", None))
+            response = _error(
+                429,
+                f"Rate limit reached: try again in {seconds} s.",
+                kind="requests",
+                code="rate_limit_exceeded",
+            )
+            response["Retry-After"] = str(seconds)
+            return response
         if isinstance(exc, exceptions.APIException):
             return _error(exc.status_code, str(exc.detail), kind="invalid_request_error")
         return super().handle_exception(exc)
@@ -237,6 +248,7 @@ class FilesView(OpenAIView):
     @extend_schema(
         operation_id="createFile", request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT}
     )
+    @expensive
     def post(self, request):
         """Upload a batch input file: JSON lines, each a request with a ``custom_id`` (up to
         ``JUDGE_FILE_MAX_BYTES`` and ``JUDGE_FILE_MAX_LINES``; read as it streams)."""
@@ -260,6 +272,7 @@ class FileContentView(OpenAIView):
     @extend_schema(
         operation_id="downloadFile", responses={(200, "application/jsonl"): OpenApiTypes.STR}
     )
+    @expensive
     def get(self, request, file_id: str):
         file = _file(request, file_id)
         return download(
@@ -285,6 +298,7 @@ class BatchesView(OpenAIView):
         request=OpenApiTypes.OBJECT,
         responses={200: OpenApiTypes.OBJECT},
     )
+    @expensive
     def post(self, request):
         """Create a batch of an input file (or of a batch's error file: its failed rows)."""
         data = request.data if isinstance(request.data, dict) else {}

@@ -19,6 +19,7 @@ from evalplatform.accounts.roles import EVALUATIONS_JUDGE, SCENARIOS_VIEW
 from evalplatform.api import bodies
 from evalplatform.api.parsers import JSONParser
 from evalplatform.errors import FieldErrors
+from evalplatform.throttling import expensive
 from evaluations.judges import selectors
 from evaluations.judges import services as judges
 from evaluations.models import LLMJudge
@@ -165,6 +166,7 @@ class JudgeViewSet(TeamScopedViewSet, mixins.RetrieveModelMixin):
 
     @extend_schema(request=bodies.JUDGE_RUN, responses=OpenApiTypes.OBJECT)
     @action(detail=True, methods=["post"])
+    @expensive
     def estimate(self, request, pk=None):
         """Calls and cost of a run over ``tasks`` ("unjudged" by default, "all", or task
         ids), at live and batch prices; nothing runs."""
@@ -174,6 +176,7 @@ class JudgeViewSet(TeamScopedViewSet, mixins.RetrieveModelMixin):
 
     @extend_schema(request=bodies.JUDGE_RUN, responses={201: JudgeRunSerializer})
     @action(detail=True, methods=["post"])
+    @expensive
     def run(self, request, pk=None):
         """Run the judge over ``tasks`` ("unjudged" by default, "all", or task ids), with
         an optional ``budget_usd`` for this run: a generation job, started at once (watch it
@@ -193,6 +196,7 @@ class JudgeViewSet(TeamScopedViewSet, mixins.RetrieveModelMixin):
 
     @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     @action(detail=True, methods=["post"], url_path="retry-failed")
+    @expensive
     def retry_failed(self, request, pk=None):
         """Ask again the calls that failed (provider errors, and replies that were no valid
         verdict), and only them, in every run of the judge."""

@@ -15,6 +15,7 @@ from evalplatform.accounts.roles import SCENARIOS_EXPORT, SCENARIOS_MANAGE, SCEN
 from evalplatform.api.parsers import MultiPartParser
 from evalplatform.api.uploads import read_upload
 from evalplatform.errors import FieldErrors
+from evalplatform.throttling import expensive
 from evaluations.manager import exports
 from evaluations.manager.imports import import_judgments
 from scenarios.models import Scenario
@@ -33,6 +34,7 @@ class ScenarioExportView(APIView):
         },
         description="``export/csv`` answers text/csv, ``export/json`` application/json.",
     )
+    @expensive
     def post(self, request, pk: int, fmt: str):
         scenario = policy.access(
             request.user,
@@ -75,6 +77,7 @@ class ImportJudgmentsView(APIView):
     parser_classes = [MultiPartParser]
 
     @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT})
+    @expensive
     def post(self, request, pk: int):
         scenario = policy.access(
             request.user,

@@ -1,12 +1,20 @@
 /* The analytics page's plots, drawn with plotly.js (served from the project) from the
- * analytics JSON the page embeds (json_script). Labels are set as text: plotly does not
- * interpret them as HTML. */
+ * analytics JSON the page embeds (json_script). Plotly reads a little HTML in every string
+ * it draws (tick labels, trace names, titles, hover texts: <a href>, <b>, <br>, entities),
+ * so each of the team's own strings (items, outputs, models, prompts, raters, dimensions)
+ * goes through text() first: its < > & become entities, which plotly shows as the
+ * characters themselves. A variant id "<a href=...>" is shown, never followed. */
 (function () {
   "use strict";
   document.addEventListener("DOMContentLoaded", function () {
     var node = document.getElementById("analytics-data");
     if (!node || !window.Plotly) return;
     var data = JSON.parse(node.textContent);
+    // A string as plotly shows it literally (see above); not a string: as it is.
+    var text = function (value) {
+      if (typeof value !== "string") return value;
+      return value.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+    };
     var config = { displaylogo: false, responsive: true };
     var layout = function (extra) {
       return Object.assign({ margin: { l: 160, r: 20, t: 30, b: 40 }, height: 360 }, extra || {});
@@ -33,7 +41,7 @@
       };
       Plotly.newPlot(el, [{
         type: "scatter", mode: "markers", x: rows.map(function (r) { return r.strength; }),
-        y: rows.map(name),
+        y: rows.map(function (r) { return text(name(r)); }),
         error_x: {
           type: "data", symmetric: false,
           array: rows.map(function (r) { return r.ci_high === null ? 0 : r.ci_high - r.strength; }),
@@ -52,7 +60,7 @@
           return games ? (w + m.ties[i][j] / 2) / games : null;
         });
       });
-      Plotly.newPlot(el, [{ type: "heatmap", z: rate, x: m.variants, y: m.variants, zmin: 0, zmax: 1,
+      Plotly.newPlot(el, [{ type: "heatmap", z: rate, x: m.variants.map(text), y: m.variants.map(text), zmin: 0, zmax: 1,
         colorscale: "RdBu", colorbar: { title: { text: "win rate" } } }],
         layout({ height: 480, title: { text: "Win rate of the row against the column" } }), config);
     });
@@ -62,15 +70,15 @@
       if (!dim) return;
       var traces = dim.by_model.map(function (g) {
         var keys = Object.keys(g.distribution).sort(function (a, b) { return a - b; });
-        return { type: "bar", name: g.group, x: keys, y: keys.map(function (k) { return g.distribution[k]; }) };
+        return { type: "bar", name: text(g.group), x: keys.map(text), y: keys.map(function (k) { return g.distribution[k]; }) };
       });
       Plotly.newPlot(el, traces, layout({ height: 280, barmode: "group", margin: { l: 50, r: 20, t: 30, b: 40 },
-        title: { text: dim.dimension + ": scores by model" } }), config);
+        title: { text: text(dim.dimension) + ": scores by model" } }), config);
     });
 
     plot("stability", function (el) {
       var traces = (data.stability || []).map(function (s) {
-        return { type: "scatter", mode: "lines+markers", name: s.rater + (s.dimension ? " · " + s.dimension : ""),
+        return { type: "scatter", mode: "lines+markers", name: text(s.rater + (s.dimension ? " · " + s.dimension : "")),
           x: s.conditions.map(function (c) { return c.temperature; }),
           y: s.conditions.map(function (c) { return c.mean_item_sd === undefined ? 1 - c.share_identical : c.mean_item_sd; }) };
       });
@@ -82,7 +90,7 @@
     plot("agreement", function (el) {
       var p = (data.agreement || {}).pairwise;
       if (!p || p.raters.length < 2) return;
-      Plotly.newPlot(el, [{ type: "heatmap", z: p.agreement, x: p.raters, y: p.raters, zmin: 0, zmax: 1,
+      Plotly.newPlot(el, [{ type: "heatmap", z: p.agreement, x: p.raters.map(text), y: p.raters.map(text), zmin: 0, zmax: 1,
         colorscale: "Viridis", colorbar: { title: { text: "same answer" } } }],
         layout({ height: 420, title: { text: "Share of shared units where two raters answered alike" } }), config);
     });
