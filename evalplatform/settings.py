@@ -180,7 +180,7 @@ if TEAM_MAX_RUNNING_TASKS < 0:
     raise ImproperlyConfigured("TEAM_MAX_RUNNING_TASKS must be 0 (no limit) or more.")
 # A running task renews its share this often (a third of it); a dead worker's share comes
 # free after it.
-TEAM_TASK_LEASE_S = max(env_int("TEAM_TASK_LEASE_S", 60), 3)
+TEAM_TASK_LEASE_S = max(env_int("TEAM_TASK_LEASE_S", 60), 1)
 if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
     CHANNEL_LAYERS = {

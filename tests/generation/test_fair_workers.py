@@ -7,15 +7,18 @@ from __future__ import annotations
 import json
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 from django.conf import settings
 from django.db import connections
+from django.utils import timezone
 from django.utils.module_loading import import_string
 from django_q.brokers import get_broker
 from django_q.signing import SignedPackage
 
 from evalplatform.accounts.roles import Role
+from evalplatform.runs import fairshare
 from evalplatform.runs.models import TeamTask
 from generation.models import GenerationJob, JobStatus
 from tests.factories import ConnectionFactory, LLMModelFactory, PromptTemplateFactory, make_version
@@ -155,4 +158,75 @@ def test_a_stalled_team_leaves_a_worker_to_another_teams_job(
         )  # the runners abort their calls within one control interval
         pool.stop()
     assert not pool.errors
+    assert not TeamTask.objects.exists()
+
+
+def queued_tasks():
+    """The tasks in the broker's queue, taken out: (func, args) of each."""
+    broker, found = get_broker(), []
+    while tasks := broker.dequeue():
+        for ack_id, payload in tasks:
+            task = SignedPackage.loads(payload)
+            found.append((task["func"], list(task["args"])))
+            broker.acknowledge(ack_id)
+    return found
+
+
+@pytest.mark.django_db(transaction=True)
+def test_work_over_a_teams_share_waits_in_its_queue_without_holding_a_worker(
+    team_a, team_b, settings
+):
+    settings.TEAM_MAX_RUNNING_TASKS = 1
+    get_broker().purge_queue()
+
+    # One of team A's tasks runs on a worker for a moment.
+    def long_task():
+        try:
+            fairshare.run(team_a.pk, "time.sleep", [1.0], "a-long")
+        finally:
+            connections.close_all()  # this thread's own connection
+
+    holder = threading.Thread(target=long_task)
+    holder.start()
+    until(lambda: TeamTask.objects.filter(running=True).exists(), 5, "team A's task runs")
+    # Team A's next tasks are parked at once (their workers move on); team B's run.
+    assert fairshare.run(team_a.pk, "math.floor", [2.5], "a-second") == fairshare.WAITING
+    assert fairshare.run(team_a.pk, "math.floor", [3.5], "a-third") == fairshare.WAITING
+    assert fairshare.run(team_a.pk, "math.floor", [2.5], "a-second") == fairshare.WAITING
+    assert fairshare.run(team_b.pk, "math.floor", [4.5], "b-first") == 4
+    assert fairshare.waiting(["a-second", "a-third", "b-first"]) == {"a-second", "a-third"}
+    assert queued_tasks() == []
+    # The long task ends: the team's oldest parked task goes back to the broker.
+    holder.join()
+    run = "evalplatform.runs.fairshare.run"
+    assert queued_tasks() == [(run, [team_a.pk, "math.floor", [2.5], "a-second"])]
+    # A newer task does not overtake it: the free share is owed to the older one.
+    assert fairshare.run(team_a.pk, "math.floor", [3.5], "a-third") == fairshare.WAITING
+    assert queued_tasks() == []  # the older one was handed over a moment ago
+    # That hand-over was lost (a flushed queue): the sweep hands it over again, once a
+    # lease has passed.
+    assert fairshare.sweep() == 0
+    TeamTask.objects.filter(key="a-second").update(
+        dispatched_at=timezone.now() - timedelta(seconds=settings.TEAM_TASK_LEASE_S + 1)
+    )
+    assert fairshare.sweep() == 1
+    assert queued_tasks() == [(run, [team_a.pk, "math.floor", [2.5], "a-second"])]
+    assert fairshare.run(team_a.pk, "math.floor", [2.5], "a-second") == 2
+    # It ended: the next one is handed over, runs, and the team's queue is empty.
+    assert queued_tasks() == [(run, [team_a.pk, "math.floor", [3.5], "a-third"])]
+    assert fairshare.run(team_a.pk, "math.floor", [3.5], "a-third") == 3
+    assert queued_tasks() == [] and not TeamTask.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_dead_workers_share_comes_free_after_its_lease(team_a, settings):
+    settings.TEAM_MAX_RUNNING_TASKS = 1
+    now = timezone.now()
+    dead = TeamTask.objects.create(
+        team=team_a, key="dead", func="math.floor", args=[1.5], running=True, queued_at=now,
+        lease_until=now + timedelta(seconds=30),
+    )  # fmt: skip
+    assert fairshare.run(team_a.pk, "math.floor", [2.5], "next") == fairshare.WAITING
+    TeamTask.objects.filter(pk=dead.pk).update(lease_until=now - timedelta(seconds=1))
+    assert fairshare.run(team_a.pk, "math.floor", [2.5], "next") == 2
     assert not TeamTask.objects.exists()
