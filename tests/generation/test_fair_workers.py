@@ -161,6 +161,14 @@ def test_a_stalled_team_leaves_a_worker_to_another_teams_job(
     assert not TeamTask.objects.exists()
 
 
+HELD = threading.Event()
+
+
+def hold() -> None:
+    """A task that runs until the test lets it end."""
+    assert HELD.wait(timeout=30)
+
+
 def queued_tasks():
     """The tasks in the broker's queue, taken out: (func, args) of each."""
     broker, found = get_broker(), []
@@ -179,25 +187,28 @@ def test_work_over_a_teams_share_waits_in_its_queue_without_holding_a_worker(
     settings.TEAM_MAX_RUNNING_TASKS = 1
     get_broker().purge_queue()
 
-    # One of team A's tasks runs on a worker for a moment.
+    # One of team A's tasks runs on a worker until the test lets it end.
     def long_task():
         try:
-            fairshare.run(team_a.pk, "time.sleep", [1.0], "a-long")
+            fairshare.run(team_a.pk, "tests.generation.test_fair_workers.hold", [], "a-long")
         finally:
             connections.close_all()  # this thread's own connection
 
+    HELD.clear()
     holder = threading.Thread(target=long_task)
     holder.start()
-    until(lambda: TeamTask.objects.filter(running=True).exists(), 5, "team A's task runs")
-    # Team A's next tasks are parked at once (their workers move on); team B's run.
-    assert fairshare.run(team_a.pk, "math.floor", [2.5], "a-second") == fairshare.WAITING
-    assert fairshare.run(team_a.pk, "math.floor", [3.5], "a-third") == fairshare.WAITING
-    assert fairshare.run(team_a.pk, "math.floor", [2.5], "a-second") == fairshare.WAITING
-    assert fairshare.run(team_b.pk, "math.floor", [4.5], "b-first") == 4
-    assert fairshare.waiting(["a-second", "a-third", "b-first"]) == {"a-second", "a-third"}
-    assert queued_tasks() == []
-    # The long task ends: the team's oldest parked task goes back to the broker.
-    holder.join()
+    try:
+        until(lambda: TeamTask.objects.filter(running=True).exists(), 5, "team A's task runs")
+        # Team A's next tasks are parked at once (their workers move on); team B's run.
+        assert fairshare.run(team_a.pk, "math.floor", [2.5], "a-second") == fairshare.WAITING
+        assert fairshare.run(team_a.pk, "math.floor", [3.5], "a-third") == fairshare.WAITING
+        assert fairshare.run(team_a.pk, "math.floor", [2.5], "a-second") == fairshare.WAITING
+        assert fairshare.run(team_b.pk, "math.floor", [4.5], "b-first") == 4
+        assert fairshare.waiting(["a-second", "a-third", "b-first"]) == {"a-second", "a-third"}
+        assert queued_tasks() == []
+    finally:
+        HELD.set()  # the long task ends: the team's oldest parked task goes to the broker
+        holder.join()
     run = "evalplatform.runs.fairshare.run"
     assert queued_tasks() == [(run, [team_a.pk, "math.floor", [2.5], "a-second"])]
     # A newer task does not overtake it: the free share is owed to the older one.
