@@ -173,6 +173,16 @@ Q_CLUSTER: dict = {
     "save_limit": 1000,
     "label": "Task queue",
 }
+# Fair shares of the workers (``evalplatform.runs.fairshare``): one team's tasks (job runners,
+# judge files, analyses) hold at most this many workers at once, its other tasks waiting in
+# the team's own queue. By default every worker but one: however long one team's tasks take
+# (a stalled provider), another team always finds a worker. 0: no limit.
+TEAM_MAX_RUNNING_TASKS = env_int("TEAM_MAX_RUNNING_TASKS", max(1, Q_CLUSTER["workers"] - 1))
+if TEAM_MAX_RUNNING_TASKS < 0:
+    raise ImproperlyConfigured("TEAM_MAX_RUNNING_TASKS must be 0 (no limit) or more.")
+# A running task renews its share this often (a third of it); a dead worker's share comes
+# free after it.
+TEAM_TASK_LEASE_S = max(env_int("TEAM_TASK_LEASE_S", 60), 1)
 if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
     CHANNEL_LAYERS = {

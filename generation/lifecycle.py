@@ -14,7 +14,8 @@ One running job per user among the jobs that occupy task workers (``HOLDS_SLOT``
 of the user's own items): whenever such a job stops, ``start_next_queued`` starts the owner's
 oldest queued one. Batch jobs (they wait at the provider), judge runs and judge files never
 queue: they run side by side. Runners are dispatched to django-q2 by dotted path
-(``generation.tasks.run_job``), so this module never imports the tasks. A live runner holds
+(``generation.tasks.run_job``), so this module never imports the tasks, each within its
+team's share of the task workers (``evalplatform.runs.fairshare``). A live runner holds
 a lease on the job (``take_lease``, released by ``end_run``).
 
 Functions taking a job lock it themselves, in the caller's transaction if there is one;
@@ -30,10 +31,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
-from django_q.tasks import async_task
 
 from evalplatform.accounts.services import notify, notify_once
 from evalplatform.errors import Conflict
+from evalplatform.runs import fairshare
 from generation import events
 from generation.cells import release_live_cells
 from generation.models import HOLDS_SLOT, GenerationJob, JobMode, JobStatus, OutputStatus
@@ -72,13 +73,28 @@ def _refuse(action: str, job: GenerationJob) -> Conflict:
     return Conflict(f"A {job.status} job cannot {action}; only a job that is {allowed} can.")
 
 
-def dispatch_run(job_id: int) -> None:
-    """Queue the job's runner (``generation.tasks.run_job``)."""
-    async_task("generation.tasks.run_job", job_id, task_name=f"generation-job-{job_id}")
+def dispatch_run(job_id: int, team_id: int | None = None) -> None:
+    """Queue the job's runner (``generation.tasks.run_job``) as work of the job's team: it
+    runs within the team's share of the task workers (``evalplatform.runs.fairshare``)."""
+    if team_id is None:
+        team_id = GenerationJob.objects.filter(pk=job_id).values_list("team_id", flat=True).first()
+        if team_id is None:
+            return  # deleted
+    fairshare.submit(
+        team_id=team_id,
+        func="generation.tasks.run_job",
+        args=[job_id],
+        key=_run_key(job_id),
+        name=_run_key(job_id),
+    )
+
+
+def _run_key(job_id: int) -> str:
+    return f"generation-job-{job_id}"
 
 
 def _dispatch_on_commit(job: GenerationJob) -> None:
-    transaction.on_commit(lambda: dispatch_run(job.pk))
+    transaction.on_commit(lambda: dispatch_run(job.pk, job.team_id))
 
 
 # --- transitions asked for by users -------------------------------------------------------------
@@ -364,7 +380,8 @@ def fail(*, job_id: int, message: str, token: str | None = None) -> None:
 def recover_stale_runs() -> list[int]:
     """Re-dispatch running jobs whose live runner stopped renewing its lease (a killed
     worker); their ids. Batch jobs between live runs need no runner (the batch driver moves
-    them)."""
+    them), and a job whose runner waits for its team's share is not stale (the team's queue
+    starts it)."""
     stale = []
     with transaction.atomic():
         for job in (
@@ -373,7 +390,9 @@ def recover_stale_runs() -> list[int]:
             .exclude(mode=JobMode.BATCH, runner_token="")
         ):
             if job.lease_until is None or job.lease_until < timezone.now():
-                stale.append(job.pk)
-    for job_id in stale:
-        dispatch_run(job_id)
-    return stale
+                stale.append((job.pk, job.team_id))
+    parked = fairshare.waiting([_run_key(job_id) for job_id, _ in stale])
+    stale = [(job_id, team_id) for job_id, team_id in stale if _run_key(job_id) not in parked]
+    for job_id, team_id in stale:
+        dispatch_run(job_id, team_id)
+    return [job_id for job_id, _ in stale]

@@ -85,3 +85,33 @@ class ProviderBatch(models.Model):
     @property
     def is_open(self) -> bool:
         return self.closed_at is None
+
+
+class TeamTask(models.Model):
+    """A team's task on the shared task workers (``evalplatform.runs.fairshare``): a row
+    while it runs, holding one of the team's shares until ``lease_until`` (renewed while it
+    runs), or while it waits for one (``running`` false; one waiting row per ``key``).
+    Tasks in the broker's queue have no row: they take a share, or wait, when a worker
+    picks them up."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="tasks")
+    key = models.CharField(max_length=200, help_text="What the task is for.")
+    func = models.CharField(max_length=200)
+    args = models.JSONField(default=list, blank=True)
+    running = models.BooleanField(default=False)
+    queued_at = models.DateTimeField(help_text="When it first waited (or started).")
+    # A waiting task handed to the broker again when a share freed: not again for a while.
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["queued_at", "pk"]
+        indexes = [models.Index(fields=["team", "running", "queued_at"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["key"], condition=models.Q(running=False), name="team_task_waits_once"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({'running' if self.running else 'waiting'})"

@@ -22,8 +22,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Max
 from django.utils import timezone
-from django_q.tasks import async_task
 
+from evalplatform.runs import fairshare
 from evaluations.analytics import data
 from evaluations.analytics.analyze import DEFAULTS, ELO_ROUNDS, analyze
 from evaluations.models import Adjudication, AnalysisStatus, LLMJudge, StoredAnalysis
@@ -129,11 +129,14 @@ def current(scenario: Scenario, options: dict[str, Any]) -> State:
             locked.status, locked.wanted = AnalysisStatus.PENDING, state
             locked.requested_at, locked.error = timezone.now(), ""
             locked.save(update_fields=["status", "wanted", "requested_at", "error"])
+            # Within the team's share of the task workers (``evalplatform.runs.fairshare``).
             transaction.on_commit(
-                lambda: async_task(
-                    "evaluations.analytics.results.compute",
-                    locked.pk,
-                    task_name=f"analysis-{locked.pk}-{time.time_ns()}",
+                lambda: fairshare.submit(
+                    team_id=scenario.team_id,
+                    func="evaluations.analytics.results.compute",
+                    args=[locked.pk],
+                    key=f"analysis-{locked.pk}",
+                    name=f"analysis-{locked.pk}-{time.time_ns()}",
                 )
             )
     return State(locked, False, judgments)

@@ -29,13 +29,13 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from django_q.tasks import async_task
 
 from evalplatform import validation
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE, EVALUATIONS_JUDGE_FILES
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
 from evalplatform.providers.models import LLMModel
+from evalplatform.runs import fairshare
 from evaluations.judgefiles.verdicts import read_reply
 from evaluations.judges.services import record_judgments
 from evaluations.models import (
@@ -281,10 +281,17 @@ def _new_batch(
 
 
 def _queue(task: str, batch_id: int) -> None:
-    async_task(
-        f"evaluations.judgefiles.services.{task}",
-        batch_id,
-        task_name=f"judge-batch-{task}-{batch_id}-{timezone.now().timestamp()}",
+    """Queue a step of the batch as work of its team (within the team's share of the task
+    workers, ``evalplatform.runs.fairshare``)."""
+    team_id = JudgeBatch.objects.filter(pk=batch_id).values_list("team_id", flat=True).first()
+    if team_id is None:
+        return  # deleted
+    fairshare.submit(
+        team_id=team_id,
+        func=f"evaluations.judgefiles.services.{task}",
+        args=[batch_id],
+        key=f"judge-batch-{task}-{batch_id}",
+        name=f"judge-batch-{task}-{batch_id}-{timezone.now().timestamp()}",
     )
 
 

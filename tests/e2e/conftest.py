@@ -181,6 +181,9 @@ class ScalePlatform:
             "ENCRYPTION_KEYS": os.environ["ENCRYPTION_KEYS"],
             "Q_CLUSTER_NAME": f"e2e-{secrets.token_hex(4)}",
             "Q_WORKERS": "1",
+            # The tests start up to three one-worker qclusters and their owners share a team:
+            # the team's share is two workers (the default, Q_WORKERS - 1, counts one cluster).
+            "TEAM_MAX_RUNNING_TASKS": "2",
             "EVAL_DATA_DIR": str(tmp_path),
             "LOG_LEVEL": "WARNING",
         }

@@ -32,6 +32,7 @@ RECOVER = "from generation.tasks import recover_jobs; print(recover_jobs())"
 
 def test_three_workers_finish_a_job_whose_worker_was_sigkilled(scale):
     scale.env["GENERATION_LEASE_S"] = "3"  # heartbeat every second
+    scale.env["TEAM_TASK_LEASE_S"] = "3"  # the killed worker's share of the team, likewise
     with (
         run_in_thread(FakeConfig(latency_s=0.05)) as fake,
         run_in_thread(FakeConfig(latency_s=0.05)) as other_fake,

@@ -143,6 +143,7 @@ def test_sigkilled_worker_is_recovered_without_double_work(tmp_path):
     env |= {
         "EVAL_DATA_DIR": str(tmp_path),
         "GENERATION_LEASE_S": "2",
+        "TEAM_TASK_LEASE_S": "2",  # the dead worker's share of the team runs out with it
         "Q_WORKERS": "1",
         "LOG_LEVEL": "WARNING",
     }
