@@ -12,11 +12,16 @@ import time
 import numpy as np
 import pytest
 import statsmodels.api as sm
+from django.test import Client
 from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
 from evaluations.analytics import bradley_terry as bt
-from evaluations.analytics import joint, style
+from evaluations.analytics import joint, joint_table, style
+from evaluations.models import Judgment
+from scenarios import services as scenario_services
+from tests.evaluations.test_judges import create_judge, make_scenario, run
+from tests.factories import ConnectionFactory, LLMModelFactory
 
 # The raters of the simulations: people, and two judges of the families "openai" and
 # "anthropic", with their true effects (log-odds).
@@ -278,3 +283,119 @@ def test_markdown_density_lengths_and_model_families():
     assert style.family("my-model", kind="anthropic") == "anthropic"
     assert style.family("my-model", kind="openai") is None
     assert style.family("", "gpt-4o", kind=None) == "openai"
+
+
+# --- in the analytics ---------------------------------------------------------------------------
+MODELS = {
+    "gpt-4o": "**Answer.** {words}\n\n- first point\n- second point",
+    "claude-3-5-sonnet": "# Answer\n\n{words}",
+    "llama-3-70b": "{words}",
+}
+
+
+@pytest.fixture
+def people_and_a_judge(api, people, team_a):
+    """A comparison scenario of three models' outputs (of varied lengths and markdown) on
+    five questions, judged by an evaluator (verdicts of every kind) and by a mock judge
+    whose model is of OpenAI's family, in both orders; its name has markup."""
+    rows = [
+        {
+            "item_id": f"q{n}",
+            "variant_id": model,
+            "content": template.format(words=" ".join(["detail"] * (3 + (n * (k + 2)) % 11))),
+            "model": model,
+            "context": {"question": f"Question {n}?"},
+        }
+        for n in range(5)
+        for k, (model, template) in enumerate(MODELS.items())
+    ]
+    scenario = make_scenario(people, team_a, "comparison", {"ties": True}, data=rows)
+    scenario = scenario_services.scenario_open(user=people["manager"], scenario=scenario)
+    evaluator = api(people["evaluator"])
+    answers = ["A", "B", "tie", "B", "A", "A"]
+    count = 0
+    while (
+        task := evaluator.post(f"/api/evaluations/scenarios/{scenario.pk}/next")
+    ).status_code == 200:
+        response = evaluator.post(
+            f"/api/evaluations/assignments/{task.json()['assignment']}/submit",
+            {"answer": {"winner": answers[count % len(answers)]}},
+            format="json",
+        )
+        assert response.status_code in (200, 201), response.json()
+        count += 1
+    connection = ConnectionFactory(team=team_a, kind="mock", name="mock")
+    model = LLMModelFactory(connection=connection, model_id="gpt-4o-mini", display_name="Mini")
+    judge = create_judge(
+        api, people["manager"], scenario, name="J <b>x</b>", model=model.pk, swap=True
+    )
+    run(
+        api(people["manager"])
+        .post(f"/api/judges/{judge['id']}/run", {}, format="json")
+        .json()["job"]
+    )
+    assert Judgment.objects.filter(scenario=scenario, judge__isnull=True).count() == count > 0
+    return scenario, count
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_joint_model_of_people_and_judges_in_the_analytics_json_and_page(
+    api, people, people_and_a_judge, monkeypatch
+):
+    scenario, human = people_and_a_judge
+    url = f"/api/scenarios/{scenario.pk}/analytics?resamples=40"
+    data = api(people["viewer"]).get(url).json()
+    block = data["joint_model"]
+    assert block["entity"] == "model"
+    assert block["by_rater"] == {"humans": human, "judge:J <b>x</b>": 2 * 15}
+    assert block["judgments"] == human + 30
+    assert {"strengths", "effects", "strengths_without_controls", "fit"} <= set(block)
+    # Strengths as bradley_terry's rows, one per model, with and without the controls.
+    for key in ("strengths", "strengths_without_controls"):
+        rows = block[key]
+        assert {r["variant"] for r in rows} == set(MODELS)
+        assert sorted(r["rank"] for r in rows) == [1, 2, 3]
+        for row in rows:
+            assert {"variant", "strength", "ci_low", "ci_high", "rank"} <= set(row)
+            assert row["ci_low"] <= row["strength"] <= row["ci_high"]
+    # Each effect with its interval, per rater; the judge's preference for its own
+    # family's outputs (gpt-4o's), not the people's.
+    effects = {(e["effect"], e["rater"]): e for e in block["effects"]}
+    for entry in block["effects"]:
+        assert {"effect", "rater", "estimate", "ci_low", "ci_high"} <= set(entry)
+        assert entry["effect"] in ("position", "length", "markdown", "self_preference")
+    assert {("position", "humans"), ("position", "judge:J <b>x</b>")} <= set(effects)
+    assert ("self_preference", "judge:J <b>x</b>") in effects
+    assert ("self_preference", "humans") not in effects
+    position = effects[("position", "humans")]
+    assert position["ci_low"] <= position["estimate"] <= position["ci_high"]
+    assert block["fit"]["intervals"] == "bootstrap" and block["fit"]["resamples"] == 40
+    # People's and judges' together whatever the raters filter; seeded.
+    everyone = api(people["viewer"]).get(f"{url}&raters=all").json()["joint_model"]
+    assert everyone == block
+    assert data["raters"]["filter"] == "humans"
+    # Bounded: at most ANALYTICS_JOINT_MODEL_RESAMPLES resamples (200), whatever is asked.
+    monkeypatch.setattr(joint_table, "RESAMPLES", 25)
+    bounded = api(people["viewer"]).get(f"{url}&seed=1").json()["joint_model"]
+    assert bounded["fit"]["resamples"] == 25 and bounded["fit"]["seed"] == 1
+    # The page: the ranking with and without the controls side by side, the effects.
+    client = Client()
+    client.force_login(people["viewer"])
+    html = client.get(f"/scenarios/{scenario.pk}/analytics?resamples=20").content.decode()
+    section = html[html.index('id="joint"') : html.index("</section>", html.index('id="joint"'))]
+    assert "People and judges in one model" in section
+    assert "Rank without controls" in section and "Strength without controls" in section
+    for model in MODELS:
+        assert model in section
+    for effect in ("position", "length", "markdown", "self_preference"):
+        assert f'data-effect="{effect}"' in section
+    # The judge's name escaped, everywhere on the page.
+    assert "judge:J &lt;b&gt;x&lt;/b&gt;" in section
+    assert "<b>x</b>" not in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_other_scenario_types_have_no_joint_model(api, people, team_a):
+    scenario = make_scenario(people, team_a, "rating", {"dimensions": [{"name": "x"}]})
+    data = api(people["viewer"]).get(f"/api/scenarios/{scenario.pk}/analytics").json()
+    assert data["joint_model"] is None
