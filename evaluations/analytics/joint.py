@@ -27,8 +27,10 @@ Fitted by Newton's method (analytic gradient and information). Intervals: a boot
 the verdicts (drawn as counts of the cells within each component, seeded), every resample
 refitted by Newton's method from the fit, batched, with the tiny ``RIDGE`` prior on the
 parameters the fit did not regularize (a resample may separate); several fits of the same
-cells (with and without the covariates) share the resamples. Above ``BOOTSTRAP_COLUMNS``
-columns, Wald intervals from the information matrix instead, so the work stays bounded.
+cells (with and without the covariates) share the resamples. When that would be more than
+``BOOTSTRAP_WORK`` (``bootstrap_work``), Wald intervals from the information matrix
+instead, so the work stays bounded (there are then many verdicts, where the normal
+approximation holds).
 """
 
 from __future__ import annotations
@@ -43,9 +45,12 @@ from scipy.special import expit
 
 from evaluations.analytics.bradley_terry import REGULARIZATION, RIDGE
 
-BOOTSTRAP_COLUMNS = 100  # design columns: more, and the intervals are Wald's
+# Resamples x cells x columns²: a bootstrap of more work than this (about a second here)
+# gives way to Wald intervals.
+BOOTSTRAP_WORK = 500_000_000
 _BATCH_CELLS = 2_000_000  # resamples x columns x cells per batch of Newton steps (memory)
 _SEPARATION = 1e-7  # a linear program's optimum above this: a separating direction
+_FINITE = 30.0  # log-odds: coefficients beyond, and the linear program looks for separation
 
 
 @dataclass
@@ -169,11 +174,18 @@ def fit(entities: int, found: Cells, *, effects: bool = True) -> JointFit:
         columns = Columns(columns.entities, columns.effects[~aliased[columns.effects]])
         matrix = design(found.a, found.b, found.x, columns, entities)
     # Separation: the parameters of a separating direction get the prior; a strength's
-    # whole component is then unpinned, as in ``bradley_terry``.
+    # whole component is then unpinned, as in ``bradley_terry``. First the quick way: when
+    # Newton's method converges to finite coefficients, the gradient is nil there and the
+    # (concave) likelihood has its maximum: no linear program needed.
     regularized_entities = np.zeros(entities, bool)
     regularized_effects = np.zeros(q, bool)
     penalized = np.zeros(columns.size, bool)
-    while True:
+    start = np.zeros((1, columns.size))
+    coefficients, converged = newton(
+        matrix, found.y, found.count[None, :], np.zeros(columns.size), start, bound=_FINITE
+    )
+    maximum = converged and np.abs(coefficients).max(initial=0) <= _FINITE
+    while not maximum:
         support = _separating(matrix, found.y, ~penalized)
         if not support.any():
             break
@@ -189,9 +201,10 @@ def fit(entities: int, found: Cells, *, effects: bool = True) -> JointFit:
             [regularized_entities[columns.entities], regularized_effects[columns.effects]]
         )
     prior = np.where(penalized, REGULARIZATION, 0.0)
-    coefficients, converged = newton(
-        matrix, found.y, found.count[None, :], prior, np.zeros((1, columns.size))
-    )
+    if not maximum:
+        coefficients, converged = newton(
+            matrix, found.y, found.count[None, :], prior, np.zeros((1, columns.size))
+        )
     strength, effect = _unpack(coefficients, columns, entities, q, component)
     return JointFit(
         strength[0],
@@ -262,16 +275,19 @@ def newton(
     start: np.ndarray,
     iterations: int = 100,
     tolerance: float = 1e-10,
+    bound: float = np.inf,
 ) -> tuple[np.ndarray, bool]:
     """The coefficients maximizing, for each row of ``counts`` (B, K: each cell's
     verdicts in one data set), Σ count (y log p + (1 - y) log(1 - p)) plus ``prior`` (p,)
     virtual games per coefficient, half won; Newton's method from ``start`` (B, p), steps
-    clipped to ±5, batched over the data sets. Returns them and whether all converged."""
+    clipped to ±5, batched over the data sets. Returns them and whether all converged
+    (a data set whose coefficients pass ``bound`` is given up: not converged)."""
     batch, p = start.shape
     coef = np.array(start, float)
     if p == 0:
         return coef, True
     active = np.arange(batch)
+    diverged = False
     chunk = max(1, _BATCH_CELLS // max(1, p * len(y)))
     # Each cell's outer product x xᵀ, when small enough: the information of a whole batch
     # is then one matrix product.
@@ -282,8 +298,12 @@ def newton(
     )
     for _ in range(iterations):
         if not len(active):
-            return coef, True
+            return coef, not diverged
         done = []
+        if np.isfinite(bound):
+            beyond = np.abs(coef[active]).max(axis=1) > bound
+            diverged |= bool(beyond.any())
+            active = active[~beyond]
         for offset in range(0, len(active), chunk):
             rows = active[offset : offset + chunk]
             c, n = coef[rows], counts[rows]
@@ -299,8 +319,9 @@ def newton(
             step = np.clip(np.linalg.solve(info, grad[..., None])[..., 0], -5, 5)
             coef[rows] = c + step
             done.append(np.abs(step).max(axis=1) < tolerance)
-        active = active[~np.concatenate(done)]
-    return coef, not len(active)
+        if done:
+            active = active[~np.concatenate(done)]
+    return coef, not len(active) and not diverged
 
 
 def _unpack(
@@ -320,6 +341,12 @@ def _unpack(
 
 
 # --- intervals ---------------------------------------------------------------------------------
+def bootstrap_work(fits: list[JointFit], found: Cells, resamples: int) -> int:
+    """The bootstrap's work (resamples x cells x columns², the widest fit's)."""
+    widest = max((f.columns.size for f in fits), default=0)
+    return resamples * len(found.y) * widest * widest
+
+
 def bootstrap(
     fits: list[JointFit],
     found: Cells,

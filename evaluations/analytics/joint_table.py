@@ -72,7 +72,7 @@ def joint_model(
     if not controlled.compared.any():
         return None
     resamples = max(0, min(options["resamples"], RESAMPLES))
-    wald = controlled.columns.size > joint.BOOTSTRAP_COLUMNS
+    wald = joint.bootstrap_work([controlled, plain], found, resamples) > joint.BOOTSTRAP_WORK
     if wald:
         intervals = [_wald(f, found, len(labels)) for f in (controlled, plain)]
     else:

@@ -378,6 +378,14 @@ def test_the_joint_model_of_people_and_judges_in_the_analytics_json_and_page(
     monkeypatch.setattr(joint_table, "RESAMPLES", 25)
     bounded = api(people["viewer"]).get(f"{url}&seed=1").json()["joint_model"]
     assert bounded["fit"]["resamples"] == 25 and bounded["fit"]["seed"] == 1
+    # Past the bootstrap's bound of work, Wald intervals.
+    monkeypatch.setattr(joint, "BOOTSTRAP_WORK", 0)
+    wald = api(people["viewer"]).get(f"{url}&seed=2").json()["joint_model"]
+    assert wald["fit"]["intervals"] == "wald" and wald["fit"]["resamples"] == 0
+    for row in wald["strengths"] + [e for e in wald["effects"] if e["identified"]]:
+        value = row.get("strength", row.get("estimate"))
+        assert row["ci_low"] < value < row["ci_high"]
+    assert [r["strength"] for r in wald["strengths"]] == [r["strength"] for r in block["strengths"]]
     # The page: the ranking with and without the controls side by side, the effects.
     client = Client()
     client.force_login(people["viewer"])
