@@ -5,12 +5,13 @@ verdicts only; judges' unparseable replies are counted in the judge table) and `
 works out from it, reading nothing else, by the analysis its scenario type names
 (``ANALYSES``): the win / tie / loss matrix, Bradley-Terry strengths with bootstrap intervals
 and ranks, Elo, position bias, reverse-order consistency (by variant, and aggregated by model
-and by prompt); ratings by dimension, model and prompt with repeat-call stability; rankings;
+and by prompt); people's and judges' verdicts in one model with their effects
+(``joint_table``); ratings by dimension, model and prompt with repeat-call stability; rankings;
 labels; agreement between people and between people and each judge; the judge comparison
 table. ``raters``: "all", "humans" (evaluators and imported raters), "judges", or
 "judge:<id>"; by default "humans" when the scenario has people's judgments, else "all"
-(``default_raters``). Stability and agreement are each judge's and the people's whatever
-the filter (a judge filter narrows them to that judge).
+(``default_raters``). Stability, agreement and the joint model are each judge's and the
+people's whatever the filter (a judge filter narrows them to that judge).
 """
 
 from __future__ import annotations
