@@ -57,7 +57,11 @@ def joint_model(
 ) -> dict[str, Any] | None:
     """The block, or None without two entities compared."""
     entity, group = entity_grouping(groupings)
-    rows = [r for r in rows if len(r.presented) == 2 and all(pk in group for pk in r.presented)]
+    rows = [
+        r
+        for r in rows
+        if len(r.presented) == 2 and r.presented[0] in group and r.presented[1] in group
+    ]
     labels = sorted({group[pk] for r in rows for pk in r.presented}, key=str)
     if len(labels) < 2:
         return None
@@ -65,7 +69,8 @@ def joint_model(
     a = np.array([index[group[r.presented[0]]] for r in rows], int)
     b = np.array([index[group[r.presented[1]]] for r in rows], int)
     y = np.array([_outcome(r) for r in rows], float)
-    names, x = covariates(rows, variants, judges, sources)
+    rater_of = [_rater(r) for r in rows]
+    names, x = covariates(rows, rater_of, variants, judges, sources)
     found = joint.cells(a, b, x, y)
     controlled = joint.fit(len(labels), found)
     plain = joint.fit(len(labels), found, effects=False)
@@ -85,7 +90,7 @@ def joint_model(
     games = np.bincount(a[a != b], minlength=len(labels)) + np.bincount(
         b[a != b], minlength=len(labels)
     )
-    by_rater = Counter(_rater(r) for r in rows)
+    by_rater = Counter(rater_of)
     return {
         "entity": entity,
         "judgments": len(rows),
@@ -121,47 +126,55 @@ def _rater(row: Row) -> str:
 
 def covariates(
     rows: list[Row],
+    rater_of: list[str],
     variants: dict[int, Variant],
     judges: list[LLMJudge],
     sources: Mapping[int, tuple[str, str]],
 ) -> tuple[list[tuple[str, str]], np.ndarray]:
-    """The covariates' names, (effect, rater), and their values, one row per verdict."""
-    raters = sorted({_rater(r) for r in rows}, key=lambda name: (name != HUMANS, name))
+    """The covariates' names, (effect, rater), and their values, one row per verdict
+    (``rater_of``: each verdict's rater, ``humans`` or ``judge:<name>``)."""
+    raters = sorted(set(rater_of), key=lambda name: (name != HUMANS, name))
+    names = [(effect, rater) for rater in raters for effect in EFFECTS]
+    # Each verdict's rater, and the first column of its covariates.
+    place = {rater: i for i, rater in enumerate(raters)}
+    offset = np.array([place[r] for r in rater_of], int) * len(EFFECTS)
+    shown = sorted({pk for r in rows for pk in r.presented})
+    slot = {pk: i for i, pk in enumerate(shown)}
+    first = np.array([slot[r.presented[0]] for r in rows], int)
+    second = np.array([slot[r.presented[1]] for r in rows], int)
+    log_length = np.array([style.log_length(variants[pk].content) for pk in shown])
+    density = np.array([style.markdown_density(variants[pk].content) for pk in shown])
+    family = [
+        style.family(
+            sources.get(pk, ("", ""))[0],
+            variants[pk].model_label,
+            kind=sources.get(pk, ("", ""))[1] or None,
+        )
+        for pk in shown
+    ]
     judge_family = {
         j.pk: style.family(
             j.llm_model.model_id, j.llm_model.display_name, kind=j.llm_model.connection.kind
         )
         for j in judges
     }
-    shown = {pk for r in rows for pk in r.presented}
-    length = {pk: style.length(variants[pk].content) for pk in shown}
-    density = {pk: style.markdown_density(variants[pk].content) for pk in shown}
-    family = {
-        pk: style.family(
-            sources.get(pk, ("", ""))[0],
-            variants[pk].model_label,
-            kind=sources.get(pk, ("", ""))[1] or None,
-        )
-        for pk in shown
-    }
-    names: list[tuple[str, str]] = []
-    column: dict[tuple[str, str], int] = {}
-    for rater in raters:
-        for effect in EFFECTS:
-            column[(effect, rater)] = len(names)
-            names.append((effect, rater))
+    # The family of each verdict's judge, and whether each shown output is of it.
+    own = [judge_family.get(r.judge) if r.judge is not None else None for r in rows]
+    first_own = np.array(
+        [o is not None and family[f] == o for o, f in zip(own, first, strict=True)]
+    )
+    second_own = np.array(
+        [o is not None and family[f] == o for o, f in zip(own, second, strict=True)]
+    )
     x = np.zeros((len(rows), len(names)))
-    for i, row in enumerate(rows):
-        rater = _rater(row)
-        first, second = row.presented
-        x[i, column[("position", rater)]] = 1.0
-        x[i, column[("length", rater)]] = style.length_difference(length[first], length[second])
-        x[i, column[("markdown", rater)]] = density[first] - density[second]
-        own = judge_family.get(row.judge) if row.judge is not None else None
-        if own is not None:
-            x[i, column[("self_preference", rater)]] = float(family[first] == own) - float(
-                family[second] == own
-            )
+    every = np.arange(len(rows))
+    x[every, offset + EFFECTS.index("position")] = 1.0
+    x[every, offset + EFFECTS.index("length")] = log_length[first] - log_length[second]
+    x[every, offset + EFFECTS.index("markdown")] = density[first] - density[second]
+    judged = np.array([o is not None for o in own], bool)
+    x[every[judged], (offset + EFFECTS.index("self_preference"))[judged]] = (
+        first_own.astype(float) - second_own
+    )[judged]
     return names, x
 
 

@@ -36,10 +36,10 @@ def markdown_density(text: str) -> float:
     return markdown_elements(text) * DENSITY_PER / max(len(text), DENSITY_FLOOR)
 
 
-def length_difference(first: int, second: int) -> float:
-    """log2 of the ratio of two lengths (each at least 1): +1 when the first is twice as
-    long as the second."""
-    return math.log2(max(first, 1) / max(second, 1))
+def log_length(text: str) -> float:
+    """log2 of an output's length (at least 1): the difference of two is log2 of the ratio
+    of their lengths, +1 when the first is twice as long as the second."""
+    return math.log2(max(length(text), 1))
 
 
 # A model's family, from its name (the first pattern found, case-insensitive): model names

@@ -269,8 +269,8 @@ def test_markdown_density_lengths_and_model_families():
     assert style.markdown_density(text) == 6.0  # under 100 characters: counted as 100
     assert style.markdown_density("x" * 400 + "\n- a") == pytest.approx(100 / 404)
     assert style.markdown_elements("2 * 3 * 4 and #hashtag and -minus") == 0
-    assert style.length_difference(200, 100) == 1.0
-    assert style.length_difference(0, 4) == -2.0
+    assert style.log_length("x" * 200) - style.log_length("y" * 100) == 1.0
+    assert style.log_length("") - style.log_length("abcd") == -2.0
     assert style.family("gpt-4o-mini") == "openai"
     assert style.family("o3-mini") == style.family("openai/o1") == "openai"
     assert style.family("Claude 3.5 Sonnet") == "anthropic"
