@@ -38,6 +38,19 @@ def variants_by_pk(scenario: Scenario) -> dict[int, Variant]:
     return {v.pk: v for v in Variant.objects.filter(scenario=scenario).select_related("item")}
 
 
+def variant_source_models(scenario: Scenario) -> dict[int, tuple[str, str]]:
+    """The model that generated each of the scenario's generated variants, by variant
+    primary key: (its model id, its connection's kind). Imported variants are not there."""
+    model = "source_output__model_config__llm_model"
+    found = Variant.objects.filter(scenario=scenario, source_output__isnull=False)
+    return {
+        pk: (model_id, kind)
+        for pk, model_id, kind in found.values_list(
+            "pk", f"{model}__model_id", f"{model}__connection__kind"
+        )
+    }
+
+
 def tasks(scenario: Scenario) -> QuerySet[Task]:
     """The scenario's tasks with their items, in presentation order."""
     return Task.objects.filter(scenario=scenario).select_related("item").order_by("position")

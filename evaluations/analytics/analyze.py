@@ -5,12 +5,13 @@ verdicts only; judges' unparseable replies are counted in the judge table) and `
 works out from it, reading nothing else, by the analysis its scenario type names
 (``ANALYSES``): the win / tie / loss matrix, Bradley-Terry strengths with bootstrap intervals
 and ranks, Elo, position bias, reverse-order consistency (by variant, and aggregated by model
-and by prompt); ratings by dimension, model and prompt with repeat-call stability; rankings;
+and by prompt); people's and judges' verdicts in one model with their effects
+(``joint_table``); ratings by dimension, model and prompt with repeat-call stability; rankings;
 labels; agreement between people and between people and each judge; the judge comparison
 table. ``raters``: "all", "humans" (evaluators and imported raters), "judges", or
 "judge:<id>"; by default "humans" when the scenario has people's judgments, else "all"
-(``default_raters``). Stability and agreement are each judge's and the people's whatever
-the filter (a judge filter narrows them to that judge).
+(``default_raters``). Stability, agreement and the joint model are each judge's and the
+people's whatever the filter (a judge filter narrows them to that judge).
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from scipy import stats as sps
 from threadpoolctl import threadpool_limits
 
 from evalplatform import validation
-from evaluations.analytics import bradley_terry, data, plackett_luce, stats
+from evaluations.analytics import bradley_terry, data, joint_table, plackett_luce, stats
 from evaluations.analytics.adjudicated import adjudicated
 from evaluations.analytics.agreement import agreement, category, task_name, unit_values, versus
 from evaluations.analytics.data import AnalysisData, Row
+from evaluations.analytics.stats import rounded as _round
 from evaluations.models import Judgment, LLMJudge, RaterKind
 from scenarios.models import Scenario, Variant
 from scenarios.types import registry
@@ -49,16 +51,6 @@ def rater_filter(raters: str) -> Callable[[Row], bool]:
         wanted = int(raters[6:])
         return lambda r: r.judge == wanted
     raise ValueError(raters)
-
-
-def _round(value: Any, digits: int = 7) -> Any:
-    """Floats to ``digits`` significant digits (small p-values keep theirs); NaN and
-    infinities become None."""
-    if value is None:
-        return None
-    if isinstance(value, float | np.floating):
-        return float(f"{float(value):.{digits}g}") if np.isfinite(value) else None
-    return value
 
 
 # --- comparisons --------------------------------------------------------------------------------
@@ -773,6 +765,12 @@ class Analysis:
         """The judge-comparison figures of some of a judge's judgments."""
         return {}
 
+    def joint_model(
+        self, rows: list[Row], loaded: AnalysisData, options: dict
+    ) -> dict[str, Any] | None:
+        """People's and judges' verdicts (``rows``) in one model (``joint_table``)."""
+        return None
+
 
 class PairwiseAnalysis(Analysis):
     """Comparisons: win matrix, Bradley-Terry, Elo, position bias, reverse-order
@@ -795,6 +793,18 @@ class PairwiseAnalysis(Analysis):
 
     def stability(self, rater: str, rows: list[Row], config: dict) -> list[dict[str, Any] | None]:
         return [_verdict_stability(rater, rows)]
+
+    def joint_model(
+        self, rows: list[Row], loaded: AnalysisData, options: dict
+    ) -> dict[str, Any] | None:
+        return joint_table.joint_model(
+            rows,
+            loaded.variants,
+            loaded.judges,
+            loaded.sources,
+            groupings(loaded.variants),
+            options,
+        )
 
     def judge_figures(
         self, subset: list[Row], people: list[Row], config: dict, options: dict
@@ -973,17 +983,21 @@ def _compute(
         "stability": None,
         "rankings": None,
         "labels": None,
+        "joint_model": None,
     }
     progress("strengths, rankings and bootstrap intervals", 0.05)
     result |= analysis.results(rows, variants, scenario.config, options)
-    progress("repeat-call stability", 0.6)
     # Stability is each judge's, agreement between people and between people and each
-    # judge, whatever the filter (the filter narrows them only to some judges).
+    # judge, and the joint model people's and judges' together, whatever the filter (the
+    # filter narrows them only to some judges).
     judged = rows if raters.startswith("judge") else everything
-    result["stability"] = stability(judged, scenario.config, analysis)
-    progress("agreement between raters", 0.65)
     people = [r for r in everything if r.kind != RaterKind.JUDGE]
     among = people + [r for r in judged if r.kind == RaterKind.JUDGE]
+    progress("people and judges in one model", 0.5)
+    result["joint_model"] = analysis.joint_model(among, loaded, options)
+    progress("repeat-call stability", 0.6)
+    result["stability"] = stability(judged, scenario.config, analysis)
+    progress("agreement between raters", 0.65)
     result["agreement"] = agreement(among, analysis, scenario.config, variants, options)
     progress("the judges compared", 0.9)
     result["judges"] = judges_table(

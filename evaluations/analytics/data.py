@@ -128,8 +128,8 @@ class Reference:
 class AnalysisData:
     """What ``analyze`` computes from: the scenario (id, name, type, configuration), its valid
     verdicts oldest first, each judge's unparseable replies, its variants by id (with their
-    items), its judges (with their models and prompt versions), and its tasks' adjudicated
-    answers by task id."""
+    items), its judges (with their models, connections and prompt versions), its tasks'
+    adjudicated answers by task id, and the model that generated each generated variant."""
 
     scenario: Scenario
     rows: list[Row]
@@ -137,6 +137,8 @@ class AnalysisData:
     variants: dict[int, Variant]
     judges: list[LLMJudge]
     adjudications: dict[int, Reference] = field(default_factory=dict)
+    # The generated variants' models by variant id: (model id, connection kind).
+    sources: dict[int, tuple[str, str]] = field(default_factory=dict)
 
 
 def load(scenario: Scenario) -> AnalysisData:
@@ -146,8 +148,11 @@ def load(scenario: Scenario) -> AnalysisData:
         rows=rows,
         unparseable=unparseable,
         variants=scenario_selectors.variants_by_pk(scenario),
-        judges=list(scenario.judges.select_related("llm_model", "prompt_version__template")),
+        judges=list(
+            scenario.judges.select_related("llm_model__connection", "prompt_version__template")
+        ),
         adjudications=adjudications(scenario),
+        sources=scenario_selectors.variant_source_models(scenario),
     )
 
 

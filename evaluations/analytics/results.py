@@ -39,7 +39,7 @@ INLINE_JUDGMENTS = 20_000
 # killed, a queue flushed) and queued again: past the task queue's own timeout.
 LOST_AFTER = timedelta(seconds=settings.Q_CLUSTER.get("timeout", 3600) + 300)
 # Part of every key: a new version of the analyses makes every stored result stale.
-VERSION = 3
+VERSION = 4
 
 
 @dataclass

@@ -21,6 +21,17 @@ from evaluations.analytics.agreement_stats import fleiss_kappa as fleiss_kappa
 from evaluations.analytics.agreement_stats import krippendorff_alpha as krippendorff_alpha
 from evaluations.analytics.bradley_terry import REGULARIZATION
 
+
+def rounded(value: Any, digits: int = 7) -> Any:
+    """Floats to ``digits`` significant digits (small p-values keep theirs); NaN and
+    infinities become None; anything else as it is."""
+    if value is None:
+        return None
+    if isinstance(value, float | np.floating):
+        return float(f"{float(value):.{digits}g}") if np.isfinite(value) else None
+    return value
+
+
 # --- Bradley-Terry ------------------------------------------------------------------------------
 # A pair (a, b) with outcome s: 1 a won, 0.5 tie, 0 b won. Ties count as half a win each way.
 # The fits and their bootstrap are in ``bradley_terry``.

@@ -86,6 +86,31 @@ def _agreement_view(agreement: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+EFFECT_NAMES = {
+    "position": "Shown first",
+    "length": "Length (per doubling)",
+    "markdown": "Markdown (per element per 100 characters)",
+    "self_preference": "Own family's outputs",
+}
+
+
+def _joint_view(joint: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The joint model's ranking with and without the controls side by side (matched by
+    name), and its effects with their names in words."""
+    if not joint:
+        return None
+    without = {row["variant"]: row for row in joint["strengths_without_controls"]}
+    return {
+        "ranking": [
+            {"with": row, "without": without.get(row["variant"], {})} for row in joint["strengths"]
+        ],
+        "effects": [
+            effect | {"name": EFFECT_NAMES.get(effect["effect"], effect["effect"])}
+            for effect in joint["effects"]
+        ],
+    }
+
+
 PER_PAGE = 50
 # The per-output fields the search box looks in.
 SEARCHED = ("item", "model", "prompt", "variant_id", "variant")
@@ -173,6 +198,7 @@ def analytics_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
                 if result.get(key)
             ],
             "agreement": _agreement_view(result["agreement"]),
+            "joint": _joint_view(result.get("joint_model")),
         },
     )
 
