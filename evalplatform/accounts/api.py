@@ -5,7 +5,6 @@ from typing import Any, cast
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -217,7 +216,6 @@ class GroupViewSet(
 
     queryset = selectors.groups()
     serializer_class = GroupSerializer
-    parser_classes = [JSONParser]
     view_feature = ACCOUNTS_VIEW
     edit_feature = SCENARIOS_MANAGE
     action_features = {"members": SCENARIOS_MANAGE, "member": SCENARIOS_MANAGE}
