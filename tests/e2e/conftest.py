@@ -66,14 +66,16 @@ print("MADE", json.dumps(made))
 def wait_for(
     predicate: Callable[[], Any],
     timeout: float,
-    what: str,
+    what: str | Callable[[], str],
     *,
     meanwhile: Callable[[], None] | None = None,
 ) -> Any:
-    """Poll ``predicate`` until it is true; ``meanwhile`` (assertions) runs on every poll."""
+    """Poll ``predicate`` until it is true; ``meanwhile`` (assertions) runs on every poll.
+    ``what`` may be a function, to describe the state at the time out."""
     deadline = time.monotonic() + timeout
     while not (result := predicate()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
         if meanwhile is not None:
             meanwhile()
         time.sleep(0.1)
@@ -413,6 +415,14 @@ class Watcher:
                 return
             self.stopping.wait(retry)
             retry = min(retry * 2, 10)
+
+    def describe(self) -> str:
+        """For a failure: the connections, their close codes and the last events seen."""
+        last = [m["event"] for m in self.messages[-5:]]
+        return (
+            f"{len(self.messages)} messages over {self.connections} connection(s), "
+            f"closes {self.closes}, reading {self.thread.is_alive()}, last {last}"
+        )
 
     def events(self, name: str) -> list[dict[str, Any]]:
         return [m["data"] for m in self.messages if m["event"] == name]

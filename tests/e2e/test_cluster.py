@@ -77,7 +77,7 @@ def test_three_workers_finish_a_job_whose_worker_was_sigkilled(scale):
             "both jobs to complete",
             meanwhile=nothing_half_written,
         )
-        wait_for(watcher.final, 30, "the last event")
+        wait_for(watcher.final, 30, lambda: f"the last event: {watcher.describe()}")
         watcher.close()
 
     scale.assert_done_once(job, CELLS)

@@ -186,7 +186,7 @@ def test_workers_and_live_pages_recover_when_redis_restarts_mid_job(scale):
             "both jobs to complete",
             meanwhile=nothing_half_written,
         )
-        wait_for(watcher.final, 30, "the page to learn the job completed")
+        wait_for(watcher.final, 30, lambda: f"the page to learn of the end: {watcher.describe()}")
         watcher.close()
 
     scale.assert_done_once(job, REDIS_CELLS)
