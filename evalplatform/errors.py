@@ -67,3 +67,15 @@ def validate_instance(instance: Any, *, unique_field: str | None = None) -> None
                     target = unique_field
                 errors.setdefault(target, []).extend(item.messages)
         raise FieldErrors(errors) from exc
+
+
+def report_on_page(request: Any, exc: ApplicationError) -> None:
+    """Show an expected failure of a page's form as messages: one per field problem."""
+    from django.contrib import messages
+
+    if isinstance(exc, FieldErrors):
+        for field, problems in exc.errors.items():
+            for problem in problems:
+                messages.error(request, f"{field}: {problem}")
+    else:
+        messages.error(request, exc.message)

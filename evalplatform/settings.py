@@ -394,7 +394,8 @@ if LIVE_TRANSPORT == "channel_layer" and not REDIS_URL:
 LIVE_MAX_MESSAGES_PER_S = env_int("LIVE_MAX_MESSAGES_PER_S", 10)
 # Every open live connection re-checks its token or session and its user's right to what it
 # watches this often (and at once when a change is announced), closing when they are gone.
-LIVE_RECHECK_S = env_float("LIVE_RECHECK_S", 5.0)
+# Not below half a second: every open connection queries the database at each re-check.
+LIVE_RECHECK_S = max(env_float("LIVE_RECHECK_S", 5.0), 0.5)
 
 # Request bodies other than file parts (JSON, form fields) are capped at BODY_MAX_BYTES. The
 # servers answer 413 before reading further (evalplatform/limits.py) to a body over

@@ -136,6 +136,12 @@ class TeamGroupAdmin(TeamScopedAdmin):
     list_display = ["name", "team", "member_count", "created_at"]
     list_filter = [("team", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["name", "team__name", "members__username"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # A group stays in its team: scenarios of that team may be assigned to it.
+        fields = list(super().get_readonly_fields(request, obj))
+        return [*fields, "team"] if obj is not None else fields
+
     list_select_related = ["team"]
     filter_horizontal = ["members"]
     form = TeamGroupForm

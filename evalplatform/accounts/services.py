@@ -262,9 +262,10 @@ def group_member(group: TeamGroup, ref: Any) -> Any:
     ref = str(ref)
     members = group.members.all()
     number = validation.digits(ref, most=10)
+    found = None
     if number is not None and number <= validation.INT_MAX:
         found = members.filter(pk=number).first()
-    else:
+    if found is None:  # a username, all digits or not
         found = members.filter(username=ref[:150]).first()
     if found is None:
         raise NotFound()

@@ -16,16 +16,7 @@ from evalplatform import validation
 from evalplatform.accounts import policy, selectors, services
 from evalplatform.accounts.models import Membership, Team, TeamGroup
 from evalplatform.accounts.roles import ACCOUNTS_VIEW, SCENARIOS_MANAGE
-from evalplatform.errors import ApplicationError, FieldErrors, NotFound
-
-
-def _report(request: HttpRequest, exc: ApplicationError) -> None:
-    if isinstance(exc, FieldErrors):
-        for field, problems in exc.errors.items():
-            for problem in problems:
-                messages.error(request, f"{field}: {problem}")
-    else:
-        messages.error(request, exc.message)
+from evalplatform.errors import ApplicationError, NotFound, report_on_page
 
 
 @login_required
@@ -86,7 +77,7 @@ def _change(request: HttpRequest, team: Team) -> None:
     except IntegrityError:  # a group of that name was made at the same moment
         messages.error(request, "name: The team has a group of that name.")
     except ApplicationError as exc:
-        _report(request, exc)
+        report_on_page(request, exc)
 
 
 def _group(request: HttpRequest, team: Team) -> TeamGroup:

@@ -3,12 +3,13 @@
 Every task done for a team (a job's runner, a judge file's steps, an analysis) goes to the
 broker through ``submit``, wrapped in ``run``. A worker that picks it up first takes one of
 the team's shares: a team runs at most ``TEAM_MAX_RUNNING_TASKS`` tasks at once (by default
-every worker but one), so however long its tasks take (a stalled provider, a heavy
-analysis), the other workers stay free for the other teams. A task over the team's share
-does not keep its worker: it is parked in the team's queue (a ``TeamTask`` row, in order)
-and the worker moves on. When one of the team's tasks ends, the team's oldest parked task
-goes back to the broker, behind what other teams queued meanwhile, so teams take turns.
-Shares go in the team's queue order: a new task does not overtake a parked one.
+every worker but one; no limit while the platform holds a single team), so however long its
+tasks take (a stalled provider, a heavy analysis), the other workers stay free for the other
+teams. A task over the team's share does not keep its worker: it is parked in the team's
+queue (a ``TeamTask`` row, in order) and the worker moves on. When one of the team's tasks
+ends, the team's oldest parked task goes back to the broker, behind what other teams queued
+meanwhile, so teams take turns. Shares go in the team's queue order: a new task does not
+overtake a parked one.
 
 A running task's share is a lease, renewed while it runs: the share of a worker that died
 comes free after ``TEAM_TASK_LEASE_S``. ``sweep`` (scheduled every minute) hands parked
@@ -85,7 +86,13 @@ def sweep() -> int:
 
 # --- shares -------------------------------------------------------------------------------------
 def _cap() -> int | None:
-    return settings.TEAM_MAX_RUNNING_TASKS or None  # 0: no limit
+    """The most tasks a team runs at once, or None: no limit (``TEAM_MAX_RUNNING_TASKS`` 0,
+    or a platform with one team, which has nobody to share the workers with: its jobs, judge
+    runs and analyses keep running side by side, as without shares)."""
+    cap = settings.TEAM_MAX_RUNNING_TASKS
+    if not cap or not Team.objects.all()[1:2].exists():
+        return None
+    return cap
 
 
 def _lease() -> timedelta:

@@ -52,7 +52,7 @@ from generation import lifecycle
 from generation.models import GenerationOutput, JobStatus, OutputStatus
 from generation.requests import BadRow, chat_request, storable, unstorable
 from generation.services import RowsJob
-from scenarios.models import Task
+from scenarios.models import GoldKind, Task
 from scenarios.types import registry
 
 logger = logging.getLogger(__name__)
@@ -309,14 +309,14 @@ def _models(team: Any) -> dict[str, list[LLMModel]]:
 
 
 def _tasks(judge: LLMJudge | None) -> dict[int, list[int]] | None:
-    """The judge's scenario's tasks and the variants each shows, in order (None: no judge)."""
+    """The judge's scenario's tasks and the variants each shows, in order (None: no judge).
+    Attention checks are for people: a judge's rows cannot name them."""
     if judge is None:
         return None
+    tasks = Task.objects.filter(scenario=judge.scenario_id).exclude(gold__kind=GoldKind.ATTENTION)
     return {
         pk: order or [v for v in (a, b) if v]
-        for pk, order, a, b in Task.objects.filter(scenario=judge.scenario_id).values_list(
-            "pk", "order", "variant_a_id", "variant_b_id"
-        )
+        for pk, order, a, b in tasks.values_list("pk", "order", "variant_a_id", "variant_b_id")
     }
 
 

@@ -28,7 +28,7 @@ from evalplatform.errors import FieldErrors, Forbidden
 from evaluations.models import ExternalRater, Judgment, RaterKind
 from generation import sources
 from scenarios import services as scenario_services
-from scenarios.models import Scenario, Task, Variant
+from scenarios.models import GoldKind, Scenario, Task, Variant
 from scenarios.types import registry
 from scenarios.types.base import ImportedRow, ScenarioKind, TaskSpec
 
@@ -150,7 +150,9 @@ def _write(scenario: Scenario, kind: ScenarioKind, judgments: Read) -> int:
         }
         found: dict[tuple[Any, ...], Task] = {
             _task_key(TaskSpec(None, a=t.variant_a_id, b=t.variant_b_id, order=tuple(t.order))): t
-            for t in Task.objects.filter(scenario=scenario)
+            # An attention check repeats the variants of the task it was made from: imported
+            # answers belong to the real task, never to a check.
+            for t in Task.objects.filter(scenario=scenario).exclude(gold__kind=GoldKind.ATTENTION)
         }
         # A task a judgment answers that is missing gets one, in the order they first appear.
         missing: dict[tuple[Any, ...], scenario_services.NewTask] = {}

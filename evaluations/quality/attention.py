@@ -19,22 +19,16 @@ from typing import Any
 from django.db import transaction
 
 from evalplatform import validation
-from evalplatform.accounts import audit, policy
-from evalplatform.accounts.roles import SCENARIOS_MANAGE
-from evalplatform.errors import Conflict, FieldErrors, Forbidden, NotFound
-from evaluations.models import Judgment
-from evaluations.quality.services import GOLD_RATE_MAX
+from evalplatform.accounts import audit
+from evalplatform.errors import Conflict, FieldErrors, NotFound
+from evaluations.models import Assignment, Judgment
+from evaluations.quality.services import GOLD_RATE_MAX, _manage
 from evaluations.workspace import services as workspace
 from scenarios import services as scenario_services
 from scenarios.models import GoldKind, GoldTask, Scenario, ScenarioStatus, Task
 
 INSTRUCTION_MAX = 2_000
 MAX_ATTENTION = 1_000
-
-
-def _manage(user: Any, scenario: Scenario) -> None:
-    if not policy.may(user, SCENARIOS_MANAGE, scenario):
-        raise Forbidden()
 
 
 def checks(scenario: Scenario) -> list[GoldTask]:
@@ -175,10 +169,16 @@ def attention_remove(*, user: Any, scenario: Scenario, task: Any) -> None:
     if check is None:
         raise NotFound()
     with transaction.atomic():
-        if Judgment.objects.filter(task_id=check.task_id).exists():
+        # The task's row, locked, then its answers and reservations: an evaluator handed the
+        # check meanwhile keeps it (deleting the task would take their answer with it).
+        list(Task.objects.select_for_update().filter(pk=check.task_id).values_list("pk"))
+        if (
+            Judgment.objects.filter(task_id=check.task_id).exists()
+            or Assignment.objects.filter(task_id=check.task_id).exists()
+        ):
             raise Conflict(
-                "Evaluators answered this check, so it stays; set the attention rate to 0 to "
-                "stop handing checks."
+                "Evaluators answered this check or hold it, so it stays; set the attention "
+                "rate to 0 to stop handing checks."
             )
         audit.record(
             user=user,

@@ -4,8 +4,6 @@ scenario page with what happened."""
 
 from __future__ import annotations
 
-import json
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -14,18 +12,9 @@ from django.views.decorators.http import require_POST
 
 from evalplatform import validation
 from evalplatform.api.uploads import read_upload
-from evalplatform.errors import ApplicationError, FieldErrors, NotFound
+from evalplatform.errors import ApplicationError, FieldErrors, NotFound, report_on_page
 from evaluations.pages import scenario_or_404
 from evaluations.quality import attention, services
-
-
-def _report(request: HttpRequest, exc: ApplicationError) -> None:
-    if isinstance(exc, FieldErrors):
-        for field, problems in exc.errors.items():
-            for problem in problems:
-                messages.error(request, f"{field}: {problem}")
-    else:
-        messages.error(request, exc.message)
 
 
 def _back(scenario_id: int, anchor: str) -> HttpResponse:
@@ -61,7 +50,7 @@ def assignees(request: HttpRequest, scenario_id: int) -> HttpResponse:
     try:
         services.assignees_set(user=request.user, scenario=scenario, data=data)
     except ApplicationError as exc:
-        _report(request, exc)
+        report_on_page(request, exc)
     else:
         messages.success(
             request,
@@ -86,7 +75,7 @@ def gold(request: HttpRequest, scenario_id: int) -> HttpResponse:
             data |= entries if isinstance(entries, dict) else {"tasks": entries}
         services.gold_set(user=request.user, scenario=scenario, data=data)
     except ApplicationError as exc:
-        _report(request, exc)
+        report_on_page(request, exc)
     else:
         messages.success(request, "Gold tasks saved.")
     return _back(scenario.pk, "quality")
@@ -109,7 +98,9 @@ def attention_checks(request: HttpRequest, scenario_id: int) -> HttpResponse:
             messages.success(request, "Attention rate saved.")
         elif action == "add":
             try:
-                answer = json.loads(request.POST.get("answer", "")[:20_000])
+                answer = validation.json_value(request.POST.get("answer", "")[:20_000])
+            except validation.UnstorableJSON as exc:
+                raise FieldErrors({"answer": str(exc)}) from exc
             except ValueError as exc:
                 raise FieldErrors({"answer": "The expected answer as JSON."}) from exc
             task = request.POST.get("task", "").strip()
@@ -128,7 +119,7 @@ def attention_checks(request: HttpRequest, scenario_id: int) -> HttpResponse:
     except NotFound as exc:
         raise Http404 from exc
     except ApplicationError as exc:
-        _report(request, exc)
+        report_on_page(request, exc)
     return _back(scenario.pk, "attention")
 
 
@@ -157,5 +148,5 @@ def excluded(request: HttpRequest, scenario_id: int, user: str) -> HttpResponse:
             services.rater_include(user=request.user, scenario=scenario, evaluator=evaluator)
             messages.success(request, f"{evaluator.get_username()}'s judgments taken back in.")
     except ApplicationError as exc:
-        _report(request, exc)
+        report_on_page(request, exc)
     return _back(scenario.pk, "quality")

@@ -5,15 +5,20 @@ rate, a flag) and left out of the analytics, the review and the judges."""
 
 from __future__ import annotations
 
+import json
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from evalplatform.accounts.models import AuditEvent
 from evalplatform.accounts.roles import Role
 from evaluations.judges.services import task_ids_to_judge
-from evaluations.models import Assignment, LLMJudge
+from evaluations.models import Assignment, Judgment, LLMJudge
 from scenarios import services as scenario_services
 from scenarios.models import GoldKind, GoldTask, Task
 from tests.evaluations.test_assignees import EVAL, labeling_scenario, work
+from tests.evaluations.test_import import post_file
 from tests.evaluations.test_judges import create_judge, make_scenario
 
 CHECK = "This is an attention check: choose the label bad."
@@ -211,3 +216,41 @@ def test_who_may_manage_checks_and_removing_one(api, client, team_a, people):
         .order_by("pk")
         .values_list("action", flat=True)
     ) == ["scenario.attention.add", "scenario.attention.remove"]
+
+
+@pytest.mark.django_db
+def test_a_check_held_or_badly_made_changes_nothing_and_imports_skip_checks(
+    api, client, team_a, people
+):
+    manager = people["manager"]
+    scenario = labeling_scenario(manager, team_a, tasks=1)
+    real = Task.objects.get(scenario=scenario)
+    made = add_check(api, manager, scenario, instruction=CHECK, answer={"labels": ["bad"]})
+    assert made.status_code == 201, made.json()
+    check = GoldTask.objects.get(kind=GoldKind.ATTENTION)
+
+    # Imported answers go to the real task, never to the check that repeats its variant.
+    line = {"item_id": "t0", "variant": "v", "rater": "panel", "labels": "bad"}
+    imported = post_file(api, manager, scenario, "labels.jsonl", json.dumps(line))
+    assert imported.status_code == 201, imported.json()
+    assert list(Judgment.objects.values_list("task_id", flat=True)) == [real.pk]
+
+    # A check an evaluator holds stays: removing it would take their answer with it.
+    Assignment.objects.create(
+        task=check.task,
+        scenario=scenario,
+        evaluator=people["ann"],
+        expires_at=timezone.now() + timedelta(hours=1),
+    )
+    held = api(manager).delete(f"/api/scenarios/{scenario.pk}/attention/{check.task_id}")
+    assert held.status_code == 409 and GoldTask.objects.filter(pk=check.pk).exists()
+
+    # An answer nested past any depth is a form error on the page, not a server error.
+    client.force_login(manager)
+    deep = client.post(
+        f"/scenarios/{scenario.pk}/attention",
+        {"action": "add", "instruction": CHECK, "answer": "[" * 10_000},
+        follow=True,
+    )
+    assert deep.status_code == 200 and "Nested more than" in deep.content.decode()
+    assert GoldTask.objects.count() == 1

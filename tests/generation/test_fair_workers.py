@@ -21,7 +21,13 @@ from evalplatform.accounts.roles import Role
 from evalplatform.runs import fairshare
 from evalplatform.runs.models import TeamTask
 from generation.models import GenerationJob, JobStatus
-from tests.factories import ConnectionFactory, LLMModelFactory, PromptTemplateFactory, make_version
+from tests.factories import (
+    ConnectionFactory,
+    LLMModelFactory,
+    PromptTemplateFactory,
+    TeamFactory,
+    make_version,
+)
 
 JOBS = "/api/generation/jobs"
 # How long team B's one-cell job may take while team A's provider stalls: its turn on a
@@ -230,8 +236,8 @@ def test_work_over_a_teams_share_waits_in_its_queue_without_holding_a_worker(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_dead_workers_share_comes_free_after_its_lease(team_a, settings):
-    settings.TEAM_MAX_RUNNING_TASKS = 1
+def test_a_dead_workers_share_comes_free_after_its_lease(team_a, team_b, settings):
+    settings.TEAM_MAX_RUNNING_TASKS = 1  # team_b: shares apply from the second team on
     now = timezone.now()
     dead = TeamTask.objects.create(
         team=team_a, key="dead", func="math.floor", args=[1.5], running=True, queued_at=now,
@@ -241,3 +247,18 @@ def test_a_dead_workers_share_comes_free_after_its_lease(team_a, settings):
     TeamTask.objects.filter(pk=dead.pk).update(lease_until=now - timedelta(seconds=1))
     assert fairshare.run(team_a.pk, "math.floor", [2.5], "next") == 2
     assert not TeamTask.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_team_alone_on_the_platform_has_no_share_limit(team_a, settings):
+    settings.TEAM_MAX_RUNNING_TASKS = 1
+    now = timezone.now()
+    TeamTask.objects.create(
+        team=team_a, key="long", func="math.floor", args=[1.5], running=True, queued_at=now,
+        lease_until=now + timedelta(seconds=30),
+    )  # fmt: skip
+    # Nobody to share the workers with: a second task runs beside the first.
+    assert fairshare.run(team_a.pk, "math.floor", [2.5], "beside") == 2
+    # From the second team on, the team holds its share and no more.
+    TeamFactory(name="Second team", slug="second")
+    assert fairshare.run(team_a.pk, "math.floor", [3.5], "over") == fairshare.WAITING
