@@ -191,7 +191,14 @@ if REDIS_URL:
             # A page's socket buffers up to ``capacity`` events while its consumer is busy
             # (channels_redis drops what is over, 100 by default: under load a 2,000-cell
             # job's last event was lost in CI).
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": "evalplatform:", "capacity": 2000},
+            # A socket's consumer waits for its next message with BZPOPMIN, 5 s at a time; the
+            # reply to that wait must not meet the client's read timeout (redis-py's default
+            # is also 5 s: a quiet socket's consumer died of the race and its socket dropped).
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                "prefix": "evalplatform:",
+                "capacity": 2000,
+            },
         }
     }
 else:

@@ -277,6 +277,30 @@ def test_status_changes_reach_watchers_without_a_runner(api, creator, setup, pla
     assert [m["data"]["status"] for m in seen] == ["running", "paused", "cancelled"]
 
 
+@pytest.mark.slow
+def test_a_socket_idle_past_the_layers_blocking_read_still_gets_events(
+    api, creator, setup, platform_server
+):
+    """channels_redis waits for a socket's next message with BZPOPMIN, 5 s at a time; redis-py
+    8 reads every reply within its default socket timeout, also 5 s, so the empty answer at
+    the end of a quiet spell raced the client's timeout, the consumer died of a TimeoutError
+    and the socket dropped (the page reconnected; a script's client did not). A job quiet for
+    a while (a killed worker's lease running out, a slow provider) must keep its watchers."""
+    if not settings.REDIS_URL:
+        pytest.skip("the channel layer is Redis only in scale mode")
+    job_id = created_job(api, creator, setup)
+    client = api(creator)
+
+    async def scenario():
+        async with Socket(platform_server, f"/ws/generation/jobs/{job_id}", user=creator) as ws:
+            await ws.next()
+            await asyncio.sleep(12)  # two blocking reads of the layer, and more, in silence
+            await in_thread(lambda: client.post(f"{JOBS}/{job_id}/start"))
+            return await ws.next()
+
+    assert asyncio.run(scenario())["data"]["status"] == "running"
+
+
 def test_budget_exceeded_is_an_event_and_a_notification(api, creator, setup, platform_server):
     job_id = started_job(api, creator, setup, budget_usd="0.004")
 
