@@ -77,12 +77,15 @@ def test_provider_faults_at_a_fifth_of_calls_leave_every_failed_cell_its_last_er
         fault_rate=0.2,
         fault_kinds=tuple(KINDS),
         retry_after_s=RETRY_AFTER_S,
-        timeout_s=2.0,  # the fake hangs this long; the client gives up after timeout_s below
+        # The fake hangs this long; the client gives up after timeout_s below, which leaves a
+        # healthy call (10 ms) seconds to spare on a loaded machine: a healthy call timed out
+        # at 0.5 s under CI's load, and the platform's attempts no longer matched the fake's.
+        timeout_s=5.0,
     )
     with run_in_thread(config) as fake:
         log = FaultLog(fake.app)
         connection = ConnectionFactory(
-            team=team_a, kind="openai", base_url=fake.url, max_concurrency=16, timeout_s=0.5
+            team=team_a, kind="openai", base_url=fake.url, max_concurrency=16, timeout_s=2.5
         )
         model = LLMModelFactory(connection=connection, model_id="gpt-fake")
         version = make_version(PromptTemplateFactory(team=team_a), [("", "Say {{content}}")])
