@@ -2,10 +2,14 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Callable, Iterator
+from datetime import datetime, tzinfo
 from decimal import Decimal
 from typing import Any
 
+from django.db import connections
 from django.db.models import QuerySet
+from django.db.models.sql.constants import MULTI
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import GENERATION_VIEW
@@ -31,6 +35,7 @@ CSV_FIELDS = [
 CSV_COLUMNS = [column for column, _ in CSV_FIELDS]
 # The JSON export's outputs: the CSV's columns and what the spec's CSV leaves out.
 JSON_FIELDS = [*CSV_FIELDS, ("last_attempt_ms", "last_attempt_ms")]
+JSON_COLUMNS = [column for column, _ in JSON_FIELDS]
 
 
 def jobs() -> QuerySet[GenerationJob]:
@@ -44,27 +49,83 @@ def outputs(job: GenerationJob | None = None) -> QuerySet[GenerationOutput]:
     return qs.filter(job=job) if job is not None else qs
 
 
-def _rows(job: GenerationJob, fields: list[tuple[str, str]]):
+# Rows read and written per step of an export: a block of the download (about 1 MB at 1 KB
+# of text an output; memory stays flat, whatever the job's size).
+EXPORT_BATCH = 1000
+
+
+def _iso_datetime(tz: tzinfo | None) -> Callable[[Any], str]:
+    """A datetime column's value as the export writes it: ISO 8601 with its offset, "" for
+    NULL. The database's value (on SQLite, text or a naive datetime) is read with
+    ``datetime.fromisoformat`` and a naive one taken in the connection's time zone (none
+    without ``USE_TZ``), as Django's converter would, at a fraction of the cost."""
+
+    def iso(value: Any) -> str:
+        if value is None:
+            return ""
+        if isinstance(value, str):
+            value = datetime.fromisoformat(value)
+        if value.tzinfo is None and tz is not None:
+            value = value.replace(tzinfo=tz)
+        return value.isoformat()
+
+    return iso
+
+
+def _row_batches(job: GenerationJob, fields: list[tuple[str, str]]) -> Iterator[list[list[Any]]]:
+    """The job's outputs as lists of ``fields``' values in batches of up to ``EXPORT_BATCH``
+    rows: one SELECT of those columns, read in chunks (a server-side cursor on PostgreSQL:
+    flat memory), each chunk's raw rows converted column by column, only where the backend
+    needs it (Django's own converters, except datetimes: ``_iso_datetime``)."""
     names = [field for _, field in fields]
-    rows = GenerationOutput.objects.filter(job=job).order_by("pk").values_list(*names)
-    created_at, completed_at = names.index("created_at"), names.index("completed_at")
-    for row in rows.iterator(chunk_size=2000):
-        values = list(row)
-        values[created_at] = values[created_at].isoformat()
-        values[completed_at] = values[completed_at].isoformat() if values[completed_at] else ""
-        yield values
+    queryset = GenerationOutput.objects.filter(job=job).order_by("pk").values_list(*names)
+    connection = connections[queryset.db]
+    compiler = queryset.query.get_compiler(using=queryset.db)
+    chunked = not connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
+    results = compiler.execute_sql(MULTI, chunked_fetch=chunked, chunk_size=EXPORT_BATCH)
+    columns = [selected[0] for selected in compiler.select[: compiler.col_count]]
+    converters: list[tuple[int, Callable[[Any], Any]]] = []
+    iso = _iso_datetime(connection.timezone)
+    for index, (functions, expression) in compiler.get_converters(columns).items():
+        if names[index] in ("created_at", "completed_at"):
+            continue
+
+        def django_converted(value: Any, functions=functions, expression=expression) -> Any:
+            for function in functions:
+                value = function(value, expression, connection)
+            return value
+
+        converters.append((index, django_converted))
+    converters += [(names.index("created_at"), iso), (names.index("completed_at"), iso)]
+    for chunk in results:
+        batch = [list(row) for row in chunk]
+        for index, convert in converters:
+            for values in batch:
+                values[index] = convert(values[index])
+        yield batch
 
 
-def export_rows(job: GenerationJob):
+def export_row_batches(job: GenerationJob) -> Iterator[list[list[Any]]]:
+    """CSV rows in the spec's column order, in batches (flat memory)."""
+    return _row_batches(job, CSV_FIELDS)
+
+
+def export_record_batches(job: GenerationJob) -> Iterator[list[list[Any]]]:
+    """The JSON export's outputs, as values in ``JSON_COLUMNS`` order, in batches."""
+    return _row_batches(job, JSON_FIELDS)
+
+
+def export_rows(job: GenerationJob) -> Iterator[list[Any]]:
     """CSV rows in the spec's column order, fetched in chunks (flat memory)."""
-    yield from _rows(job, CSV_FIELDS)
+    for batch in export_row_batches(job):
+        yield from batch
 
 
-def export_records(job: GenerationJob):
+def export_records(job: GenerationJob) -> Iterator[dict[str, Any]]:
     """The JSON export's outputs, one dict each, fetched in chunks (flat memory)."""
-    columns = [column for column, _ in JSON_FIELDS]
-    for values in _rows(job, JSON_FIELDS):
-        yield dict(zip(columns, values, strict=True))
+    for batch in export_record_batches(job):
+        for values in batch:
+            yield dict(zip(JSON_COLUMNS, values, strict=True))
 
 
 def percentile(values: list[int], q: float) -> float | None:

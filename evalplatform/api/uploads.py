@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from decimal import Decimal
 from typing import Any, cast
 
 from asgiref.sync import sync_to_async
@@ -96,6 +97,44 @@ def csv_line(row: Iterable[Any]) -> str:
     if cells == [""]:
         return '""\r\n'  # a lone empty field, quoted so the line is not blank
     return ",".join(cells) + "\r\n"
+
+
+def csv_lines(rows: Sequence[Sequence[Any]]) -> str:
+    """``csv_line`` of each of ``rows``, joined (the same text), made a column at a time: a
+    column of ints, or of strings that need neither quotes nor the formula guard (checked
+    in bulk), is written as it is, with no call per cell; any other column is written
+    cell by cell by ``_csv_cell``."""
+    width = len(rows[0]) if rows else 0
+    if width < 2 or any(len(row) != width for row in rows):
+        return "".join([csv_line(row) for row in rows])
+    columns: list[Iterable[str]] = []
+    for column in zip(*rows, strict=True):
+        kinds = set(map(type, column))
+        if kinds == {str}:
+            columns.append(_csv_text_column(column))
+        elif kinds <= _PLAIN_KINDS:
+            columns.append(map(str, column))
+        else:
+            columns.append(map(_csv_cell, column))
+    return "\r\n".join(map(",".join, zip(*columns, strict=True))) + "\r\n"
+
+
+# Types whose ``str`` never needs quotes nor the formula guard (a str is never among them).
+_PLAIN_KINDS = frozenset({int, float, Decimal})
+
+
+def _csv_text_column(column: tuple[str, ...]) -> Iterable[str]:
+    """A column of strings as ``_csv_cell`` writes them: as they are when no cell starts
+    with a formula character or holds a quote, comma or line break (one scan of them all)."""
+    if not _FORMULA_STARTS_SET.isdisjoint([value[:1] for value in column]):
+        return map(_csv_cell, column)
+    text = "\x00".join(column)
+    if '"' in text or "," in text or "\n" in text or "\r" in text:
+        return map(_csv_cell, column)
+    return column
+
+
+_FORMULA_STARTS_SET = frozenset(_FORMULA_STARTS)
 
 
 def csv_chunks(columns: Sequence[str], rows: Iterable[Iterable[Any]]) -> Iterator[str]:
