@@ -4,7 +4,7 @@ alike: ``evalplatform.api.uploads.StreamedResponse``), shared by the API and adm
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from decimal import Decimal
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from types import NoneType
@@ -19,8 +19,8 @@ def csv_chunks(job: GenerationJob) -> Iterator[str]:
     """The spec's CSV columns, formula-safe (``uploads.csv_lines``), a batch of rows a
     block."""
     yield uploads.csv_line(selectors.CSV_COLUMNS)
-    for batch in selectors.export_row_batches(job):
-        yield uploads.csv_lines(batch)
+    for columns in selectors.export_column_batches(job):
+        yield uploads.csv_column_lines(columns)
 
 
 def json_chunks(job: GenerationJob, head: dict[str, Any]) -> Iterator[str]:
@@ -30,14 +30,14 @@ def json_chunks(job: GenerationJob, head: dict[str, Any]) -> Iterator[str]:
     yield '{"job": ' + json.dumps(head | {"config": job.config}, default=str) + ', "outputs": ['
     record = "{" + ", ".join(f"{json.dumps(c)}: %s" for c in selectors.JSON_COLUMNS) + "}"
     separator = ""
-    for batch in selectors.export_record_batches(job):
-        columns = [_json_column(column) for column in zip(*batch, strict=True)]
-        yield separator + ",".join([record % values for values in zip(*columns, strict=True)])
+    for columns in selectors.export_record_column_batches(job):
+        texts = [_json_column(column) for column in columns]
+        yield separator + ",".join([record % values for values in zip(*texts, strict=True)])
         separator = ","
     yield "]}"
 
 
-def _json_column(column: tuple[Any, ...]) -> Iterable[str]:
+def _json_column(column: Sequence[Any]) -> Iterable[str]:
     """A column's values as JSON text, with no call per cell where the column's type allows."""
     kinds = set(map(type, column))
     if kinds == {str}:

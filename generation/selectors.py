@@ -3,8 +3,9 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from datetime import datetime, tzinfo
+from datetime import UTC, datetime, tzinfo
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from django.db import connections
@@ -59,6 +60,7 @@ def _iso_datetime(tz: tzinfo | None) -> Callable[[Any], str]:
     NULL. The database's value (on SQLite, text or a naive datetime) is read with
     ``datetime.fromisoformat`` and a naive one taken in the connection's time zone (none
     without ``USE_TZ``), as Django's converter would, at a fraction of the cost."""
+    utc = tz is UTC
 
     def iso(value: Any) -> str:
         if value is None:
@@ -66,65 +68,68 @@ def _iso_datetime(tz: tzinfo | None) -> Callable[[Any], str]:
         if isinstance(value, str):
             value = datetime.fromisoformat(value)
         if value.tzinfo is None and tz is not None:
+            if utc:  # the same text as value.replace(tzinfo=UTC).isoformat(), sooner
+                return value.isoformat() + "+00:00"
             value = value.replace(tzinfo=tz)
         return value.isoformat()
 
     return iso
 
 
-def _row_batches(job: GenerationJob, fields: list[tuple[str, str]]) -> Iterator[list[list[Any]]]:
-    """The job's outputs as lists of ``fields``' values in batches of up to ``EXPORT_BATCH``
-    rows: one SELECT of those columns, read in chunks (a server-side cursor on PostgreSQL:
-    flat memory), each chunk's raw rows converted column by column, only where the backend
-    needs it (Django's own converters, except datetimes: ``_iso_datetime``)."""
+def _column_batches(job: GenerationJob, fields: list[tuple[str, str]]) -> Iterator[list[Any]]:
+    """The job's outputs in batches of up to ``EXPORT_BATCH``, each batch a sequence of
+    values per field of ``fields``: one SELECT of those columns, read in chunks (a
+    server-side cursor on PostgreSQL: flat memory), converted a column at a time and only
+    where the backend needs it (Django's own converters, except for datetimes:
+    ``_iso_datetime``)."""
     names = [field for _, field in fields]
     queryset = GenerationOutput.objects.filter(job=job).order_by("pk").values_list(*names)
     connection = connections[queryset.db]
     compiler = queryset.query.get_compiler(using=queryset.db)
     chunked = not connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
     results = compiler.execute_sql(MULTI, chunked_fetch=chunked, chunk_size=EXPORT_BATCH)
-    columns = [selected[0] for selected in compiler.select[: compiler.col_count]]
-    converters: list[tuple[int, Callable[[Any], Any]]] = []
+    selected = [column[0] for column in compiler.select[: compiler.col_count]]
+    # Per converted column, the functions applied in turn to each of its values.
+    converters: dict[int, list[Callable[[Any], Any]]] = {}
+    for index, (functions, expression) in compiler.get_converters(selected).items():
+        converters[index] = [
+            partial(_django_converted, function, expression, connection) for function in functions
+        ]
     iso = _iso_datetime(connection.timezone)
-    for index, (functions, expression) in compiler.get_converters(columns).items():
-        if names[index] in ("created_at", "completed_at"):
-            continue
-
-        def django_converted(value: Any, functions=functions, expression=expression) -> Any:
-            for function in functions:
-                value = function(value, expression, connection)
-            return value
-
-        converters.append((index, django_converted))
-    converters += [(names.index("created_at"), iso), (names.index("completed_at"), iso)]
+    converters[names.index("created_at")] = [iso]
+    converters[names.index("completed_at")] = [iso]
     for chunk in results:
-        batch = [list(row) for row in chunk]
-        for index, convert in converters:
-            for values in batch:
-                values[index] = convert(values[index])
-        yield batch
+        columns: list[Any] = list(zip(*chunk, strict=True))
+        for index, functions in converters.items():
+            for function in functions:
+                columns[index] = list(map(function, columns[index]))
+        yield columns
 
 
-def export_row_batches(job: GenerationJob) -> Iterator[list[list[Any]]]:
-    """CSV rows in the spec's column order, in batches (flat memory)."""
-    return _row_batches(job, CSV_FIELDS)
+def _django_converted(function: Callable[..., Any], expression, connection, value: Any) -> Any:
+    return function(value, expression, connection)
 
 
-def export_record_batches(job: GenerationJob) -> Iterator[list[list[Any]]]:
-    """The JSON export's outputs, as values in ``JSON_COLUMNS`` order, in batches."""
-    return _row_batches(job, JSON_FIELDS)
+def export_column_batches(job: GenerationJob) -> Iterator[list[Any]]:
+    """The CSV's columns (in the spec's order), in batches of values per column."""
+    return _column_batches(job, CSV_FIELDS)
 
 
-def export_rows(job: GenerationJob) -> Iterator[list[Any]]:
+def export_record_column_batches(job: GenerationJob) -> Iterator[list[Any]]:
+    """The JSON export's outputs (``JSON_COLUMNS``), in batches of values per column."""
+    return _column_batches(job, JSON_FIELDS)
+
+
+def export_rows(job: GenerationJob) -> Iterator[tuple[Any, ...]]:
     """CSV rows in the spec's column order, fetched in chunks (flat memory)."""
-    for batch in export_row_batches(job):
-        yield from batch
+    for columns in export_column_batches(job):
+        yield from zip(*columns, strict=True)
 
 
 def export_records(job: GenerationJob) -> Iterator[dict[str, Any]]:
     """The JSON export's outputs, one dict each, fetched in chunks (flat memory)."""
-    for batch in export_record_batches(job):
-        for values in batch:
+    for columns in export_record_column_batches(job):
+        for values in zip(*columns, strict=True):
             yield dict(zip(JSON_COLUMNS, values, strict=True))
 
 
