@@ -4,7 +4,10 @@ alike: ``evalplatform.api.uploads.StreamedResponse``), shared by the API and adm
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from decimal import Decimal
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from types import NoneType
 from typing import Any
 
 from evalplatform.api import uploads
@@ -13,25 +16,47 @@ from generation.models import GenerationJob
 
 
 def csv_chunks(job: GenerationJob) -> Iterator[str]:
-    """The spec's CSV columns, formula-safe, in blocks."""
-    return uploads.csv_chunks(selectors.CSV_COLUMNS, selectors.export_rows(job))
+    """The spec's CSV columns, formula-safe (``uploads.csv_lines``), a batch of rows a
+    block."""
+    yield uploads.csv_line(selectors.CSV_COLUMNS)
+    for columns in selectors.export_column_batches(job):
+        yield uploads.csv_column_lines(columns)
 
 
 def json_chunks(job: GenerationJob, head: dict[str, Any]) -> Iterator[str]:
-    """``{"job": {... "config": ...}, "outputs": [{column: value}, ...]}``, in blocks."""
-    block = ['{"job": ' + json.dumps(head | {"config": job.config}, default=str) + ', "outputs": [']
-    size = 0
-    first = True
-    for row in selectors.export_records(job):
-        record = json.dumps(row, default=str)
-        block.append(record if first else "," + record)
-        size += len(record) + 1
-        first = False
-        if size >= uploads.BLOCK_BYTES:
-            yield "".join(block)
-            block, size = [], 0
-    block.append("]}")
-    yield "".join(block)
+    """``{"job": {... "config": ...}, "outputs": [{column: value}, ...]}``, a batch of
+    outputs a block: each record the text ``json.dumps(record, default=str)`` gives (a
+    decimal is its string), made from the batch's values a column at a time."""
+    yield '{"job": ' + json.dumps(head | {"config": job.config}, default=str) + ', "outputs": ['
+    record = "{" + ", ".join(f"{json.dumps(c)}: %s" for c in selectors.JSON_COLUMNS) + "}"
+    separator = ""
+    for columns in selectors.export_record_column_batches(job):
+        texts = [_json_column(column) for column in columns]
+        yield separator + ",".join([record % values for values in zip(*texts, strict=True)])
+        separator = ","
+    yield "]}"
+
+
+def _json_column(column: Sequence[Any]) -> Iterable[str]:
+    """A column's values as JSON text, with no call per cell where the column's type allows."""
+    kinds = set(map(type, column))
+    if kinds == {str}:
+        return map(encode_basestring_ascii, column)
+    if kinds == {int}:
+        return map(int.__repr__, column)
+    if kinds == {Decimal}:
+        return map(encode_basestring_ascii, map(str, column))
+    if kinds <= {int, NoneType}:
+        return map(_int_or_null, column)
+    return map(_json_value, column)
+
+
+def _int_or_null(value: int | None) -> str:
+    return "null" if value is None else int.__repr__(value)
+
+
+def _json_value(value: Any) -> str:
+    return json.dumps(value, default=str)
 
 
 def csv_response(job: GenerationJob) -> uploads.StreamedResponse:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from decimal import Decimal
 from typing import Any, cast
 
 from asgiref.sync import sync_to_async
@@ -96,6 +97,54 @@ def csv_line(row: Iterable[Any]) -> str:
     if cells == [""]:
         return '""\r\n'  # a lone empty field, quoted so the line is not blank
     return ",".join(cells) + "\r\n"
+
+
+def csv_lines(rows: Sequence[Sequence[Any]]) -> str:
+    """``csv_line`` of each of ``rows``, joined (the same text): ``csv_column_lines`` of
+    their columns."""
+    width = len(rows[0]) if rows else 0
+    if width < 2 or any(len(row) != width for row in rows):
+        return "".join([csv_line(row) for row in rows])
+    return csv_column_lines(list(zip(*rows, strict=True)))
+
+
+def csv_column_lines(columns: Sequence[Sequence[Any]]) -> str:
+    """The CSV lines of rows given a column at a time (two or more columns of the same
+    length), the text ``csv_line`` would write for each row: a column of ints, or of strings
+    that need neither quotes nor the formula guard (checked in bulk), is written as it is,
+    with no call per cell; any other column is written cell by cell by ``_csv_cell``."""
+    if len(columns) < 2:
+        return "".join([csv_line(row) for row in zip(*columns, strict=True)])
+    if not columns[0]:
+        return ""
+    written: list[Iterable[str]] = []
+    for column in columns:
+        kinds = set(map(type, column))
+        if kinds == {str}:
+            written.append(_csv_text_column(column))
+        elif kinds <= _PLAIN_KINDS:
+            written.append(map(str, column))
+        else:
+            written.append(map(_csv_cell, column))
+    return "\r\n".join(map(",".join, zip(*written, strict=True))) + "\r\n"
+
+
+# Types whose ``str`` never needs quotes nor the formula guard (a str is never among them).
+_PLAIN_KINDS = frozenset({int, float, Decimal})
+
+
+def _csv_text_column(column: Sequence[str]) -> Iterable[str]:
+    """A column of strings as ``_csv_cell`` writes them: as they are when no cell starts
+    with a formula character or holds a quote, comma or line break (one scan of them all)."""
+    if not _FORMULA_STARTS_SET.isdisjoint([value[:1] for value in column]):
+        return map(_csv_cell, column)
+    text = "\x00".join(column)
+    if '"' in text or "," in text or "\n" in text or "\r" in text:
+        return map(_csv_cell, column)
+    return column
+
+
+_FORMULA_STARTS_SET = frozenset(_FORMULA_STARTS)
 
 
 def csv_chunks(columns: Sequence[str], rows: Iterable[Iterable[Any]]) -> Iterator[str]:

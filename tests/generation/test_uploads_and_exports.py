@@ -18,7 +18,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from evalplatform.accounts.services import token_create
-from evalplatform.api.uploads import csv_line, formula_safe
+from evalplatform.api.uploads import csv_line, csv_lines, formula_safe
 from generation import planning, services
 from generation.models import GenerationJob, GenerationOutput
 from generation.selectors import CSV_COLUMNS
@@ -226,3 +226,22 @@ def test_csv_lines_are_exactly_what_the_csv_writer_makes_of_formula_safe_cells()
         buffer = io.StringIO()
         csv.writer(buffer).writerow([formula_safe(v) for v in row])
         assert csv_line(row) == buffer.getvalue(), row
+
+
+def test_csv_lines_written_a_column_at_a_time_are_the_lines_of_each_row():
+    # The exports write a batch of rows a column at a time, passing a column of ints or of
+    # strings that need no quotes nor formula guard as it is: the text must be csv_line's.
+    rng = random.Random(5)
+    alphabet = ['"', ",", "\n", "\r", "\t", "=", "+", "-", "@", " ", "a", "é", "'", "%"]
+    kinds: list[Any] = [
+        lambda: rng.randint(-5, 10**6),
+        lambda: "".join(rng.choice("abc 12é") for _ in range(rng.randint(0, 6))),
+        lambda: "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6))),
+        lambda: rng.choice([None, 0, -1.5, Decimal("-0.000512"), True, "", "=x", "a,b"]),
+        lambda: Decimal(rng.randint(-(10**6), 10**6)) / 1000,
+    ]
+    for _ in range(300):
+        width = rng.randint(1, 5)
+        makers = [rng.choice(kinds) for _ in range(width)]
+        rows = [[make() for make in makers] for _ in range(rng.randint(0, 20))]
+        assert csv_lines(rows) == "".join(csv_line(row) for row in rows), rows
