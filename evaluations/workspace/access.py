@@ -52,9 +52,16 @@ def _assigned_or_open(user: Any, scenario: Any = None) -> Q:
     )
 
 
+# Set on a scenario fetched by ``scenario_to_evaluate``: the id of the user it was vetted for
+# (the object lives as long as the request), so ``may_evaluate`` does not ask again.
+_VETTED_FOR = "_evaluations_vetted_for"
+
+
 def may_evaluate(user: Any, scenario: Scenario) -> bool:
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         return False
+    if getattr(scenario, _VETTED_FOR, None) == user.pk:
+        return True
     if policy.may(user, EVALUATIONS_SUBMIT, scenario):
         if policy.is_superuser(user):
             return True
@@ -91,6 +98,8 @@ def scenario_to_evaluate(
     """One scenario the user may evaluate; ``NotFound`` for anything else (missing, another
     team's, not invited)."""
     try:
-        return evaluable(user, queryset).get(pk=pk)
+        scenario = evaluable(user, queryset).get(pk=pk)
     except (Scenario.DoesNotExist, ValueError, TypeError) as exc:
         raise NotFound() from exc
+    setattr(scenario, _VETTED_FOR, user.pk)
+    return scenario

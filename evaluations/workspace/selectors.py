@@ -28,7 +28,7 @@ def queue(user: Any) -> list[Scenario]:
 def own_assignment(user: Any, pk: Any) -> Assignment | None:
     """The user's assignment ``pk`` with its scenario, task and item; None if it is not theirs."""
     return (
-        Assignment.objects.select_related("scenario", "task__item")
+        Assignment.objects.select_related("scenario", "task__item", "task__gold")
         .filter(pk=pk, evaluator_id=user.pk)
         .first()
     )

@@ -102,7 +102,7 @@ def _reserve_once(user: Any, scenario: Scenario) -> Assignment | None:
             Assignment.objects.filter(
                 scenario=scenario, evaluator=user, status=AssignmentStatus.RESERVED
             )
-            .select_related("task__item")
+            .select_related("task__item", "task__gold")
             .order_by("created_at")
             .first()
         )
@@ -125,7 +125,7 @@ def _reserve_once(user: Any, scenario: Scenario) -> Assignment | None:
             gold = GoldTask.objects.filter(scenario=scenario).values("task_id")
             candidates = (
                 Task.objects.filter(scenario=scenario, taken__lt=scenario.overlap)
-                .select_related("item")
+                .select_related("item", "gold")
                 .exclude(assignments__evaluator=user)
                 .exclude(pk__in=gold)
                 .order_by("taken", "position")
@@ -178,7 +178,7 @@ def _gold_draw(user: Any, scenario: Scenario) -> Task | None:
             continue
         unseen = (
             Task.objects.filter(scenario=scenario, gold__kind=kind)
-            .select_related("item")
+            .select_related("item", "gold")
             .exclude(assignments__evaluator=user)
             .order_by("position")
         )
@@ -320,15 +320,21 @@ def shown_context(scenario: Scenario, context: Mapping[str, Any]) -> dict[str, A
     return {name: context[name] for name in scenario.context_fields if name in context}
 
 
+def _attention_instruction(task: Task) -> str | None:
+    """The instruction of an attention check, else None (no query when the task was fetched
+    with ``select_related("gold")``)."""
+    try:
+        gold = task.gold
+    except GoldTask.DoesNotExist:
+        return None
+    return gold.instruction if gold.kind == GoldKind.ATTENTION else None
+
+
 def shown_task(scenario: Scenario, task: Task, shown: list[int]) -> dict[str, Any]:
     """A task as its evaluators see it, the variants in the order ``shown``. An attention
     check shows its instruction in place of every variant's content."""
     variants = {v.pk: v for v in Variant.objects.filter(pk__in=shown)}
-    instruction = (
-        GoldTask.objects.filter(task_id=task.pk, kind=GoldKind.ATTENTION)
-        .values_list("instruction", flat=True)
-        .first()
-    )
+    instruction = _attention_instruction(task)
     item = task.item
     view: dict[str, Any] = {
         "scenario": scenario.pk,
