@@ -6,14 +6,14 @@ assigned groups, ``ScenarioAssigneeGroup``, as the groups are at the time of ask
 people who
 accepted an invitation to that scenario (and only that scenario: an invitation makes nobody a
 member of the team). Every evaluation surface (services, API, pages) asks here, and here is
-how many tasks one evaluator may be handed (``quota``).
+how many tasks one evaluator may be handed (``quota_of``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_SUBMIT
@@ -71,19 +71,21 @@ def may_evaluate(user: Any, scenario: Scenario) -> bool:
     return _invited(user).filter(scenario_id=scenario.pk).exists()
 
 
-def quota(user: Any, scenario: Scenario) -> int | None:
-    """The most tasks of the scenario this user may hold (judgments and reservations): their
-    own quota as an assignee, else the scenario's default; None for no limit."""
-    own = (
-        ScenarioAssignee.objects.filter(scenario_id=scenario.pk, user_id=user.pk)
-        .values_list("quota", flat=True)
-        .first()
-    )
+def own_quota(user: Any, scenario: Scenario) -> Subquery:
+    """The user's own quota in the scenario as a subquery (to read it with another query)."""
+    rows = ScenarioAssignee.objects.filter(scenario_id=scenario.pk, user_id=user.pk)
+    return Subquery(rows.values("quota")[:1])
+
+
+def quota_of(scenario: Scenario, own: int | None) -> int | None:
+    """The most tasks of the scenario a user may hold (judgments and reservations): ``own``,
+    their quota as an assignee (``own_quota``), else the scenario's default; None for no
+    limit."""
     return own if own is not None else scenario.default_quota
 
 
 def quotas(user: Any, scenarios: Any) -> dict[int, int | None]:
-    """``quota`` of several scenarios in one query."""
+    """``quota_of`` of several scenarios in one query."""
     own = dict(
         ScenarioAssignee.objects.filter(
             scenario_id__in=[s.pk for s in scenarios], user_id=user.pk, quota__isnull=False

@@ -9,7 +9,7 @@ there), so under any number of concurrent evaluators no task gets more than ``ov
 judgments; one evaluator's concurrent requests take turns on their user row, and hold one
 reservation per scenario (a constraint). Reservations last ``RESERVATION`` and expire when
 abandoned: a scheduled sweep gives their places back, and so does ``next_task`` when it
-finds nothing else. An evaluator with a quota (``access.quota``) is handed nothing more once
+finds nothing else. An evaluator with a quota (``access.quota_of``) is handed nothing more once
 they hold that many judgments and reservations in the scenario (counted under their user
 row's lock); gold tasks and attention checks come only through the seeded draws of
 ``_gold_draw``, at the scenario's ``gold_rate`` and ``attention_rate``.
@@ -96,8 +96,15 @@ def _reserve_once(user: Any, scenario: Scenario) -> Assignment | None:
     now = timezone.now()
     with transaction.atomic():
         # One evaluator's requests take turns (their user row is the lock), so concurrent
-        # "next" requests find the reservation the first one made.
-        list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk"))
+        # "next" requests find the reservation the first one made. The same query reads
+        # their own quota in the scenario (``access.own_quota``).
+        (own_quota,) = (
+            get_user_model()
+            .objects.select_for_update()
+            .filter(pk=user.pk)
+            .annotate(own_quota=access.own_quota(user, scenario))
+            .values_list("own_quota", flat=True)
+        )
         current = (
             Assignment.objects.filter(
                 scenario=scenario, evaluator=user, status=AssignmentStatus.RESERVED
@@ -117,7 +124,7 @@ def _reserve_once(user: Any, scenario: Scenario) -> Assignment | None:
         if current is not None:
             current.scenario = scenario
             return current
-        limit = access.quota(user, scenario)
+        limit = access.quota_of(scenario, own_quota)
         if limit is not None and _held(user, scenario) >= limit:
             return None
         task = _gold_draw(user, scenario)
