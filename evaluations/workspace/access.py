@@ -13,7 +13,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models import (
+    BooleanField,
+    Exists,
+    ExpressionWrapper,
+    Model,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+)
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_SUBMIT
@@ -55,6 +64,26 @@ def _assigned_or_open(user: Any, scenario: Any = None) -> Q:
 # Set on a scenario fetched by ``scenario_to_evaluate``: the id of the user it was vetted for
 # (the object lives as long as the request), so ``may_evaluate`` does not ask again.
 _VETTED_FOR = "_evaluations_vetted_for"
+# Set by ``with_scenario_open_to``: (user id, whether the scenario chose nobody or them).
+_OPEN_TO = "_evaluations_open_to"
+_OPEN_TO_ANNOTATION = "evaluations_open_to_user"
+
+
+def with_scenario_open_to(user: Any, queryset: QuerySet[Any]) -> QuerySet[Any]:
+    """Rows with a ``scenario`` (assignments, judgments) that also say, in the same query,
+    whether their scenario chose nobody or chose ``user``; ``scenario_open_to`` hands the
+    answer to their scenario, so that ``may_evaluate`` asks nothing more."""
+    chosen = _assigned_or_open(user, OuterRef("scenario_id"))
+    return queryset.annotate(
+        **{_OPEN_TO_ANNOTATION: ExpressionWrapper(chosen, output_field=BooleanField())}
+    )
+
+
+def scenario_open_to(user: Any, row: Model | None) -> Any:
+    """``row`` (from ``with_scenario_open_to``), its scenario told what the row's query said."""
+    if row is not None:
+        setattr(row.scenario, _OPEN_TO, (user.pk, bool(getattr(row, _OPEN_TO_ANNOTATION))))  # type: ignore[attr-defined]
+    return row
 
 
 def may_evaluate(user: Any, scenario: Scenario) -> bool:
@@ -65,8 +94,14 @@ def may_evaluate(user: Any, scenario: Scenario) -> bool:
     if policy.may(user, EVALUATIONS_SUBMIT, scenario):
         if policy.is_superuser(user):
             return True
-        # One query whatever the number of assignees and groups.
-        if Scenario.objects.filter(_assigned_or_open(user, scenario.pk), pk=scenario.pk).exists():
+        known = getattr(scenario, _OPEN_TO, None)
+        if known is not None and known[0] == user.pk:
+            chosen = known[1]
+        else:
+            # One query whatever the number of assignees and groups.
+            rows = Scenario.objects.filter(_assigned_or_open(user, scenario.pk), pk=scenario.pk)
+            chosen = rows.exists()
+        if chosen:
             return True
     return _invited(user).filter(scenario_id=scenario.pk).exists()
 

@@ -27,11 +27,10 @@ def queue(user: Any) -> list[Scenario]:
 
 def own_assignment(user: Any, pk: Any) -> Assignment | None:
     """The user's assignment ``pk`` with its scenario, task and item; None if it is not theirs."""
-    return (
-        Assignment.objects.select_related("scenario", "task__item", "task__gold")
-        .filter(pk=pk, evaluator_id=user.pk)
-        .first()
+    rows = Assignment.objects.select_related("scenario", "task__item", "task__gold").filter(
+        pk=pk, evaluator_id=user.pk
     )
+    return access.scenario_open_to(user, access.with_scenario_open_to(user, rows).first())
 
 
 def judgments(scenario_id: int) -> QuerySet[Judgment]:

@@ -215,7 +215,8 @@ def own_locked(user: Any, assignment: Assignment) -> Assignment:
 
 def _own(user: Any, assignment: Assignment) -> Assignment:
     locked = Assignment.objects.select_for_update().select_related("scenario", "task")
-    found = locked.filter(pk=assignment.pk, evaluator=user).first()
+    rows = access.with_scenario_open_to(user, locked.filter(pk=assignment.pk, evaluator=user))
+    found = access.scenario_open_to(user, rows.first())
     if found is None:
         raise NotFound()
     _may_submit(user, found.scenario)
