@@ -96,4 +96,5 @@ def test_a_token_is_read_with_its_user_in_one_query_and_stamped_once_a_minute(te
     ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now() - timedelta(minutes=2))
     assert len(token_queries()) == 2
     token.refresh_from_db()
+    assert token.last_used_at is not None
     assert timezone.now() - token.last_used_at < timedelta(minutes=1)
