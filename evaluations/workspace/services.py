@@ -32,6 +32,7 @@ from evalplatform import validation
 from evalplatform.errors import Conflict, FieldErrors, NotFound
 from evaluations.models import Assignment, AssignmentStatus, Judgment, RaterKind
 from evaluations.workspace import access
+from evaluations.workspace.selectors import TASK_VIEW
 from scenarios.models import GoldKind, GoldTask, Scenario, ScenarioStatus, Task, Variant
 from scenarios.types import registry
 from scenarios.types.base import KEYS
@@ -109,7 +110,7 @@ def _reserve_once(user: Any, scenario: Scenario) -> Assignment | None:
             Assignment.objects.filter(
                 scenario=scenario, evaluator=user, status=AssignmentStatus.RESERVED
             )
-            .select_related("task__item", "task__gold")
+            .select_related(*(f"task__{name}" for name in TASK_VIEW))
             .order_by("created_at")
             .first()
         )
@@ -132,7 +133,7 @@ def _reserve_once(user: Any, scenario: Scenario) -> Assignment | None:
             gold = GoldTask.objects.filter(scenario=scenario).values("task_id")
             candidates = (
                 Task.objects.filter(scenario=scenario, taken__lt=scenario.overlap)
-                .select_related("item", "gold")
+                .select_related(*TASK_VIEW)
                 .exclude(assignments__evaluator=user)
                 .exclude(pk__in=gold)
                 .order_by("taken", "position")
@@ -185,7 +186,7 @@ def _gold_draw(user: Any, scenario: Scenario) -> Task | None:
             continue
         unseen = (
             Task.objects.filter(scenario=scenario, gold__kind=kind)
-            .select_related("item", "gold")
+            .select_related(*TASK_VIEW)
             .exclude(assignments__evaluator=user)
             .order_by("position")
         )
@@ -328,6 +329,17 @@ def shown_context(scenario: Scenario, context: Mapping[str, Any]) -> dict[str, A
     return {name: context[name] for name in scenario.context_fields if name in context}
 
 
+def _loaded_variants(task: Task, shown: list[int]) -> dict[int, Variant] | None:
+    """The shown variants by id when they all came with the task (``TASK_VIEW``: a rating
+    or comparison task's), else None."""
+    loaded = {
+        variant.pk: variant
+        for name in ("variant_a", "variant_b")
+        if getattr(Task, name).is_cached(task) and (variant := getattr(task, name)) is not None
+    }
+    return loaded if all(pk in loaded for pk in shown) else None
+
+
 def _attention_instruction(task: Task) -> str | None:
     """The instruction of an attention check, else None (no query when the task was fetched
     with ``select_related("gold")``)."""
@@ -341,7 +353,9 @@ def _attention_instruction(task: Task) -> str | None:
 def shown_task(scenario: Scenario, task: Task, shown: list[int]) -> dict[str, Any]:
     """A task as its evaluators see it, the variants in the order ``shown``. An attention
     check shows its instruction in place of every variant's content."""
-    variants = {v.pk: v for v in Variant.objects.filter(pk__in=shown)}
+    variants = _loaded_variants(task, shown)
+    if variants is None:
+        variants = {v.pk: v for v in Variant.objects.filter(pk__in=shown)}
     instruction = _attention_instruction(task)
     item = task.item
     view: dict[str, Any] = {

@@ -26,7 +26,7 @@ JOBS = "/api/generation/jobs"
 
 # The bounds, counted in a test (where a transaction's start and end are a SAVEPOINT and its
 # RELEASE: two of next's and submit's). Before issue 20 they were 14, 10, 6 and 8.
-NEXT_MAX = 11
+NEXT_MAX = 10
 SUBMIT_MAX = 7
 JOB_MAX = 5
 OUTPUTS_MAX = 5
