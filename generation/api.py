@@ -6,6 +6,7 @@ from decimal import Decimal
 from typing import Any, cast
 
 import django_filters
+from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status
@@ -186,10 +187,15 @@ def _job_input(request) -> tuple[dict[str, Any], bytes | None, str]:
     return data, cast("bytes | None", upload), filename
 
 
+def _jobs() -> QuerySet[GenerationJob]:
+    """Jobs as the API shows them (their models by id: no ``LLMModel`` rows)."""
+    return selectors.jobs(llm_models=False)
+
+
 class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):
     """Generation jobs of the user's teams."""
 
-    queryset = selectors.jobs()
+    queryset = _jobs()
     serializer_class = JobSerializer
     view_feature = GENERATION_VIEW
     action_features = {
@@ -205,6 +211,12 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
     }
     filterset_fields = ["status", "mode"]
     parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    def get_base_queryset(self) -> QuerySet[GenerationJob]:
+        # Only the list and a job's own page show its prompts and models; every other action
+        # on a job needs the row alone (and answers with a fresh ``selectors.jobs()``).
+        base = super().get_base_queryset()
+        return base if self.action in ("list", "retrieve") else base.prefetch_related(None)
 
     def _job(self) -> GenerationJob:
         return cast(GenerationJob, self.get_object())
@@ -224,7 +236,8 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
         if data.get("start") is True:
             services.job_start(user=request.user, job=job)
         return Response(
-            JobSerializer(selectors.jobs().get(pk=job.pk)).data, status.HTTP_201_CREATED
+            JobSerializer(_jobs().get(pk=job.pk)).data,
+            status.HTTP_201_CREATED,
         )
 
     @extend_schema(request=JobUpdateSerializer, responses=JobSerializer)
@@ -233,7 +246,7 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
         if not isinstance(request.data, dict):
             raise FieldErrors({"non_field_errors": "Send a JSON object."})
         job = services.job_update(user=request.user, job=self._job(), data=dict(request.data))
-        return Response(JobSerializer(selectors.jobs().get(pk=job.pk)).data)
+        return Response(JobSerializer(_jobs().get(pk=job.pk)).data)
 
     def destroy(self, request, *args, **kwargs):
         services.job_delete(user=request.user, job=self._job())
@@ -241,7 +254,7 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
 
     def _transition(self, fn) -> Response:
         job = fn(user=self.request.user, job=self._job())
-        return Response(JobSerializer(selectors.jobs().get(pk=job.pk)).data)
+        return Response(JobSerializer(_jobs().get(pk=job.pk)).data)
 
     @extend_schema(request=None, responses=JobSerializer)
     @action(detail=True, methods=["post"])
@@ -267,7 +280,7 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
         """Run the failed cells again, and only them (the job resumes if it had finished);
         ``retried`` says how many."""
         job, count = services.job_retry_failed(user=request.user, job=self._job())
-        return Response(JobSerializer(selectors.jobs().get(pk=job.pk)).data | {"retried": count})
+        return Response(JobSerializer(_jobs().get(pk=job.pk)).data | {"retried": count})
 
     @extend_schema(responses=OutputSerializer(many=True), filters=True)
     @action(detail=True, methods=["get"])
@@ -319,7 +332,7 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
             target=job,
             format="json",
         )
-        return exports.json_response(job, JobSerializer(selectors.jobs().get(pk=job.pk)).data)
+        return exports.json_response(job, JobSerializer(_jobs().get(pk=job.pk)).data)
 
 
 class OutputViewSet(TeamScopedViewSet, mixins.RetrieveModelMixin):

@@ -39,15 +39,19 @@ JSON_FIELDS = [*CSV_FIELDS, ("last_attempt_ms", "last_attempt_ms")]
 JSON_COLUMNS = [column for column, _ in JSON_FIELDS]
 
 
-def jobs() -> QuerySet[GenerationJob]:
+def jobs(*, llm_models: bool = True) -> QuerySet[GenerationJob]:
+    """Jobs with their team, owner, prompts and models (and the models' ``LLMModel`` rows
+    unless ``llm_models`` is false: the API shows only their ids)."""
     return GenerationJob.objects.select_related("team", "owner").prefetch_related(
-        "prompts", "models__llm_model"
+        "prompts", "models__llm_model" if llm_models else "models"
     )
 
 
 def outputs(job: GenerationJob | None = None) -> QuerySet[GenerationOutput]:
-    qs = GenerationOutput.objects.select_related("item", "prompt", "model_config", "job__team")
-    return qs.filter(job=job) if job is not None else qs
+    """Outputs with their item, prompt and model; with their job and team too unless they
+    are ``job``'s (then each row does not repeat the job's columns)."""
+    qs = GenerationOutput.objects.select_related("item", "prompt", "model_config")
+    return qs.filter(job=job) if job is not None else qs.select_related("job__team")
 
 
 # Rows read and written per step of an export: a block of the download (about 1 MB at 1 KB

@@ -32,12 +32,10 @@ def features_by_team(user: Any) -> dict[int, frozenset[str]]:
         return {}
     cached = getattr(user, _CACHE_ATTR, None)
     if cached is None:
-        cached = {
-            team_id: ROLE_FEATURES.get(role, frozenset())
-            for team_id, role in Membership.objects.filter(user_id=user.pk).values_list(
-                "team_id", "role"
-            )
-        }
+        # One query per request (the user object lives as long as the request); unordered,
+        # so it reads the memberships alone, not joined with their users and teams.
+        rows = Membership.objects.filter(user_id=user.pk).order_by().values_list("team_id", "role")
+        cached = {team_id: ROLE_FEATURES.get(role, frozenset()) for team_id, role in rows}
         setattr(user, _CACHE_ATTR, cached)
     return cached
 

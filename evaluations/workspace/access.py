@@ -6,14 +6,23 @@ assigned groups, ``ScenarioAssigneeGroup``, as the groups are at the time of ask
 people who
 accepted an invitation to that scenario (and only that scenario: an invitation makes nobody a
 member of the team). Every evaluation surface (services, API, pages) asks here, and here is
-how many tasks one evaluator may be handed (``quota``).
+how many tasks one evaluator may be handed (``quota_of``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import (
+    BooleanField,
+    Exists,
+    ExpressionWrapper,
+    Model,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+)
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_SUBMIT
@@ -52,31 +61,66 @@ def _assigned_or_open(user: Any, scenario: Any = None) -> Q:
     )
 
 
+# Set on a scenario fetched by ``scenario_to_evaluate``: the id of the user it was vetted for
+# (the object lives as long as the request), so ``may_evaluate`` does not ask again.
+_VETTED_FOR = "_evaluations_vetted_for"
+# Set by ``with_scenario_open_to``: (user id, whether the scenario chose nobody or them).
+_OPEN_TO = "_evaluations_open_to"
+_OPEN_TO_ANNOTATION = "evaluations_open_to_user"
+
+
+def with_scenario_open_to(user: Any, queryset: QuerySet[Any]) -> QuerySet[Any]:
+    """Rows with a ``scenario`` (assignments, judgments) that also say, in the same query,
+    whether their scenario chose nobody or chose ``user``; ``scenario_open_to`` hands the
+    answer to their scenario, so that ``may_evaluate`` asks nothing more."""
+    chosen = _assigned_or_open(user, OuterRef("scenario_id"))
+    return queryset.annotate(
+        **{_OPEN_TO_ANNOTATION: ExpressionWrapper(chosen, output_field=BooleanField())}
+    )
+
+
+def scenario_open_to(user: Any, row: Model | None) -> Any:
+    """``row`` (from ``with_scenario_open_to``), its scenario told what the row's query said."""
+    if row is not None:
+        setattr(row.scenario, _OPEN_TO, (user.pk, bool(getattr(row, _OPEN_TO_ANNOTATION))))  # type: ignore[attr-defined]
+    return row
+
+
 def may_evaluate(user: Any, scenario: Scenario) -> bool:
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         return False
+    if getattr(scenario, _VETTED_FOR, None) == user.pk:
+        return True
     if policy.may(user, EVALUATIONS_SUBMIT, scenario):
         if policy.is_superuser(user):
             return True
-        # One query whatever the number of assignees and groups.
-        if Scenario.objects.filter(_assigned_or_open(user, scenario.pk), pk=scenario.pk).exists():
+        known = getattr(scenario, _OPEN_TO, None)
+        if known is not None and known[0] == user.pk:
+            chosen = known[1]
+        else:
+            # One query whatever the number of assignees and groups.
+            rows = Scenario.objects.filter(_assigned_or_open(user, scenario.pk), pk=scenario.pk)
+            chosen = rows.exists()
+        if chosen:
             return True
     return _invited(user).filter(scenario_id=scenario.pk).exists()
 
 
-def quota(user: Any, scenario: Scenario) -> int | None:
-    """The most tasks of the scenario this user may hold (judgments and reservations): their
-    own quota as an assignee, else the scenario's default; None for no limit."""
-    own = (
-        ScenarioAssignee.objects.filter(scenario_id=scenario.pk, user_id=user.pk)
-        .values_list("quota", flat=True)
-        .first()
-    )
+def own_quota(user: Any, scenario: Scenario) -> Subquery:
+    """The user's own quota in the scenario as a subquery (to read it with another query)."""
+    rows = ScenarioAssignee.objects.filter(scenario_id=scenario.pk, user_id=user.pk)
+    return Subquery(rows.values("quota")[:1])
+
+
+def quota_of(scenario: Scenario, own: int | None) -> int | None:
+    """The most tasks of the scenario a user may hold (judgments and reservations): ``own``,
+    their quota as an assignee (``own_quota``), else the scenario's default; None for no
+    limit."""
     return own if own is not None else scenario.default_quota
 
 
 def quotas(user: Any, scenarios: Any) -> dict[int, int | None]:
-    """``quota`` of several scenarios in one query."""
+    """``quota_of`` of several scenarios in one query."""
     own = dict(
         ScenarioAssignee.objects.filter(
             scenario_id__in=[s.pk for s in scenarios], user_id=user.pk, quota__isnull=False
@@ -91,6 +135,8 @@ def scenario_to_evaluate(
     """One scenario the user may evaluate; ``NotFound`` for anything else (missing, another
     team's, not invited)."""
     try:
-        return evaluable(user, queryset).get(pk=pk)
+        scenario = evaluable(user, queryset).get(pk=pk)
     except (Scenario.DoesNotExist, ValueError, TypeError) as exc:
         raise NotFound() from exc
+    setattr(scenario, _VETTED_FOR, user.pk)
+    return scenario

@@ -37,6 +37,13 @@ def _assignment(user: Any, pk: int) -> Assignment:
     return found
 
 
+def _to_lock(pk: int) -> Assignment:
+    """Assignment ``pk`` by reference, for ``services.submit`` and ``services.skip``: they
+    fetch it locked and check it is the user's to answer (``NotFound`` otherwise), so it is
+    not read and checked once more here."""
+    return Assignment(pk=pk)
+
+
 class QueueEntrySerializer(serializers.Serializer):
     id = serializers.IntegerField()
     team = serializers.CharField(help_text="The team's slug.")
@@ -150,9 +157,7 @@ class SubmitView(APIView):
     def post(self, request, pk: int):
         if not isinstance(request.data, dict):
             raise FieldErrors({"non_field_errors": "Send a JSON object."})
-        judgment = services.submit(
-            user=request.user, assignment=_assignment(request.user, pk), data=request.data
-        )
+        judgment = services.submit(user=request.user, assignment=_to_lock(pk), data=request.data)
         return Response(JudgmentSerializer(judgment).data, status=status.HTTP_201_CREATED)
 
 
@@ -163,7 +168,7 @@ class SkipView(APIView):
 
     @extend_schema(request=None, responses={204: None})
     def post(self, request, pk: int):
-        services.skip(user=request.user, assignment=_assignment(request.user, pk))
+        services.skip(user=request.user, assignment=_to_lock(pk))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

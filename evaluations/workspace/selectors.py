@@ -14,6 +14,9 @@ from evaluations.workspace import access
 from scenarios.models import GoldTask, Scenario, ScenarioStatus, Task
 
 QUEUE_LENGTH = 200
+# What a task's view reads besides the task (``services.task_view``): fetched with it
+# (``select_related``), so that the view needs no query of its own for them.
+TASK_VIEW = ("item", "gold", "variant_a", "variant_b")
 
 
 def queue(user: Any) -> list[Scenario]:
@@ -27,11 +30,11 @@ def queue(user: Any) -> list[Scenario]:
 
 def own_assignment(user: Any, pk: Any) -> Assignment | None:
     """The user's assignment ``pk`` with its scenario, task and item; None if it is not theirs."""
-    return (
-        Assignment.objects.select_related("scenario", "task__item")
-        .filter(pk=pk, evaluator_id=user.pk)
-        .first()
+    related = [f"task__{name}" for name in TASK_VIEW]
+    rows = Assignment.objects.select_related("scenario", *related).filter(
+        pk=pk, evaluator_id=user.pk
     )
+    return access.scenario_open_to(user, access.with_scenario_open_to(user, rows).first())
 
 
 def judgments(scenario_id: int) -> QuerySet[Judgment]:

@@ -9,7 +9,7 @@ there), so under any number of concurrent evaluators no task gets more than ``ov
 judgments; one evaluator's concurrent requests take turns on their user row, and hold one
 reservation per scenario (a constraint). Reservations last ``RESERVATION`` and expire when
 abandoned: a scheduled sweep gives their places back, and so does ``next_task`` when it
-finds nothing else. An evaluator with a quota (``access.quota``) is handed nothing more once
+finds nothing else. An evaluator with a quota (``access.quota_of``) is handed nothing more once
 they hold that many judgments and reservations in the scenario (counted under their user
 row's lock); gold tasks and attention checks come only through the seeded draws of
 ``_gold_draw``, at the scenario's ``gold_rate`` and ``attention_rate``.
@@ -32,6 +32,7 @@ from evalplatform import validation
 from evalplatform.errors import Conflict, FieldErrors, NotFound
 from evaluations.models import Assignment, AssignmentStatus, Judgment, RaterKind
 from evaluations.workspace import access
+from evaluations.workspace.selectors import TASK_VIEW
 from scenarios.models import GoldKind, GoldTask, Scenario, ScenarioStatus, Task, Variant
 from scenarios.types import registry
 from scenarios.types.base import KEYS
@@ -96,13 +97,20 @@ def _reserve_once(user: Any, scenario: Scenario) -> Assignment | None:
     now = timezone.now()
     with transaction.atomic():
         # One evaluator's requests take turns (their user row is the lock), so concurrent
-        # "next" requests find the reservation the first one made.
-        list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk"))
+        # "next" requests find the reservation the first one made. The same query reads
+        # their own quota in the scenario (``access.own_quota``).
+        (own_quota,) = (
+            get_user_model()
+            .objects.select_for_update()
+            .filter(pk=user.pk)
+            .annotate(own_quota=access.own_quota(user, scenario))
+            .values_list("own_quota", flat=True)
+        )
         current = (
             Assignment.objects.filter(
                 scenario=scenario, evaluator=user, status=AssignmentStatus.RESERVED
             )
-            .select_related("task__item")
+            .select_related(*(f"task__{name}" for name in TASK_VIEW))
             .order_by("created_at")
             .first()
         )
@@ -117,7 +125,7 @@ def _reserve_once(user: Any, scenario: Scenario) -> Assignment | None:
         if current is not None:
             current.scenario = scenario
             return current
-        limit = access.quota(user, scenario)
+        limit = access.quota_of(scenario, own_quota)
         if limit is not None and _held(user, scenario) >= limit:
             return None
         task = _gold_draw(user, scenario)
@@ -125,7 +133,7 @@ def _reserve_once(user: Any, scenario: Scenario) -> Assignment | None:
             gold = GoldTask.objects.filter(scenario=scenario).values("task_id")
             candidates = (
                 Task.objects.filter(scenario=scenario, taken__lt=scenario.overlap)
-                .select_related("item")
+                .select_related(*TASK_VIEW)
                 .exclude(assignments__evaluator=user)
                 .exclude(pk__in=gold)
                 .order_by("taken", "position")
@@ -178,7 +186,7 @@ def _gold_draw(user: Any, scenario: Scenario) -> Task | None:
             continue
         unseen = (
             Task.objects.filter(scenario=scenario, gold__kind=kind)
-            .select_related("item")
+            .select_related(*TASK_VIEW)
             .exclude(assignments__evaluator=user)
             .order_by("position")
         )
@@ -208,7 +216,8 @@ def own_locked(user: Any, assignment: Assignment) -> Assignment:
 
 def _own(user: Any, assignment: Assignment) -> Assignment:
     locked = Assignment.objects.select_for_update().select_related("scenario", "task")
-    found = locked.filter(pk=assignment.pk, evaluator=user).first()
+    rows = access.with_scenario_open_to(user, locked.filter(pk=assignment.pk, evaluator=user))
+    found = access.scenario_open_to(user, rows.first())
     if found is None:
         raise NotFound()
     _may_submit(user, found.scenario)
@@ -320,15 +329,34 @@ def shown_context(scenario: Scenario, context: Mapping[str, Any]) -> dict[str, A
     return {name: context[name] for name in scenario.context_fields if name in context}
 
 
+def _loaded_variants(task: Task, shown: list[int]) -> dict[int, Variant] | None:
+    """The shown variants by id when they all came with the task (``TASK_VIEW``: a rating
+    or comparison task's), else None."""
+    loaded = {
+        variant.pk: variant
+        for name in ("variant_a", "variant_b")
+        if getattr(Task, name).is_cached(task) and (variant := getattr(task, name)) is not None
+    }
+    return loaded if all(pk in loaded for pk in shown) else None
+
+
+def _attention_instruction(task: Task) -> str | None:
+    """The instruction of an attention check, else None (no query when the task was fetched
+    with ``select_related("gold")``)."""
+    try:
+        gold = task.gold
+    except GoldTask.DoesNotExist:
+        return None
+    return gold.instruction if gold.kind == GoldKind.ATTENTION else None
+
+
 def shown_task(scenario: Scenario, task: Task, shown: list[int]) -> dict[str, Any]:
     """A task as its evaluators see it, the variants in the order ``shown``. An attention
     check shows its instruction in place of every variant's content."""
-    variants = {v.pk: v for v in Variant.objects.filter(pk__in=shown)}
-    instruction = (
-        GoldTask.objects.filter(task_id=task.pk, kind=GoldKind.ATTENTION)
-        .values_list("instruction", flat=True)
-        .first()
-    )
+    variants = _loaded_variants(task, shown)
+    if variants is None:
+        variants = {v.pk: v for v in Variant.objects.filter(pk__in=shown)}
+    instruction = _attention_instruction(task)
     item = task.item
     view: dict[str, Any] = {
         "scenario": scenario.pk,

@@ -70,3 +70,31 @@ def test_tokens_are_private_to_their_owner(api, team_a, member):
     token.refresh_from_db()
     assert token.revoked_at is None
     assert api(alice).post("/api/tokens", {}, format="json").json()["errors"]["name"]
+
+
+@pytest.mark.django_db
+def test_a_token_is_read_with_its_user_in_one_query_and_stamped_once_a_minute(team_a, member):
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from evalplatform.accounts.services import token_create
+
+    token, key = token_create(user=member(team_a, Role.VIEWER), name="ci")
+    client = token_client(key)
+
+    def token_queries() -> list[str]:
+        with CaptureQueriesContext(connection) as ctx:
+            assert client.get("/api/me").status_code == 200
+        return [q["sql"] for q in ctx.captured_queries if "accounts_apitoken" in q["sql"]]
+
+    first = token_queries()  # never used: the read (joined with the user) and the stamp
+    assert len(first) == 2 and "auth_user" in first[0] and first[1].startswith("UPDATE")
+    assert len(token_queries()) == 1  # used a moment ago: the read alone
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now() - timedelta(minutes=2))
+    assert len(token_queries()) == 2
+    token.refresh_from_db()
+    assert token.last_used_at is not None
+    assert timezone.now() - token.last_used_at < timedelta(minutes=1)
