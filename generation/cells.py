@@ -265,13 +265,16 @@ def record(
     handler: results.ResultHandler | None,
     batch_id: int | None = None,
     item_events: bool = False,
+    update_job: bool = True,
 ) -> Recorded:
     """Record results of cells the caller owns (running, and locked or guarded by the
     caller, in the caller's transaction), and add them to the job's counts, cost and
     reservations. ``prices``: the model of each configuration; ``handler``: the job's
     result handler (``results.handler_for``), which sees the replies first. ``batch_id``:
     the results came from this provider batch, at the batch price (a cell run again
-    leaves it). ``item_events``: also return each recorded cell's event, to publish."""
+    leaves it). ``item_events``: also return each recorded cell's event, to publish.
+    ``update_job=False``: the caller, holding the job locked, writes its counts, cost and
+    reservations itself (from the returned tally)."""
     rejected = (
         handler.check(job_id, {f.pk: f.response.text for f in finished if f.response is not None})
         if handler is not None
@@ -358,7 +361,7 @@ def record(
     with_reply = [c["pk"] for c in changes if "content" in c]
     if with_reply and handler is not None:
         handler.recorded(job_id, with_reply)
-    if changes:
+    if changes and update_job:
         GenerationJob.objects.filter(pk=job_id).update(
             completed_cells=F("completed_cells") + tally.completed,
             failed_cells=F("failed_cells") + tally.failed,

@@ -126,22 +126,27 @@ class GenerationWork:
             )
             if job is None:
                 return "lost", [], False
+            # The job's fields to write, in one UPDATE at the end of the step.
+            dirty: list[str] = []
             if outcomes and job.runner_token == self.token:
                 reason = self._record(job, outcomes, out, progress)
+                dirty += ["completed_cells", "failed_cells", "cost_usd", "reserved_usd"]
             if reason is None:
                 control = self._control(job)
+                if control == "run":
+                    dirty.append("lease_until")
                 if control == "run" and limit > 0:
                     claimed, blocked = cells.claim(
                         self.cells,
                         job,
                         cells.pending_refs(job, limit),
-                        also_save=("lease_until",),
+                        also_save=[f for f in dirty if f != "reserved_usd"],
                         status=OutputStatus.RUNNING,
                         started_at=timezone.now(),
                         runner_token=self.token,
                     )
-                if control == "run" and not claimed:
-                    job.save(update_fields=["lease_until"])
+            if dirty and not claimed:
+                job.save(update_fields=dirty)
         for event, data, key in out:
             self._emit(event, data, key=key)
         if progress and self._publisher is not None:
@@ -229,8 +234,9 @@ class GenerationWork:
             prices=self.prices,
             handler=self.handler,
             item_events=self._publisher is not None,
+            update_job=False,
         )
-        # What cells.record wrote to the job (with F expressions), on the locked instance.
+        # The job's counts, on the locked instance (``step`` writes them).
         job.completed_cells += recorded.completed
         job.failed_cells += recorded.failed
         job.cost_usd += recorded.cost_usd
