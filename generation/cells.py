@@ -168,13 +168,15 @@ def claim(
     pending: Sequence[CellRef],
     *,
     batch_price: bool = False,
+    also_save: Sequence[str] = (),
     **fields: Any,
 ) -> tuple[list[Claimed], bool]:
     """Claim ``pending`` cells of the locked ``job`` in order while their reservations (at
     the batch price with ``batch_price``) fit its budget: each is written with ``fields`` (the
     same for all) and its reservation, and the job's reservations grow by their sum.
     Returns the claimed cells and whether the budget stopped the claim (call inside the
-    transaction that locked the job)."""
+    transaction that locked the job). ``also_save``: more of the job's fields, set by the
+    caller, to write in the same UPDATE when cells are claimed."""
     available = (
         job.budget_usd - job.cost_usd - job.reserved_usd if job.budget_usd is not None else None
     )
@@ -192,24 +194,22 @@ def claim(
     if claimed:
         mark_claimed({c.ref.pk: c.reserved_usd for c in claimed}, **fields)
         job.reserved_usd += sum((c.reserved_usd for c in claimed), Decimal(0))
-        job.save(update_fields=["reserved_usd", "updated_at"])
+        job.save(update_fields=["reserved_usd", "updated_at", *also_save])
     return claimed, blocked
 
 
 def mark_claimed(reserved: dict[int, Decimal], **fields: Any) -> None:
     """Write claimed cells: ``fields`` (the same for all) and each one's reservation (by
-    pk), in a few UPDATEs (cells of one prompt length share a reservation). Django's
-    bulk_update costs far more per row (a CASE per field; measured by the benchmarks)."""
-    pks = list(reserved)
-    for start in range(0, len(pks), UPDATE_CHUNK):
-        GenerationOutput.objects.filter(pk__in=pks[start : start + UPDATE_CHUNK]).update(**fields)
+    pk), one UPDATE per distinct reservation (cells of one prompt length share one; often
+    a step's cells all do). Django's bulk_update costs far more per row (a CASE per field;
+    measured by the benchmarks)."""
     by_reserve: dict[Decimal, list[int]] = {}
     for pk, reserve in reserved.items():
         by_reserve.setdefault(reserve, []).append(pk)
     for reserve, same in by_reserve.items():
         for start in range(0, len(same), UPDATE_CHUNK):
             GenerationOutput.objects.filter(pk__in=same[start : start + UPDATE_CHUNK]).update(
-                reserved_usd=reserve
+                reserved_usd=reserve, **fields
             )
 
 
@@ -250,6 +250,9 @@ class Recorded:
     changed: int = 0
     completed: int = 0
     failed: int = 0
+    # What the job's cost grew by and its reservations shrank by (already written).
+    cost_usd: Decimal = Decimal(0)
+    released_usd: Decimal = Decimal(0)
     # The cells' events (event, data, cell id), for a runner that publishes them.
     item_events: list[tuple[str, dict[str, Any], int]] = field(default_factory=list)
 
@@ -262,13 +265,16 @@ def record(
     handler: results.ResultHandler | None,
     batch_id: int | None = None,
     item_events: bool = False,
+    update_job: bool = True,
 ) -> Recorded:
     """Record results of cells the caller owns (running, and locked or guarded by the
     caller, in the caller's transaction), and add them to the job's counts, cost and
     reservations. ``prices``: the model of each configuration; ``handler``: the job's
     result handler (``results.handler_for``), which sees the replies first. ``batch_id``:
     the results came from this provider batch, at the batch price (a cell run again
-    leaves it). ``item_events``: also return each recorded cell's event, to publish."""
+    leaves it). ``item_events``: also return each recorded cell's event, to publish.
+    ``update_job=False``: the caller, holding the job locked, writes its counts, cost and
+    reservations itself (from the returned tally)."""
     rejected = (
         handler.check(job_id, {f.pk: f.response.text for f in finished if f.response is not None})
         if handler is not None
@@ -355,7 +361,7 @@ def record(
     with_reply = [c["pk"] for c in changes if "content" in c]
     if with_reply and handler is not None:
         handler.recorded(job_id, with_reply)
-    if changes:
+    if changes and update_job:
         GenerationJob.objects.filter(pk=job_id).update(
             completed_cells=F("completed_cells") + tally.completed,
             failed_cells=F("failed_cells") + tally.failed,
@@ -363,6 +369,7 @@ def record(
             reserved_usd=F("reserved_usd") - released,
         )
     tally.changed = len(changes)
+    tally.cost_usd, tally.released_usd = cost_total, released
     return tally
 
 

@@ -107,44 +107,95 @@ class GenerationWork:
     def connection(self, connection_id: int) -> ProviderConnection:
         return ProviderConnection.objects.get(pk=connection_id)
 
-    def claim(self, limit: int) -> tuple[list[Cell], bool]:
-        with transaction.atomic():
-            job = GenerationJob.objects.select_for_update().get(pk=self.job_id)
-            if job.runner_token != self.token or job.status != JobStatus.RUNNING:
-                return [], False
-            claimed, blocked = cells.claim(
-                self.cells,
-                job,
-                cells.pending_refs(job, limit),
-                status=OutputStatus.RUNNING,
-                started_at=timezone.now(),
-                runner_token=self.token,
-            )
-        for c in claimed:
-            self._emit(events.ITEM_STARTED, self.cells.started_data(c.ref), key=c.ref.pk)
-        return [
-            Cell(c.ref.pk, c.model.connection_id, c.request, c.reserved_usd, c.ref.model_config_id)
-            for c in claimed
-        ], blocked
-
     def step(self, outcomes: Sequence[Outcome], limit: int) -> tuple[str, list[Cell], bool]:
+        """One database hop, one transaction: lock the job, record what finished, read the
+        job's state (renewing the lease of a running job), claim up to ``limit`` more cells.
+        The cells' events go out once it has committed. When the results show systematic
+        failures, the results are committed, the job fails, and nothing more is claimed."""
+        out: list[tuple[str, dict[str, Any], int]] = []
+        progress: list[dict[str, Any]] = []
         reason = None
-        if outcomes:
-            reason = self.record(outcomes)
-        if reason:
+        claimed: list[cells.Claimed] = []
+        blocked = False
+        with transaction.atomic():
+            job = (
+                GenerationJob.objects.select_for_update()
+                .only(*_STEP_FIELDS)
+                .filter(pk=self.job_id)
+                .first()
+            )
+            if job is None:
+                return "lost", [], False
+            # The job's fields to write, in one UPDATE at the end of the step.
+            dirty: list[str] = []
+            if outcomes and job.runner_token == self.token:
+                reason = self._record(job, outcomes, out, progress)
+                dirty += ["completed_cells", "failed_cells", "cost_usd", "reserved_usd"]
+            if reason is None:
+                control = self._control(job)
+                if control == "run":
+                    dirty.append("lease_until")
+                if control == "run" and limit > 0:
+                    claimed, blocked = cells.claim(
+                        self.cells,
+                        job,
+                        cells.pending_refs(job, limit),
+                        also_save=[f for f in dirty if f != "reserved_usd"],
+                        status=OutputStatus.RUNNING,
+                        started_at=timezone.now(),
+                        runner_token=self.token,
+                    )
+            if dirty and not claimed:
+                job.save(update_fields=dirty)
+        for event, data, key in out:
+            self._emit(event, data, key=key)
+        if progress and self._publisher is not None:
+            self._publisher.progress(events.JOB_PROGRESS, progress[-1])
+        if reason is not None:
             # Systematic failures: the job stops, spending nothing more.
             lifecycle.fail(job_id=self.job_id, message=reason, token=self.token)
-        control = self.control()
-        if control != "run" or limit <= 0:
-            return control, [], False
-        claimed, blocked = self.claim(limit)
-        return control, claimed, blocked
+            return self.control(), [], False
+        for c in claimed:
+            self._emit(events.ITEM_STARTED, self.cells.started_data(c.ref), key=c.ref.pk)
+        return (
+            control,
+            [
+                Cell(
+                    c.ref.pk,
+                    c.model.connection_id,
+                    c.request,
+                    c.reserved_usd,
+                    c.ref.model_config_id,
+                )
+                for c in claimed
+            ],
+            blocked,
+        )
 
-    def record(self, outcomes: Sequence[Outcome]) -> str | None:
-        """Record finished cells in one transaction. Only this runner's running cells are
-        recorded (locked first), so a result can never be counted twice. Returns why the
-        job must fail (``generation.failures``), or None; a cell that failed for such a
-        reason of its connection goes back to pending (with its error), to run on resume."""
+    def _control(self, job: GenerationJob) -> str:
+        """``control`` on the locked job: a running job of this runner has its lease
+        renewed (in memory: the caller saves ``lease_until``)."""
+        if job.runner_token != self.token:
+            return "lost"
+        if job.status != JobStatus.RUNNING:
+            return job.status
+        job.lease_until = timezone.now() + timedelta(seconds=settings.GENERATION_LEASE_S)
+        return "run"
+
+    def _record(
+        self,
+        job: GenerationJob,
+        outcomes: Sequence[Outcome],
+        out: list[tuple[str, dict[str, Any], int]],
+        progress: list[dict[str, Any]],
+    ) -> str | None:
+        """Record finished cells, in the step's transaction, on the job this runner holds
+        (locked). Only this runner's running cells are recorded (locked first), so a result
+        can never be counted twice. The job's counts are brought up to date in memory too;
+        the cells' events are appended to ``out``, the job's state to ``progress``. Returns
+        why the job must fail (``generation.failures``), or None; a cell that failed for
+        such a reason of its connection goes back to pending (with its error), to run on
+        resume."""
         reason = None
         systematic = set()
         for o in outcomes:
@@ -153,45 +204,63 @@ class GenerationWork:
             if o.error is not None and self.failures.systematic(o.error):
                 systematic.add(o.cell.id)
             reason = reason or why
-        with transaction.atomic():
-            if not GenerationJob.objects.filter(pk=self.job_id, runner_token=self.token).exists():
-                return None  # taken over: the new runner owns these cells now
-            # Only this runner's running cells: after a takeover, the old runner's late
-            # results are not recorded (and not counted).
-            owned = set(
-                GenerationOutput.objects.select_for_update()
-                .filter(
-                    pk__in=[o.cell.id for o in outcomes],
-                    status=OutputStatus.RUNNING,
-                    runner_token=self.token,
+        # Only this runner's running cells: after a takeover, the old runner's late
+        # results are not recorded (and not counted).
+        owned = set(
+            GenerationOutput.objects.select_for_update()
+            .filter(
+                pk__in=[o.cell.id for o in outcomes],
+                status=OutputStatus.RUNNING,
+                runner_token=self.token,
+            )
+            .values_list("pk", flat=True)
+        )
+        recorded = cells.record(
+            self.job_id,
+            [
+                cells.Finished(
+                    o.cell.id,
+                    o.cell.meta,
+                    o.cell.reserved_usd,
+                    o.attempts,
+                    response=o.response,
+                    error=o.error,
+                    retry=o.cell.id in systematic,
+                    total_s=o.total_s,
                 )
-                .values_list("pk", flat=True)
-            )
-            recorded = cells.record(
-                self.job_id,
-                [
-                    cells.Finished(
-                        o.cell.id,
-                        o.cell.meta,
-                        o.cell.reserved_usd,
-                        o.attempts,
-                        response=o.response,
-                        error=o.error,
-                        retry=o.cell.id in systematic,
-                        total_s=o.total_s,
-                    )
-                    for o in outcomes
-                    if o.cell.id in owned and (o.response is not None or o.error is not None)
-                ],
-                prices=self.prices,
-                handler=self.handler,
-                item_events=self._publisher is not None,
-            )
+                for o in outcomes
+                if o.cell.id in owned and (o.response is not None or o.error is not None)
+            ],
+            prices=self.prices,
+            handler=self.handler,
+            item_events=self._publisher is not None,
+            update_job=False,
+        )
+        # The job's counts, on the locked instance (``step`` writes them).
+        job.completed_cells += recorded.completed
+        job.failed_cells += recorded.failed
+        job.cost_usd += recorded.cost_usd
+        job.reserved_usd -= recorded.released_usd
         if recorded.item_events and self._publisher is not None:
-            for event, data, key in recorded.item_events:
-                self._emit(event, data, key=key)
-            self._publisher.progress(events.JOB_PROGRESS, events.current_state(self.job_id))
+            out.extend(recorded.item_events)
+            progress.append(events.state(job))
         return reason
+
+
+# The job's fields a step reads: its state, budget and the event's fields.
+_STEP_FIELDS = (
+    "runner_token",
+    "status",
+    "status_message",
+    "budget_usd",
+    "cost_usd",
+    "reserved_usd",
+    "total_cells",
+    "completed_cells",
+    "failed_cells",
+    "lease_until",
+    "updated_at",
+)
 
 
 def run(job_id: int) -> RunSummary:
