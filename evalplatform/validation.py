@@ -67,6 +67,33 @@ def digits(text: Any, *, most: int = 18, signed: bool = False) -> int | None:
     return int(text.strip())
 
 
+def each_named(
+    refs: list[Any],
+    *,
+    by_id: dict[int, Any],
+    by_name: dict[str, Any],
+    field: str,
+    errors: dict[str, str],
+    unknown: str,
+) -> list[Any]:
+    """The objects a list of references names, once each and in order: an integer is an id, a
+    text a name. A reference that names nothing (``unknown`` says what it should be: "no
+    group of the team") or names an object again is recorded under ``<field>.<index>``."""
+    found: dict[int, Any] = {}
+    for index, ref in enumerate(refs):
+        chosen = (
+            by_id.get(ref) if _is_int(ref) else by_name.get(ref) if isinstance(ref, str) else None
+        )
+        shown = repr(str(ref)[:200])
+        if chosen is None:
+            errors[f"{field}.{index}"] = f"{shown} is {unknown}."
+        elif chosen.pk in found:
+            errors[f"{field}.{index}"] = f"{shown} is named twice."
+        else:
+            found[chosen.pk] = chosen
+    return list(found.values())
+
+
 def whole_number(
     value: Any,
     *,

@@ -148,18 +148,14 @@ def _team_members(team_id: int, refs: Any, errors: dict[str, str], field: str) -
         .filter(Q(pk__in=[i for i in ids if 0 < i <= validation.INT_MAX]) | Q(username__in=names))
     )
     by_id = {u.pk: u for u in users}
-    by_name = {u.get_username(): u for u in by_id.values()}
-    found: dict[int, Any] = {}
-    for index, ref in enumerate(refs):
-        is_id = isinstance(ref, int) and not isinstance(ref, bool)
-        user = by_id.get(ref) if is_id else by_name.get(ref) if isinstance(ref, str) else None
-        if user is None:
-            errors[f"{field}.{index}"] = f"{str(ref)[:150]!r} is no member of the team."
-        elif user.pk in found:
-            errors[f"{field}.{index}"] = f"{str(ref)[:150]!r} is named twice."
-        else:
-            found[user.pk] = user
-    return list(found.values())
+    return validation.each_named(
+        refs,
+        by_id=by_id,
+        by_name={u.get_username(): u for u in by_id.values()},
+        field=field,
+        errors=errors,
+        unknown="no member of the team",
+    )
 
 
 def group_create(*, user: Any, team: Team, name: Any, members: Any = None) -> TeamGroup:

@@ -157,24 +157,14 @@ def _groups(scenario: Scenario, refs: Any, errors: dict[str, str]) -> list[TeamG
         errors["groups"] = f"At most {MAX_ASSIGNEES:,} groups."
         return []
     team_groups = list(TeamGroup.objects.filter(team_id=scenario.team_id))
-    by_id = {g.pk: g for g in team_groups}
-    by_name = {g.name: g for g in team_groups}
-    found: dict[int, TeamGroup] = {}
-    for index, ref in enumerate(refs):
-        group = (
-            by_id.get(ref)
-            if isinstance(ref, int) and not isinstance(ref, bool)
-            else by_name.get(ref)
-            if isinstance(ref, str)
-            else None
-        )
-        if group is None:
-            errors[f"groups.{index}"] = f"{str(ref)[:200]!r} is no group of the team."
-        elif group.pk in found:
-            errors[f"groups.{index}"] = f"{str(ref)[:200]!r} is named twice."
-        else:
-            found[group.pk] = group
-    return list(found.values())
+    return validation.each_named(
+        refs,
+        by_id={g.pk: g for g in team_groups},
+        by_name={g.name: g for g in team_groups},
+        field="groups",
+        errors=errors,
+        unknown="no group of the team",
+    )
 
 
 def gold_entries(raw: Any, filename: str = "") -> Any:
