@@ -14,6 +14,7 @@ urlpatterns = [
     path("api/", include("evaluations.invitations.urls")),
     path("api/", include("evaluations.judges.urls")),
     path("api/", include("evaluations.analytics.urls")),
+    path("api/", include("evaluations.planner.urls")),
     path("api/", include("evaluations.quality.urls")),
     path("api/", include("evaluations.review.urls")),
     path("api/evaluations/", include("evaluations.workspace.urls")),
@@ -25,6 +26,7 @@ urlpatterns = [
     # scenarios/<id>/<action> would take them); the scenarios app's before generation's (its
     # jobs/<id>/<action> would take generation/jobs/<id>/to-scenario).
     path("", include("evaluations.analytics.page_urls")),
+    path("", include("evaluations.planner.page_urls")),
     path("", include("evaluations.invitations.page_urls")),
     path("", include("evaluations.judges.page_urls")),
     path("", include("evaluations.judgefiles.page_urls")),

@@ -651,3 +651,52 @@ class JudgeVerdict(models.Model):
 
     def __str__(self) -> str:
         return self.custom_id
+
+
+# --- the budget scheduler (evaluations.planner) ------------------------------------------------
+class PlanStatus(models.TextChoices):
+    PROPOSED = "proposed", "Proposed"
+    ACCEPTED = "accepted", "Accepted"
+
+
+class BudgetPlan(models.Model):
+    """A proposal of the scheduler: the next batch of work (which pairs, on which items, how
+    many tasks, for people or which judge) that narrows the ``question``'s interval most for
+    the ``budget``, with its projected cost and width. It is computed from the verdicts and
+    tasks ``fingerprint`` names; accepting it once they changed is refused (propose again).
+    ``submitted``: what accepting made (the tasks, the judges' runs)."""
+
+    team_lookup = "scenario__team"
+
+    scenario = models.ForeignKey(Scenario, on_delete=models.CASCADE, related_name="budget_plans")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(
+        max_length=10, choices=PlanStatus.choices, default=PlanStatus.PROPOSED
+    )
+    question = models.JSONField(default=dict)
+    budget = models.JSONField(default=dict)
+    fingerprint = models.CharField(max_length=100)
+    proposal = models.JSONField(default=dict)
+    submitted = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=PlanStatus.values), name="budget_plan_status_valid"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scenario} plan {self.pk}"

@@ -234,6 +234,9 @@ class NewTask:
     variant_b_id: int | None = None
     order: list[int] = field(default_factory=list)
     reverse_of: int | None = None
+    # Places of the overlap held from the start: the scenario's overlap makes a task no
+    # evaluator is handed (one asked of judges only, e.g. by the budget scheduler).
+    held: int = 0
 
 
 def tasks_add(
@@ -254,6 +257,7 @@ def tasks_add(
                 variant_a_id=spec.variant_a_id,
                 variant_b_id=spec.variant_b_id,
                 order=spec.order,
+                taken=spec.held,
             )
             for offset, spec in enumerate(tasks)
         ],

@@ -1,0 +1,134 @@
+"""The budget scheduler's API (docs/api.md): ``POST /api/scenarios/{id}/plan`` proposes the
+next batch of work for a question and a budget (``feature:scenarios:manage``), ``GET`` lists
+the scenario's proposals and ``GET .../plan/{plan_id}`` shows one (``feature:evaluations:
+view_all``), ``POST .../plan/{plan_id}/accept`` submits one (``feature:scenarios:manage``,
+and ``feature:evaluations:judge`` when it runs judges)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evalplatform.accounts import policy
+from evalplatform.accounts.roles import EVALUATIONS_VIEW_ALL, SCENARIOS_MANAGE, SCENARIOS_VIEW
+from evalplatform.api import bodies
+from evalplatform.api.parsers import JSONParser
+from evalplatform.errors import FieldErrors, NotFound
+from evalplatform.throttling import expensive
+from evaluations.models import BudgetPlan
+from evaluations.planner import selectors, services
+from scenarios.models import Scenario
+
+LISTED = 50
+
+PLAN_BODY = bodies.request(
+    bodies.body(
+        question={"type": "string", "description": "pair, top_k or ranking."},
+        a={"type": "string", "description": "pair: one model (by name)."},
+        b={"type": "string", "description": "pair: the other model."},
+        k=bodies.whole(1, services.MAX_ENTITIES - 1, "top_k: how many at the top."),
+        tau=bodies.number(services.TAU_MIN, services.TAU_MAX, "ranking: the Kendall tau wanted."),
+        budget_usd=bodies.number(0.0, services.BUDGET_USD_MAX, "Money to spend, USD."),
+        budget_hours=bodies.number(0.0, services.BUDGET_HOURS_MAX, "People's hours to spend."),
+        hourly_rate_usd=bodies.number(0.0, services.HOURLY_RATE_MAX, "People's pay per hour."),
+        seconds_per_judgment=bodies.number(
+            1.0, services.SECONDS_MAX, "People's time per judgment (default: the median)."
+        ),
+        target_width=bodies.number(
+            services.WIDTH_MIN, services.WIDTH_MAX, "Stop once the interval is this wide."
+        ),
+        max_tasks=bodies.whole(1, services.MAX_TASKS, "The most tasks to propose."),
+        raters={"type": "array", "items": {"type": "string"}, "description": "human, judge:<id>"},
+    )
+)
+
+
+def plan_json(plan: BudgetPlan) -> dict[str, Any]:
+    return {
+        "id": plan.pk,
+        "scenario": plan.scenario_id,
+        "status": plan.status,
+        "stale": services.is_stale(plan),
+        "question": plan.question,
+        "budget": plan.budget,
+        "proposal": plan.proposal,
+        "submitted": plan.submitted,
+        "created_by": plan.created_by.username if plan.created_by else None,
+        "created_at": plan.created_at.isoformat(),
+        "accepted_at": plan.accepted_at.isoformat() if plan.accepted_at else None,
+    }
+
+
+def scenario_for(user: Any, pk: int, feature: str) -> Scenario:
+    return policy.access(
+        user, feature, Scenario.objects.select_related("team"), view_feature=SCENARIOS_VIEW, pk=pk
+    )
+
+
+def plan_for(user: Any, pk: int, plan_id: int, feature: str) -> BudgetPlan:
+    scenario = scenario_for(user, pk, feature)
+    plan = selectors.plan_of(scenario, plan_id)
+    if plan is None:
+        raise NotFound()
+    plan.scenario = scenario
+    return plan
+
+
+def _body(request) -> dict[str, Any]:
+    if not isinstance(request.data, dict):
+        raise FieldErrors({"non_field_errors": "Send a JSON object."})
+    return dict(request.data)
+
+
+class PlansView(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request, pk: int):
+        """The scenario's proposals, newest first (at most 50), each with ``stale``: whether
+        the verdicts or tasks changed since it was computed."""
+        scenario = scenario_for(request.user, pk, EVALUATIONS_VIEW_ALL)
+        rows = list(selectors.plans(scenario).order_by("-created_at", "-pk")[:LISTED])
+        stamp = selectors.fingerprint(scenario)
+        found = []
+        for plan in rows:
+            plan.scenario = scenario
+            found.append(
+                plan_json(plan) | {"stale": plan.status == "proposed" and plan.fingerprint != stamp}
+            )
+        return Response({"plans": found})
+
+    @extend_schema(request=PLAN_BODY, responses={201: OpenApiTypes.OBJECT})
+    @expensive
+    def post(self, request, pk: int):
+        """Propose the next batch of work: the question (``question``: pair with ``a`` and
+        ``b``, top_k with ``k``, ranking with ``tau``), the budget (``budget_usd``,
+        ``budget_hours``, ``hourly_rate_usd``) and options; nothing is submitted."""
+        scenario = scenario_for(request.user, pk, SCENARIOS_MANAGE)
+        plan = services.plan_propose(user=request.user, scenario=scenario, data=_body(request))
+        return Response(plan_json(plan), status=201)
+
+
+class PlanView(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request, pk: int, plan_id: int):
+        """One proposal, with its projected cost and width, and what accepting it made."""
+        return Response(plan_json(plan_for(request.user, pk, plan_id, EVALUATIONS_VIEW_ALL)))
+
+
+class PlanAcceptView(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    @expensive
+    def post(self, request, pk: int, plan_id: int):
+        """Submit the proposal: its people's tasks are added to the scenario, its judges run
+        over theirs. 409 when it is stale (propose again), accepted already, or the
+        scenario is closed."""
+        plan = plan_for(request.user, pk, plan_id, SCENARIOS_MANAGE)
+        plan = services.plan_accept(user=request.user, plan=plan)
+        return Response(plan_json(plan))

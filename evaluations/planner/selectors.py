@@ -1,0 +1,208 @@
+"""Reads of the budget scheduler: a scenario's verdicts as the model's arrays (by entity:
+the variants' models, or their variant ids when the variants name fewer than two models),
+its items and pairs, what a task costs each rater, the fingerprint that makes a proposal
+stale, and the stored proposals."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+import numpy as np
+from django.db.models import Count, Max, QuerySet
+
+from evalplatform.providers.estimate import CHARS_PER_TOKEN
+from evaluations.analytics import data
+from evaluations.models import BudgetPlan, Judgment, LLMJudge, ParseStatus, RaterKind
+from evaluations.planner.design import HUMAN
+from scenarios.models import Scenario, Task, Variant
+from scenarios.services import JUDGE_PROMPT_CHARS, JUDGE_REPLY_TOKENS
+
+# People's time per judgment when the scenario has none timed yet (docs/analytics.md).
+DEFAULT_SECONDS = 60.0
+
+
+@dataclass
+class JudgeCost:
+    judge: LLMJudge
+    verdicts_per_task: int
+    usd_per_task: float
+    measured: bool  # from its own calls' costs (else the model's prices x typical tokens)
+
+
+@dataclass
+class PlanningData:
+    """What a proposal is computed from."""
+
+    entities: list[str]
+    # The verdicts: entity indices shown first and second, outcome (1 first won, 0.5 tie),
+    # rater ("human" or "judge:<id>"), task id.
+    first: np.ndarray
+    second: np.ndarray
+    outcome: np.ndarray
+    rater: np.ndarray
+    task: np.ndarray
+    # Each entity pair (i < j) with the items where both have a variant: (item pk, item id,
+    # variant of i, variant of j), and how many tasks each item's pair has already.
+    pairs: dict[tuple[int, int], list[tuple[int, str, int, int]]] = field(default_factory=dict)
+    tasks_per_pair_item: Counter[tuple[int, int, int]] = field(default_factory=Counter)
+    seconds_per_judgment: float = DEFAULT_SECONDS
+    seconds_measured: int = 0
+    judges: list[JudgeCost] = field(default_factory=list)
+
+
+def entity_names(variants: list[Variant]) -> dict[int, str]:
+    """Each variant's entity: its model, or its variant id when the variants name fewer than
+    two models (uploads without models)."""
+    models = {v.model_label for v in variants if v.model_label}
+    if len(models) >= 2:
+        return {v.pk: v.model_label or "(none)" for v in variants}
+    return {v.pk: v.variant_id for v in variants}
+
+
+def entity_list(scenario: Scenario) -> list[str]:
+    """The scenario's entities by name, sorted."""
+    return sorted(set(entity_names(list(Variant.objects.filter(scenario=scenario))).values()))
+
+
+def usable_judges(scenario: Scenario) -> QuerySet[LLMJudge]:
+    """The judges a proposal may use: those whose model is active."""
+    return LLMJudge.objects.filter(scenario=scenario, llm_model__active=True).order_by("pk")
+
+
+def fingerprint(scenario: Scenario) -> str:
+    """What a proposal is computed from: the valid verdicts (count, newest), the tasks
+    (count, newest) and the judges. Any change makes a stored proposal stale."""
+    verdicts = data.judgments(scenario).aggregate(n=Count("pk"), last=Max("pk"))
+    tasks = Task.objects.filter(scenario=scenario).aggregate(n=Count("pk"), last=Max("pk"))
+    judges = ",".join(
+        str(pk) for pk in LLMJudge.objects.filter(scenario=scenario).values_list("pk", flat=True)
+    )
+    return (
+        f"v{verdicts['n']}:{verdicts['last'] or 0}/t{tasks['n']}:{tasks['last'] or 0}/j{judges}"
+    )[:100]
+
+
+def verdict_count(scenario: Scenario) -> int:
+    return data.judgments(scenario).exclude(parse_status=ParseStatus.FAILED).count()
+
+
+def planning_data(scenario: Scenario) -> PlanningData:
+    variants = list(
+        Variant.objects.filter(scenario=scenario)
+        .select_related("item")
+        .order_by("item__position", "position")
+    )
+    entity_of_variant = entity_names(variants)
+    entities = sorted(set(entity_of_variant.values()))
+    index = {name: n for n, name in enumerate(entities)}
+    var_entity = {pk: index[name] for pk, name in entity_of_variant.items()}
+
+    # Pairs of entities within each item (the first variant of each entity in the item).
+    pairs: dict[tuple[int, int], list[tuple[int, str, int, int]]] = defaultdict(list)
+    by_item: dict[int, dict[int, int]] = defaultdict(dict)
+    item_name: dict[int, str] = {}
+    for v in variants:
+        by_item[v.item_id].setdefault(var_entity[v.pk], v.pk)
+        item_name[v.item_id] = v.item.item_id
+    for item, members in by_item.items():
+        ordered = sorted(members.items())
+        for n, (ei, vi) in enumerate(ordered):
+            for ej, vj in ordered[n + 1 :]:
+                pairs[(ei, ej)].append((item, item_name[item], vi, vj))
+
+    counts: Counter[tuple[int, int, int]] = Counter()
+    for item, a, b in Task.objects.filter(scenario=scenario, variant_b__isnull=False).values_list(
+        "item_id", "variant_a_id", "variant_b_id"
+    ):
+        ea, eb = var_entity.get(a), var_entity.get(b)
+        if ea is not None and eb is not None and ea != eb and item is not None:
+            counts[(min(ea, eb), max(ea, eb), item)] += 1
+
+    rows, _ = data.verdicts(scenario)
+    first, second, outcome, rater, task = [], [], [], [], []
+    scores = {"A": 1.0, "B": 0.0}
+    for row in rows:
+        if len(row.presented) != 2:
+            continue
+        x, y = var_entity.get(row.presented[0]), var_entity.get(row.presented[1])
+        if x is None or y is None or x == y:
+            continue
+        first.append(x)
+        second.append(y)
+        outcome.append(scores.get(str(row.payload.get("winner")), 0.5))
+        rater.append(f"judge:{row.judge}" if row.kind == RaterKind.JUDGE else HUMAN)
+        task.append(row.task)
+
+    timed = [
+        ms
+        for ms in data.judgments(scenario)
+        .filter(rater_kind=RaterKind.HUMAN, time_spent_ms__isnull=False, time_spent_ms__gt=0)
+        .order_by("-pk")
+        .values_list("time_spent_ms", flat=True)[:5000]
+        if ms is not None
+    ]
+    found = PlanningData(
+        entities=entities,
+        first=np.array(first, int),
+        second=np.array(second, int),
+        outcome=np.array(outcome, float),
+        rater=np.array(rater, dtype=object),
+        task=np.array(task, int),
+        pairs=dict(pairs),
+        tasks_per_pair_item=counts,
+        seconds_per_judgment=statistics.median(timed) / 1000 if timed else DEFAULT_SECONDS,
+        seconds_measured=len(timed),
+        judges=judge_costs(scenario, variants),
+    )
+    return found
+
+
+def judge_costs(scenario: Scenario, variants: list[Variant]) -> list[JudgeCost]:
+    """Each usable judge (its model active) of the scenario, with its verdicts per task and
+    the cost of a task: the mean cost of its calls so far times its calls per task, or the
+    model's prices (batch prices for a batch judge) x the typical tokens of a call (the
+    default judge prompt, the item's context and two variants, one token per four
+    characters, and a 150-token reply)."""
+    judges = usable_judges(scenario).select_related("llm_model")
+    mean_variant = sum(len(v.content) for v in variants) / max(1, len(variants))
+    per_call_input = math.ceil((JUDGE_PROMPT_CHARS + 2 * mean_variant) / CHARS_PER_TOKEN)
+    costs = dict(
+        Judgment.objects.filter(judge__scenario=scenario, output__isnull=False)
+        .values("judge_id")
+        .annotate(n=Count("pk"))
+        .values_list("judge_id", "n")
+    )
+    spent: dict[int, Decimal] = defaultdict(Decimal)
+    for judge_id, cost in Judgment.objects.filter(
+        judge__scenario=scenario, output__isnull=False
+    ).values_list("judge_id", "output__cost_usd"):
+        spent[judge_id] += cost or Decimal(0)
+    found = []
+    for judge in judges.order_by("pk"):
+        calls = judge.repetitions * max(1, len(judge.temperatures or [0.0]))
+        calls *= 2 if judge.swap else 1
+        measured = costs.get(judge.pk, 0) > 0 and spent[judge.pk] > 0
+        if measured:
+            per_call = float(spent[judge.pk]) / costs[judge.pk]
+        else:
+            model = judge.llm_model
+            batch = judge.mode == "batch" and model.supports_batch
+            per_call = float(model.cost_usd(per_call_input, JUDGE_REPLY_TOKENS, batch=batch))
+        found.append(JudgeCost(judge, calls, per_call * calls, measured))
+    return found
+
+
+def plans(scenario: Scenario) -> QuerySet[BudgetPlan]:
+    return BudgetPlan.objects.filter(scenario=scenario).select_related("created_by")
+
+
+def latest_plan(scenario: Scenario) -> BudgetPlan | None:
+    return plans(scenario).order_by("-created_at", "-pk").first()
+
+
+def plan_of(scenario: Scenario, pk: int) -> BudgetPlan | None:
+    return plans(scenario).filter(pk=pk).first()

@@ -1,0 +1,472 @@
+"""The budget scheduler: propose the next batch of work for a question on a comparison
+scenario and a budget (``plan_propose``), and accept a proposal (``plan_accept``): its
+people's tasks become tasks of the scenario that evaluators are handed like any other, its
+judges' tasks are made for the judges only (no evaluator is handed them) and each judge runs
+over its tasks at once, in its own mode (a batch judge through its provider's batch API).
+A proposal is computed from the verdicts and tasks of one moment (``selectors.fingerprint``);
+once they change (results arrived, tasks were added), accepting it is refused: propose again,
+and the new proposal is computed from the current verdicts.
+
+Bounded per request: at most ``MAX_ENTITIES`` entities, ``MAX_CANDIDATES`` candidate pairs,
+``MAX_TASKS`` tasks per proposal and ``MAX_VERDICTS`` verdicts read (docs/analytics.md).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+import numpy as np
+from django.db import transaction
+from django.utils import timezone
+
+from evalplatform import validation
+from evalplatform.accounts import audit, policy
+from evalplatform.accounts.roles import EVALUATIONS_JUDGE, SCENARIOS_MANAGE
+from evalplatform.errors import Conflict, FieldErrors, Forbidden
+from evaluations.judges import services as judge_services
+from evaluations.models import BudgetPlan, LLMJudge, PlanStatus
+from evaluations.planner import design, selectors
+from evaluations.planner.design import HUMAN
+from scenarios import selectors as scenario_selectors
+from scenarios import services as scenario_services
+from scenarios.models import Scenario, ScenarioStatus
+from scenarios.types import registry
+
+MAX_ENTITIES = 100
+MAX_CANDIDATES = 2000
+MAX_TASKS = 500
+MAX_VERDICTS = 200_000
+BUDGET_USD_MAX = 1_000_000.0
+BUDGET_HOURS_MAX = 100_000.0
+HOURLY_RATE_MAX = 10_000.0
+SECONDS_MAX = 86_400.0
+WIDTH_MIN, WIDTH_MAX = 0.01, 100.0
+TAU_MIN, TAU_MAX = 0.5, 0.99
+# A task per entity pair, item and rater: at most this many of each in one proposal.
+REPEATS_PER_ITEM = 3
+
+
+def _may_manage(user: Any, scenario: Scenario) -> None:
+    if not policy.may(user, SCENARIOS_MANAGE, scenario):
+        raise Forbidden()
+
+
+def _usd(value: float) -> str:
+    return str(Decimal(str(value)).quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP))
+
+
+def check_request(
+    data: Mapping[str, Any], entities: list[str], judges: list[LLMJudge]
+) -> dict[str, Any]:
+    """The question, the budget and the options of a proposal; field errors for bad input."""
+    errors: dict[str, str] = {}
+    kind = data.get("question")
+    question: dict[str, Any] = {"kind": kind}
+    if kind not in design.QUESTIONS:
+        errors["question"] = "pair, top_k or ranking."
+    n = len(entities)
+    if kind == "pair":
+        for key in ("a", "b"):
+            name = data.get(key)
+            if not isinstance(name, str) or name not in entities:
+                shown = ", ".join(entities[:20]) + (" …" if n > 20 else "")
+                errors[key] = f"One of the scenario's models: {shown}."
+            else:
+                question[key] = name
+        if "a" in question and question.get("a") == question.get("b"):
+            errors["b"] = "Another model than a."
+    elif kind == "top_k":
+        if n < 3:
+            errors["question"] = "The top k needs at least three models."
+        else:
+            question["k"] = validation.whole_number(
+                data.get("k"),
+                name="k",
+                lo=1,
+                hi=n - 1,
+                errors=errors,
+                message=f"A whole number from 1 to {n - 1}.",
+            )
+            if question["k"] is None and "k" not in errors:
+                errors["k"] = f"A whole number from 1 to {n - 1}."
+    elif kind == "ranking":
+        question["tau"] = validation.number(
+            data.get("tau"), name="tau", lo=TAU_MIN, hi=TAU_MAX, errors=errors, default=0.9
+        )
+    budget: dict[str, Any] = {
+        "usd": validation.number(
+            data.get("budget_usd"),
+            name="budget_usd",
+            lo=0.0,
+            hi=BUDGET_USD_MAX,
+            errors=errors,
+            default=0.0,
+        ),
+        "hours": validation.number(
+            data.get("budget_hours"),
+            name="budget_hours",
+            lo=0.0,
+            hi=BUDGET_HOURS_MAX,
+            errors=errors,
+            default=0.0,
+        ),
+        "hourly_rate_usd": validation.number(
+            data.get("hourly_rate_usd"),
+            name="hourly_rate_usd",
+            lo=0.0,
+            hi=HOURLY_RATE_MAX,
+            errors=errors,
+            default=0.0,
+        ),
+        "seconds_per_judgment": validation.number(
+            data.get("seconds_per_judgment"),
+            name="seconds_per_judgment",
+            lo=1.0,
+            hi=SECONDS_MAX,
+            errors=errors,
+        ),
+        "target_width": validation.number(
+            data.get("target_width"), name="target_width", lo=WIDTH_MIN, hi=WIDTH_MAX, errors=errors
+        ),
+        "max_tasks": validation.whole_number(
+            data.get("max_tasks"),
+            name="max_tasks",
+            lo=1,
+            hi=MAX_TASKS,
+            errors=errors,
+            default=MAX_TASKS,
+        ),
+    }
+    both_read = "budget_usd" not in errors and "budget_hours" not in errors
+    if both_read and not budget["usd"] and not budget["hours"]:
+        errors["budget_usd"] = "A budget in money, in people's hours, or both."
+    keys = [HUMAN, *(f"judge:{j.pk}" for j in judges)]
+    raters = data.get("raters")
+    if raters is None or raters == "":
+        budget["raters"] = keys
+    elif (
+        not isinstance(raters, list)
+        or not raters
+        or not all(isinstance(r, str) and r in keys for r in raters)
+    ):
+        errors["raters"] = f"A list of raters among: {', '.join(keys)}."
+    else:
+        budget["raters"] = list(dict.fromkeys(raters))
+    if errors:
+        raise FieldErrors(errors)
+    return {"question": question, "budget": budget}
+
+
+def plan_propose(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> BudgetPlan:
+    """Compute and store a proposal (``feature:scenarios:manage``)."""
+    _may_manage(user, scenario)
+    if not registry.of(scenario).is_pairwise:
+        raise FieldErrors({"scenario": "The scheduler plans comparison scenarios."})
+    if not isinstance(data, Mapping):
+        raise FieldErrors({"non_field_errors": "Send a JSON object."})
+    if scenario.status == ScenarioStatus.CLOSED:
+        raise Conflict("The scenario is closed.")
+    if selectors.verdict_count(scenario) > MAX_VERDICTS:
+        raise Conflict(f"More than {MAX_VERDICTS:,} verdicts: too many to plan from here.")
+    stamp = selectors.fingerprint(scenario)
+    found = selectors.planning_data(scenario)
+    if len(found.entities) < 2:
+        raise FieldErrors({"scenario": "The scheduler needs at least two models to compare."})
+    if len(found.entities) > MAX_ENTITIES:
+        raise FieldErrors({"scenario": f"At most {MAX_ENTITIES} models can be planned for."})
+    checked = check_request(data, found.entities, [c.judge for c in found.judges])
+    proposal = _propose(scenario, found, checked["question"], checked["budget"])
+    return BudgetPlan.objects.create(
+        scenario=scenario,
+        created_by=user,
+        question=checked["question"],
+        budget=checked["budget"],
+        fingerprint=stamp,
+        proposal=proposal,
+    )
+
+
+def _raters(
+    scenario: Scenario, found: selectors.PlanningData, estimate: design.Estimate, budget: dict
+) -> tuple[list[design.Rater], list[dict[str, Any]]]:
+    """The kinds of work on offer with their measured quality and cost per task, and how
+    the proposal describes them."""
+    seconds = budget["seconds_per_judgment"] or found.seconds_per_judgment
+    offered: list[design.Rater] = []
+    described: list[dict[str, Any]] = []
+
+    def quality(key: str) -> design.Quality:
+        return estimate.quality.get(key) or design.Quality(
+            1.0 if key == HUMAN else design.PRIOR_RELIABILITY,
+            0.0,
+            0.0 if key == HUMAN else design.DEFAULT_REPEAT_CORRELATION,
+            0,
+            False,
+        )
+
+    if HUMAN in budget["raters"]:
+        q = quality(HUMAN)
+        hours = scenario.overlap * seconds / 3600
+        offered.append(
+            design.Rater(
+                HUMAN, 1.0, q.bias, scenario.overlap, 0.0, hours * budget["hourly_rate_usd"], hours
+            )
+        )
+        described.append(
+            {
+                "rater": HUMAN,
+                "name": "People",
+                "reliability": 1.0,
+                "position_bias": round(q.bias, 4),
+                "verdicts": q.verdicts,
+                "verdicts_per_task": scenario.overlap,
+                "seconds_per_judgment": round(seconds, 2),
+                "seconds_measured_from": 0
+                if budget["seconds_per_judgment"]
+                else found.seconds_measured,
+                "usd_per_task": _usd(hours * budget["hourly_rate_usd"]),
+                "hours_per_task": round(hours, 6),
+            }
+        )
+    for cost in found.judges:
+        key = f"judge:{cost.judge.pk}"
+        if key not in budget["raters"]:
+            continue
+        q = quality(key)
+        offered.append(
+            design.Rater(
+                key,
+                q.reliability,
+                q.bias,
+                cost.verdicts_per_task,
+                q.repeat_correlation,
+                cost.usd_per_task,
+                0.0,
+            )
+        )
+        described.append(
+            {
+                "rater": key,
+                "name": cost.judge.name,
+                "mode": cost.judge.mode,
+                "reliability": round(q.reliability, 4),
+                "position_bias": round(q.bias, 4),
+                "repeat_correlation": round(q.repeat_correlation, 4),
+                "verdicts": q.verdicts,
+                "measured_against_people": q.against_people,
+                "verdicts_per_task": cost.verdicts_per_task,
+                "usd_per_task": _usd(cost.usd_per_task),
+                "cost_measured": cost.measured,
+                "hours_per_task": 0.0,
+            }
+        )
+    return offered, described
+
+
+def _candidates(found: selectors.PlanningData, question: dict[str, Any], index: dict):
+    """The entity pairs with an item where both have a variant; for a pair question the
+    pairs touching its two models first, then the least compared; at most MAX_CANDIDATES."""
+    compared: Counter[tuple[int, int]] = Counter()
+    for (i, j, _item), count in found.tasks_per_pair_item.items():
+        compared[(i, j)] += count
+    touching = {index.get(question.get("a")), index.get(question.get("b"))} - {None}
+    pairs = sorted(
+        found.pairs,
+        key=lambda p: (-(len(touching & set(p))), compared[p], p),
+    )[:MAX_CANDIDATES]
+    return pairs
+
+
+def _propose(
+    scenario: Scenario, found: selectors.PlanningData, question: dict[str, Any], budget: dict
+) -> dict[str, Any]:
+    index = {name: n for n, name in enumerate(found.entities)}
+    estimate = design.estimate(
+        len(found.entities), found.first, found.second, found.outcome, found.rater, found.task
+    )
+    asked = design.Question(
+        question["kind"],
+        a=index.get(str(question.get("a"))),
+        b=index.get(str(question.get("b"))),
+        k=question.get("k"),
+        tau=question.get("tau") or 0.9,
+    )
+    offered, described = _raters(scenario, found, estimate, budget)
+    pairs = _candidates(found, question, index)
+    candidates = np.array(pairs, int).reshape(-1, 2)
+    per_candidate = np.array(
+        [len(found.pairs[p]) * REPEATS_PER_ITEM * max(1, len(offered)) for p in pairs], int
+    )
+    chosen = design.plan(
+        theta=estimate.theta,
+        cov=estimate.cov,
+        question=asked,
+        candidates=candidates,
+        raters=offered,
+        budget_usd=budget["usd"],
+        budget_hours=budget["hours"],
+        target_width=budget["target_width"],
+        max_tasks=budget["max_tasks"],
+        per_candidate=per_candidate,
+    )
+    work = _work(found, pairs, offered, chosen.picks)
+    for row in described:
+        row["tasks"] = sum(w["tasks"] for w in work if w["rater"] == row["rater"])
+    judge_usd = sum(offered[r].usd_per_task for _, r in chosen.picks if offered[r].key != HUMAN)
+    return {
+        "entities": found.entities,
+        "strengths": [
+            {
+                "entity": name,
+                "strength": round(float(estimate.theta[n]), 4),
+                "sd": round(float(np.sqrt(estimate.cov[n, n])), 4),
+            }
+            for n, name in sorted(enumerate(found.entities), key=lambda e: -estimate.theta[e[0]])
+        ],
+        "before": _rounded(chosen.before),
+        "after": _rounded(chosen.after),
+        "cost": {
+            "usd": _usd(chosen.usd),
+            "judge_usd": _usd(judge_usd),
+            "human_usd": _usd(chosen.usd - judge_usd),
+            "human_hours": round(chosen.hours, 4),
+        },
+        "tasks": len(chosen.picks),
+        "verdicts": sum(offered[r].verdicts_per_task for _, r in chosen.picks),
+        "raters": described,
+        "work": work,
+        "candidates": len(pairs),
+    }
+
+
+def _rounded(found: dict[str, Any]) -> dict[str, Any]:
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in found.items()}
+
+
+def _work(
+    found: selectors.PlanningData,
+    pairs: list[tuple[int, int]],
+    offered: list[design.Rater],
+    picks: list[tuple[int, int]],
+) -> list[dict[str, Any]]:
+    """The picks as work: each (pair, rater) task on the pair's item with the fewest tasks
+    so far (counting those planned), grouped by pair, item and rater."""
+    planned: Counter[tuple[int, int, int]] = Counter(found.tasks_per_pair_item)
+    grouped: dict[tuple[int, int, int, int], int] = defaultdict(int)
+    items: dict[int, tuple[int, str, int, int]] = {}
+    for p, r in picks:
+        i, j = pairs[p]
+        options = found.pairs[(i, j)]
+        item, name, vi, vj = min(options, key=lambda o: (planned[(i, j, o[0])], o[0]))
+        planned[(i, j, item)] += 1
+        items[item] = (item, name, vi, vj)
+        grouped[(i, j, item, r)] += 1
+    work = []
+    for (i, j, item, r), tasks in sorted(grouped.items()):
+        rater = offered[r]
+        variants = next(o for o in found.pairs[(i, j)] if o[0] == item)
+        work.append(
+            {
+                "rater": rater.key,
+                "entity_a": found.entities[i],
+                "entity_b": found.entities[j],
+                "item": variants[1],
+                "variant_a": variants[2],
+                "variant_b": variants[3],
+                "tasks": tasks,
+                "verdicts": tasks * rater.verdicts_per_task,
+                "usd": _usd(tasks * rater.usd_per_task),
+                "human_hours": round(tasks * rater.hours_per_task, 4),
+            }
+        )
+    return work
+
+
+def is_stale(plan: BudgetPlan) -> bool:
+    return plan.status == PlanStatus.PROPOSED and plan.fingerprint != selectors.fingerprint(
+        plan.scenario
+    )
+
+
+def plan_accept(*, user: Any, plan: BudgetPlan) -> BudgetPlan:
+    """Submit a proposal: its tasks are made and its judges run over theirs, all or
+    nothing. Refused (409) once accepted, when the scenario is closed, or when it is stale."""
+    scenario = plan.scenario
+    _may_manage(user, scenario)
+    judge_keys = {w["rater"] for w in plan.proposal.get("work", [])} - {HUMAN}
+    if judge_keys and not policy.may(user, EVALUATIONS_JUDGE, scenario):
+        raise Forbidden()
+    with transaction.atomic():
+        scenario = Scenario.objects.select_for_update().get(pk=scenario.pk)
+        plan = BudgetPlan.objects.select_for_update().get(pk=plan.pk)
+        plan.scenario = scenario
+        if plan.status != PlanStatus.PROPOSED:
+            raise Conflict("This proposal was accepted already.")
+        if scenario.status == ScenarioStatus.CLOSED:
+            raise Conflict("The scenario is closed.")
+        if plan.fingerprint != selectors.fingerprint(scenario):
+            raise Conflict(
+                "The verdicts or tasks changed since this proposal: propose again.",
+                extra={"stale": True},
+            )
+        if not plan.proposal.get("work"):
+            raise Conflict("This proposal has no work to submit.")
+        judges = {
+            f"judge:{j.pk}": j
+            for j in LLMJudge.objects.filter(scenario=scenario).select_related("scenario__team")
+        }
+        start = scenario_selectors.next_task_position(scenario)
+        shuffle = random.Random(f"{scenario.seed}:plan:{plan.pk}")  # noqa: S311 - order shown
+        wanted = {
+            v for line in plan.proposal["work"] for v in (line["variant_a"], line["variant_b"])
+        }
+        item_of = dict(
+            scenario_selectors.variants(scenario).filter(pk__in=wanted).values_list("pk", "item_id")
+        )
+        if len(item_of) != len(wanted):
+            raise Conflict("A variant of this proposal is gone: propose again.")
+        specs: list[scenario_services.NewTask] = []
+        raters: list[str] = []
+        for line in plan.proposal["work"]:
+            held = 0 if line["rater"] == HUMAN else scenario.overlap
+            for _ in range(line["tasks"]):
+                first, second = line["variant_a"], line["variant_b"]
+                if shuffle.random() < 0.5:
+                    first, second = second, first
+                specs.append(
+                    scenario_services.NewTask(
+                        item_id=item_of[first], variant_a_id=first, variant_b_id=second, held=held
+                    )
+                )
+                raters.append(line["rater"])
+        made = scenario_services.tasks_add(scenario=scenario, tasks=specs, start=start)
+        by_rater: dict[str, list[int]] = defaultdict(list)
+        for task, rater in zip(made, raters, strict=True):
+            by_rater[rater].append(task.pk)
+        runs = []
+        for key, task_ids in sorted(by_rater.items()):
+            if key == HUMAN:
+                continue
+            judge = judges.get(key)
+            if judge is None:
+                raise Conflict("A judge of this proposal is gone: propose again.")
+            run = judge_services.judge_run(user=user, judge=judge, data={"tasks": task_ids})
+            runs.append({"judge": judge.pk, "run": run.pk, "job": run.job_id, "mode": judge.mode})
+        plan.status = PlanStatus.ACCEPTED
+        plan.accepted_at = timezone.now()
+        plan.accepted_by = user
+        plan.submitted = {"tasks": dict(by_rater), "judge_runs": runs}
+        plan.save(update_fields=["status", "accepted_at", "accepted_by", "submitted"])
+        audit.record(
+            user=user,
+            team=scenario.team_id,
+            action="evaluations.plan.accept",
+            target=scenario,
+            plan=plan.pk,
+            tasks=len(made),
+        )
+    return plan
