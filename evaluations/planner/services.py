@@ -69,6 +69,18 @@ def check_request(
     if kind not in design.QUESTIONS:
         errors["question"] = "pair, top_k or ranking."
     n = len(entities)
+    # Every number is checked whatever the question (one that does not use it included).
+    k = validation.whole_number(
+        data.get("k"),
+        name="k",
+        lo=1,
+        hi=max(1, n - 1),
+        errors=errors,
+        message=f"A whole number from 1 to {max(1, n - 1)}.",
+    )
+    tau = validation.number(
+        data.get("tau"), name="tau", lo=TAU_MIN, hi=TAU_MAX, errors=errors, default=0.9
+    )
     if kind == "pair":
         for key in ("a", "b"):
             name = data.get(key)
@@ -82,21 +94,11 @@ def check_request(
     elif kind == "top_k":
         if n < 3:
             errors["question"] = "The top k needs at least three models."
-        else:
-            question["k"] = validation.whole_number(
-                data.get("k"),
-                name="k",
-                lo=1,
-                hi=n - 1,
-                errors=errors,
-                message=f"A whole number from 1 to {n - 1}.",
-            )
-            if question["k"] is None and "k" not in errors:
-                errors["k"] = f"A whole number from 1 to {n - 1}."
+        elif k is None and "k" not in errors:
+            errors["k"] = f"A whole number from 1 to {n - 1}."
+        question["k"] = k
     elif kind == "ranking":
-        question["tau"] = validation.number(
-            data.get("tau"), name="tau", lo=TAU_MIN, hi=TAU_MAX, errors=errors, default=0.9
-        )
+        question["tau"] = tau
     budget: dict[str, Any] = {
         "usd": validation.number(
             data.get("budget_usd"),

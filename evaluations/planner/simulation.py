@@ -98,6 +98,9 @@ def world(n: int, spread: float, seed: int, raters: tuple[SimRater, ...]) -> Wor
     return World(rng.normal(0, spread, n), rng, raters)
 
 
+KINDS = ("pair", "top_k", "ranking")
+
+
 def question_for(kind: str, truth: np.ndarray) -> Question:
     """The question asked of a simulated world: the two strongest (``pair``: the closest
     call at the top), the top 3, or the whole ranking."""

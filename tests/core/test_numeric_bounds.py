@@ -206,6 +206,11 @@ BASES: dict[tuple[str, str], Base] = {
         {"assignees": [{"user": "fuzz-admin"}]},
         url,
     ),
+    ("post", "/api/scenarios/{id}/plan"): lambda w, c: (
+        f"/api/scenarios/{w.ids['scenario'][0]}/plan",
+        {"question": "ranking", "budget_usd": 1, "max_tasks": 5},
+        f"/api/scenarios/{w.ids['scenario'][0]}/plan",
+    ),
     ("put", "/api/scenarios/{id}/gold"): lambda w, c: (
         url := f"/api/scenarios/{w.ids['scenario'][0]}/gold",
         {},

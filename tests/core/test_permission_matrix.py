@@ -54,7 +54,7 @@ from evalplatform.routing import socketio_topics, websocket_urlpatterns
 from evalplatform.runs.models import ProviderBatch
 from evaluations.invitations import services as invitations
 from evaluations.judges import services as judges
-from evaluations.models import JudgeBatch, JudgeFile, JudgeFileLine
+from evaluations.models import BudgetPlan, JudgeBatch, JudgeFile, JudgeFileLine
 from evaluations.quality import attention
 from evaluations.review import services as review
 from evaluations.workspace import services as evaluation_services
@@ -114,6 +114,7 @@ def R(route: str, methods: dict[str, str], **kwargs: Any) -> Row:
 JOB, SCN = {"pk": "@job"}, {"pk": "@scenario"}
 JUDGE = {"pk": "@judge"}
 BATCH = {"batch_id": "@judge_batch"}
+PLAN = {"plan_id": "@budgetplan"}
 VIEW_JOB = {"GET": "ok=AMCVS 403=EI"}
 MANAGE_JOB = {"POST": "ok=AMCS 403=VEI"}
 VIEW_SCN = {"GET": "ok=AMCVS 403=EI"}
@@ -165,6 +166,11 @@ TABLE: list[Row] = [
     R("api/scenarios/<pk>/analytics/<table>.csv", {"GET": "ok=AMCS 403=V"},
       params={**SCN, "table": "elo"}),
     R("api/scenarios/<pk>/adaptive-tasks", {"POST": "ok=AMS 403=CV"}, params=SCN),
+    # The budget scheduler: proposals read like analytics, made and accepted like tasks.
+    R("api/scenarios/<pk>/plan", {"GET": "ok=AMCVS", "POST": "ok=AMS 403=CV"}, params=SCN),
+    R("api/scenarios/<pk>/plan/<plan_id>", {"GET": "ok=AMCVS"}, params={**SCN, **PLAN}),
+    R("api/scenarios/<pk>/plan/<plan_id>/accept", {"POST": "ok=AMS 403=CV"},
+      params={**SCN, **PLAN}),
     # Quality control: who evaluates, gold tasks, per-evaluator figures, exclusions.
     R("api/scenarios/<pk>/assignees", {"GET": "ok=AMS 403=CV", "PUT": "ok=AMS 403=CV"},
       params=SCN),
@@ -273,6 +279,12 @@ TABLE: list[Row] = [
       params={"scenario_id": "@scenario"}),
     R("scenarios/<scenario_id>/adaptive-tasks", {"POST": "ok=AMS 403=CV"},
       params={"scenario_id": "@scenario"}, body="form"),
+    R("scenarios/<scenario_id>/plan", {"GET": "ok=AMCVS", "POST": "ok=AMS 403=CV"},
+      params={"scenario_id": "@scenario"}, body="form"),
+    R("scenarios/<scenario_id>/plan/<plan_id>", {"GET": "ok=AMCVS"},
+      params={"scenario_id": "@scenario", **PLAN}),
+    R("scenarios/<scenario_id>/plan/<plan_id>/accept", {"POST": "ok=AMS 403=CV"},
+      params={"scenario_id": "@scenario", **PLAN}, body="form"),
     R("scenarios/<scenario_id>/review", {"GET": "ok=AMCVS"}, params={"scenario_id": "@scenario"}),
     R("scenarios/<scenario_id>/tasks/<task_id>/adjudication", {"POST": "ok=AMS 403=CV"},
       params={"scenario_id": "@scenario", "task_id": "@task"}, body="form"),
@@ -620,6 +632,7 @@ KINDS = {
     "notification": "accounts.notification",
     "apitoken": "accounts.apitoken",
     "group": "accounts.teamgroup",
+    "budgetplan": "evaluations.budgetplan",
 }
 
 
@@ -750,6 +763,15 @@ def build_world() -> World:
             (key, "runs.providerbatch"): batch,
             (key, "evaluations.judgebatch"): judge_batch,
             (key, "evaluations.judgefile"): judge_file,
+            # A proposal of the budget scheduler, stale (its fingerprint is no state's).
+            (key, "evaluations.budgetplan"): BudgetPlan.objects.create(
+                scenario=scenario,
+                created_by=owner,
+                question={"kind": "ranking", "tau": 0.9},
+                budget={"usd": 1.0, "hours": 0.0, "hourly_rate_usd": 0.0},
+                fingerprint="stale",
+                proposal={},
+            ),
             (key, "accounts.auditevent"): audit_event,
             (key, "accounts.team"): team,
             (key, "accounts.membership"): Membership.objects.filter(team=team).first(),

@@ -1,0 +1,118 @@
+"""The scheduler's model on seeded simulations with known strengths and judges of known
+reliability, position bias and cost (``evaluations.planner.design`` and ``simulation``)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from evaluations.planner import design, simulation
+from evaluations.planner.design import HUMAN, Question, Rater
+
+
+def test_one_verdicts_information_is_its_score_variance():
+    """Fisher information = E[(d log P / d delta)^2], checked by finite differences."""
+    for delta, lam, beta in [(0.0, 1.0, 0.0), (1.3, 0.6, 0.4), (-2.0, 0.2, -1.0)]:
+        h = 1e-6
+        p = design.first_wins(delta, lam, beta)
+        dp = (design.first_wins(delta + h, lam, beta) - design.first_wins(delta - h, lam, beta)) / (
+            2 * h
+        )
+        expected = p * (dp / p) ** 2 + (1 - p) * (dp / (1 - p)) ** 2
+        assert design.information(delta, lam, beta) == pytest.approx(expected, rel=1e-5)
+    # A coin-flipping rater tells nothing; a perfect one p(1 - p).
+    assert design.information(0.5, 0.0, 0.0) == 0
+    p = 1 / (1 + np.exp(-0.5))
+    assert design.information(0.5, 1.0, 0.0) == pytest.approx(p * (1 - p))
+
+
+def test_each_judges_reliability_and_bias_are_recovered_against_people():
+    w = simulation.world(8, 1.5, seed=3, raters=(simulation.PEOPLE, *simulation.JUDGES))
+    i_all, j_all = np.triu_indices(8, 1)
+    for _ in range(25):
+        for i, j in zip(i_all.tolist(), j_all.tolist(), strict=True):
+            for who in w.raters:
+                w.answer(i, j, who)
+    found = w.estimate()
+    for who in simulation.JUDGES:
+        quality = found.quality[who.key]
+        assert quality.against_people
+        assert quality.reliability == pytest.approx(who.reliability, abs=0.12), who.key
+        if who.reliability >= 0.5:  # a near coin-flipper's bias is barely identified
+            assert quality.bias == pytest.approx(who.bias, abs=0.35), who.key
+    # The sticky judge repeats itself; the others' repeats (one verdict a task) are unknown.
+    assert found.quality["judge:cheap"].repeat_correlation > 0.3
+    # The fit recovers the truth's order.
+    assert np.corrcoef(found.theta, w.truth)[0, 1] > 0.95
+
+
+def _raters(found, raters=(simulation.PEOPLE, *simulation.JUDGES)):
+    return [
+        Rater(
+            r.key,
+            found.quality[r.key].reliability,
+            found.quality[r.key].bias,
+            r.verdicts_per_task,
+            found.quality[r.key].repeat_correlation,
+            r.usd_per_task,
+            r.hours_per_task,
+        )
+        for r in raters
+    ]
+
+
+def test_a_plan_keeps_to_its_budget_and_narrows_the_interval():
+    w = simulation.world(6, 1.0, seed=1, raters=(simulation.PEOPLE, *simulation.JUDGES))
+    for i, j in itertools.pairwise(range(6)):
+        for who in w.raters:
+            w.answer(i, j, who)
+    found = w.estimate()
+    i_all, j_all = np.triu_indices(6, 1)
+    candidates = np.stack([i_all, j_all], axis=1)
+    for question in (Question("pair", a=0, b=3), Question("top_k", k=2), Question("ranking")):
+        planned = design.plan(
+            theta=found.theta,
+            cov=found.cov,
+            question=question,
+            candidates=candidates,
+            raters=_raters(found),
+            budget_usd=0.5,
+            budget_hours=0.05,
+        )
+        assert planned.picks
+        assert planned.usd <= 0.5 + 1e-9 and planned.hours <= 0.05 + 1e-9
+        assert planned.after["width"] < planned.before["width"]
+        keys = [_raters(found)[r].key for _, r in planned.picks]
+        # The judge that agrees with people little better than chance is not worth its price.
+        assert keys.count("judge:broken") <= len(keys) // 10
+    # A pair question spends on pairs that tell about its pair: most picks touch 0 or 3.
+    pair = design.plan(
+        theta=found.theta,
+        cov=found.cov,
+        question=Question("pair", a=0, b=3),
+        candidates=candidates,
+        raters=_raters(found),
+        budget_usd=0.5,
+        budget_hours=0.0,
+    )
+    touching = [p for p, _ in pair.picks if {0, 3} & set(candidates[p].tolist())]
+    assert len(touching) >= 0.8 * len(pair.picks)
+    # No budget for people's hours: no people's task.
+    assert all(_raters(found)[r].key != HUMAN for _, r in pair.picks)
+
+
+@pytest.mark.parametrize("kind", ["pair", "top_k"])
+def test_the_scheduler_reaches_the_fixed_designs_width_for_less_than_half(kind):
+    """Against today's design (every pair, people and every judge on every task), run until
+    the question's interval is as narrow as the fixed design's after three passes."""
+    n, spread, seed = 6, 1.0, 11
+    _, _, target = simulation.fixed_cost(n, spread, seed, kind, 0.0, max_passes=3)
+    fixed_usd, fixed_hours, fixed_width = simulation.fixed_cost(n, spread, seed, kind, target)
+    usd, hours, width = simulation.planned_cost(
+        n, spread, seed, kind, target, round_usd=fixed_usd / 20, round_hours=fixed_hours / 20
+    )
+    assert fixed_width <= target and width <= target
+    assert usd <= 0.5 * fixed_usd
+    assert hours <= 0.5 * fixed_hours
