@@ -46,3 +46,9 @@ def run_summary(run: JudgeRun) -> dict[str, Any]:
         "tasks": run.tasks,
         "created_at": run.created_at,
     }
+
+
+def batch_capable(judge: LLMJudge) -> bool:
+    """Whether the judge's model has a batch API here (the offline mock has none)."""
+    model = judge.llm_model
+    return bool(model.supports_batch) and model.connection.kind != "mock"

@@ -426,12 +426,12 @@ def judge_source(*, user: Any, team: Team, spec: Mapping[str, Any]) -> list[sour
 
 
 # --- running ------------------------------------------------------------------------------------
-def _job_data(judge: LLMJudge, data: Mapping[str, Any]) -> dict[str, Any]:
+def _job_data(judge: LLMJudge, data: Mapping[str, Any], mode: str | None = None) -> dict[str, Any]:
     budget = data.get("budget_usd", judge.budget_usd)
     return {
         "team": judge.scenario.team.slug,
         "name": f"Judge “{judge.name}” on {judge.scenario.name}"[:200],
-        "mode": judge.mode,
+        "mode": mode or judge.mode,
         "source": {
             "type": SOURCE_KIND,
             "judge": judge.pk,
@@ -468,9 +468,13 @@ def judge_estimate(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> di
     return planning.job_estimate(plan) | {"calls": plan.cell_count}
 
 
-def judge_run(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> JudgeRun:
+def judge_run(
+    *, user: Any, judge: LLMJudge, data: Mapping[str, Any], mode: str | None = None
+) -> JudgeRun:
     """Run the judge over ``tasks`` ("unjudged" by default, "all", or task ids): a
-    generation job, started at once (queued behind the user's running job, if any)."""
+    generation job, started at once (queued behind the user's running job, if any).
+    ``mode``: live or batch for this run (the budget scheduler sends its judges' tasks
+    through the batch API where the model has one); default the judge's."""
     _may_judge(user, judge.scenario)
     with transaction.atomic():
         # The scenario's row first (a draft's tasks being made again wait, or this waits
@@ -481,7 +485,7 @@ def judge_run(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> JudgeRu
         )
         if judge.runs.exclude(job__status__in=FINISHED).exists():
             raise Conflict("A run of this judge is not finished: resume it, or cancel it, first.")
-        plan = planning.job_plan(user=user, data=_job_data(judge, data), internal=True)
+        plan = planning.job_plan(user=user, data=_job_data(judge, data, mode), internal=True)
         job = generation.job_create(user=user, plan=plan)
         run = JudgeRun.objects.create(
             judge=judge,

@@ -9,13 +9,13 @@ import math
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from decimal import Decimal
 
 import numpy as np
-from django.db.models import Count, Max, QuerySet
+from django.db.models import Avg, Count, Max, QuerySet
 
 from evalplatform.providers.estimate import CHARS_PER_TOKEN
 from evaluations.analytics import data
+from evaluations.judges import selectors as judge_selectors
 from evaluations.models import BudgetPlan, Judgment, LLMJudge, ParseStatus, RaterKind
 from evaluations.planner.design import HUMAN
 from scenarios.models import Scenario, Task, Variant
@@ -30,7 +30,8 @@ class JudgeCost:
     judge: LLMJudge
     verdicts_per_task: int
     usd_per_task: float
-    measured: bool  # from its own calls' costs (else the model's prices x typical tokens)
+    measured: bool  # tokens from its own calls (else those of a typical call)
+    mode: str  # how its tasks are sent: batch where its model has a batch API
 
 
 @dataclass
@@ -162,37 +163,38 @@ def planning_data(scenario: Scenario) -> PlanningData:
 
 
 def judge_costs(scenario: Scenario, variants: list[Variant]) -> list[JudgeCost]:
-    """Each usable judge (its model active) of the scenario, with its verdicts per task and
-    the cost of a task: the mean cost of its calls so far times its calls per task, or the
-    model's prices (batch prices for a batch judge) x the typical tokens of a call (the
-    default judge prompt, the item's context and two variants, one token per four
-    characters, and a 150-token reply)."""
-    judges = usable_judges(scenario).select_related("llm_model")
+    """Each usable judge (its model active) of the scenario, with its verdicts per task, the
+    mode its tasks are sent in (batch where its model has a batch API) and the cost of a
+    task: its model's prices in that mode x the typical tokens of a call x its calls per
+    task. Typical tokens: the mean of its calls so far; before it has run, the default judge
+    prompt with two outputs of the scenario's mean length (one token per four characters)
+    and a 150-token reply."""
+    judges = usable_judges(scenario).select_related("llm_model__connection")
     mean_variant = sum(len(v.content) for v in variants) / max(1, len(variants))
-    per_call_input = math.ceil((JUDGE_PROMPT_CHARS + 2 * mean_variant) / CHARS_PER_TOKEN)
-    costs = dict(
-        Judgment.objects.filter(judge__scenario=scenario, output__isnull=False)
+    guessed_input = math.ceil((JUDGE_PROMPT_CHARS + 2 * mean_variant) / CHARS_PER_TOKEN)
+    tokens = {
+        row["judge_id"]: row
+        for row in Judgment.objects.filter(judge__scenario=scenario, output__isnull=False)
         .values("judge_id")
-        .annotate(n=Count("pk"))
-        .values_list("judge_id", "n")
-    )
-    spent: dict[int, Decimal] = defaultdict(Decimal)
-    for judge_id, cost in Judgment.objects.filter(
-        judge__scenario=scenario, output__isnull=False
-    ).values_list("judge_id", "output__cost_usd"):
-        spent[judge_id] += cost or Decimal(0)
+        .annotate(
+            calls=Count("pk"),
+            input=Avg("output__input_tokens"),
+            output=Avg("output__output_tokens"),
+        )
+    }
     found = []
     for judge in judges.order_by("pk"):
         calls = judge.repetitions * max(1, len(judge.temperatures or [0.0]))
         calls *= 2 if judge.swap else 1
-        measured = costs.get(judge.pk, 0) > 0 and spent[judge.pk] > 0
-        if measured:
-            per_call = float(spent[judge.pk]) / costs[judge.pk]
-        else:
-            model = judge.llm_model
-            batch = judge.mode == "batch" and model.supports_batch
-            per_call = float(model.cost_usd(per_call_input, JUDGE_REPLY_TOKENS, batch=batch))
-        found.append(JudgeCost(judge, calls, per_call * calls, measured))
+        mode = "batch" if judge_selectors.batch_capable(judge) else judge.mode
+        seen = tokens.get(judge.pk)
+        measured = bool(seen and seen["calls"] and (seen["input"] or seen["output"]))
+        input_tokens = round(seen["input"] or 0) if measured and seen else guessed_input
+        output_tokens = round(seen["output"] or 0) if measured and seen else JUDGE_REPLY_TOKENS
+        per_call = float(
+            judge.llm_model.cost_usd(input_tokens, output_tokens, batch=mode == "batch")
+        )
+        found.append(JudgeCost(judge, calls, per_call * calls, measured, mode))
     return found
 
 

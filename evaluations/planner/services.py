@@ -27,6 +27,7 @@ from evalplatform import validation
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE, SCENARIOS_MANAGE
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
+from evaluations.judges import selectors as judge_selectors
 from evaluations.judges import services as judge_services
 from evaluations.models import BudgetPlan, LLMJudge, PlanStatus
 from evaluations.planner import design, selectors
@@ -254,7 +255,7 @@ def _raters(
             {
                 "rater": key,
                 "name": cost.judge.name,
-                "mode": cost.judge.mode,
+                "mode": cost.mode,
                 "reliability": round(q.reliability, 4),
                 "position_bias": round(q.bias, 4),
                 "repeat_correlation": round(q.repeat_correlation, 4),
@@ -262,7 +263,7 @@ def _raters(
                 "measured_against_people": q.against_people,
                 "verdicts_per_task": cost.verdicts_per_task,
                 "usd_per_task": _usd(cost.usd_per_task),
-                "cost_measured": cost.measured,
+                "tokens_measured": cost.measured,
                 "hours_per_task": 0.0,
             }
         )
@@ -419,7 +420,9 @@ def plan_accept(*, user: Any, plan: BudgetPlan) -> BudgetPlan:
             raise Conflict("This proposal has no work to submit.")
         judges = {
             f"judge:{j.pk}": j
-            for j in LLMJudge.objects.filter(scenario=scenario).select_related("scenario__team")
+            for j in LLMJudge.objects.filter(scenario=scenario).select_related(
+                "scenario__team", "llm_model__connection"
+            )
         }
         start = scenario_selectors.next_task_position(scenario)
         shuffle = random.Random(f"{scenario.seed}:plan:{plan.pk}")  # noqa: S311 - order shown
@@ -456,8 +459,11 @@ def plan_accept(*, user: Any, plan: BudgetPlan) -> BudgetPlan:
             judge = judges.get(key)
             if judge is None:
                 raise Conflict("A judge of this proposal is gone: propose again.")
-            run = judge_services.judge_run(user=user, judge=judge, data={"tasks": task_ids})
-            runs.append({"judge": judge.pk, "run": run.pk, "job": run.job_id, "mode": judge.mode})
+            mode = "batch" if judge_selectors.batch_capable(judge) else judge.mode
+            run = judge_services.judge_run(
+                user=user, judge=judge, data={"tasks": task_ids}, mode=mode
+            )
+            runs.append({"judge": judge.pk, "run": run.pk, "job": run.job_id, "mode": mode})
         plan.status = PlanStatus.ACCEPTED
         plan.accepted_at = timezone.now()
         plan.accepted_by = user

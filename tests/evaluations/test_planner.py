@@ -4,7 +4,9 @@ stale, re-planned from the new verdicts; bad input, permissions, escaping."""
 
 from __future__ import annotations
 
+import math
 import re
+from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 from django.test import Client
@@ -303,3 +305,47 @@ def test_people_answer_the_accepted_tasks(api, people, judged):
     again = manager.post(url, body, format="json").json()
     humans = next(r for r in again["proposal"]["raters"] if r["rater"] == "human")
     assert humans["verdicts"] == after
+
+
+def test_the_judges_part_goes_through_the_providers_batch_api(api, people, team_a, fake_provider):
+    """A judge whose model has a batch API (the fake provider's OpenAI batches) is priced at
+    the batch rate and its tasks are submitted as a batch run, though the judge itself runs
+    live; its verdicts come back and count in the next proposal."""
+    from tests.generation.test_batch_runner import drive_until_done, model_for
+
+    fake_provider.config.batch_duration_s = 0
+    model = model_for(team_a, fake_provider)
+    scenario = make_scenario(people, team_a, "comparison", {})
+    scenario = scenario_services.scenario_open(user=people["manager"], scenario=scenario)
+    answer_all(api, people["evaluator"], scenario)
+    judge = create_judge(
+        api, people["manager"], scenario, name="Live judge", model=model.pk, max_tokens=200
+    )
+    assert judge["mode"] == "live"
+    manager = api(people["manager"])
+    url = f"/api/scenarios/{scenario.pk}/plan"
+    body = {"question": "ranking", "budget_usd": 0.002, "raters": [f"judge:{judge['id']}"]}
+    plan = manager.post(url, body, format="json").json()
+    (rater,) = plan["proposal"]["raters"]
+    assert rater["mode"] == "batch" and rater["tokens_measured"] is False
+    # The batch price (half the live one) of the typical call: the default judge prompt's
+    # 1,200 characters and two outputs of the mean length, a token per 4 characters; a
+    # 150-token reply.
+    contents = [v.content for v in scenario.variants.all()]
+    tokens = math.ceil((1200 + 2 * sum(map(len, contents)) / len(contents)) / 4)
+    batch = model.cost_usd(tokens, 150, batch=True)
+    assert Decimal(rater["usd_per_task"]) == batch.quantize(Decimal("0.0001"), ROUND_HALF_UP)
+    assert batch * 2 == model.cost_usd(tokens, 150)
+    accepted = manager.post(f"{url}/{plan['id']}/accept")
+    assert accepted.status_code == 200, accepted.json()
+    (entry,) = accepted.json()["submitted"]["judge_runs"]
+    assert entry["mode"] == "batch"
+    run_row = JudgeRun.objects.select_related("job").get(pk=entry["run"])
+    assert run_row.job.mode == "batch"
+    job = drive_until_done(run_row.job_id)
+    assert job.status == "completed", job.status_message
+    asked = accepted.json()["submitted"]["tasks"][f"judge:{judge['id']}"]
+    assert Judgment.objects.filter(judge_id=judge["id"], task_id__in=asked).count() == len(asked)
+    again = manager.post(url, body, format="json").json()
+    (rater,) = again["proposal"]["raters"]
+    assert rater["verdicts"] >= len(asked) and rater["tokens_measured"] is True
