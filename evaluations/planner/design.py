@@ -32,11 +32,12 @@ Z = float(sps.norm.ppf(0.975))
 PRIOR = 0.25  # precision of the N(0, 4) prior on each strength: one virtual game, half won
 EPS = 1e-9
 # The grid ``rater_quality`` searches, and the prior it shrinks towards (weight in verdicts).
-RELIABILITY_GRID = np.linspace(0.0, 1.0, 51)
-BIAS_GRID = np.linspace(-2.0, 2.0, 41)
+RELIABILITY_GRID = np.linspace(0.0, 1.0, 26)
+BIAS_GRID = np.linspace(-2.0, 2.0, 21)
 PRIOR_RELIABILITY = 0.7
 PRIOR_WEIGHT = 20.0
 DEFAULT_REPEAT_CORRELATION = 0.5
+QUALITY_SAMPLE = 3000  # verdicts of one rater the quality grids read at most
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
@@ -114,21 +115,37 @@ def fit(
 def rater_quality(
     theta: np.ndarray, first: np.ndarray, second: np.ndarray, outcome: np.ndarray
 ) -> tuple[float, float]:
-    """A judge's (reliability, position bias): the grid maximum of its verdicts' likelihood
-    given the people's strengths ``theta``, shrunk towards (PRIOR_RELIABILITY, 0) with the
-    weight of PRIOR_WEIGHT verdicts."""
+    """A judge's (reliability, position bias): the maximum of its verdicts' likelihood given
+    the people's strengths ``theta`` (a coarse grid over [0, 1] x [-2, 2], then a fine one
+    around its best point), shrunk towards (PRIOR_RELIABILITY, 0) with the weight of
+    PRIOR_WEIGHT verdicts. At most QUALITY_SAMPLE verdicts are read (a seeded sample)."""
     n = len(first)
     if n == 0:
         return PRIOR_RELIABILITY, 0.0
-    delta = (theta[first] - theta[second])[None, None, :]
-    lam = RELIABILITY_GRID[:, None, None]
-    g = sigmoid(delta + BIAS_GRID[None, :, None])
+    if n > QUALITY_SAMPLE:  # the grid's work is bounded
+        chosen = np.random.default_rng(0).choice(n, QUALITY_SAMPLE, replace=False)
+        first, second, outcome = first[chosen], second[chosen], outcome[chosen]
+    delta = theta[first] - theta[second]
+    lam, beta = _grid_best(delta, outcome, RELIABILITY_GRID, BIAS_GRID)
+    lam, beta = _grid_best(
+        delta,
+        outcome,
+        np.clip(lam + np.linspace(-0.04, 0.04, 9), 0.0, 1.0),
+        beta + np.linspace(-0.1, 0.1, 9),
+    )
+    shrink = n / (n + PRIOR_WEIGHT)
+    return float(shrink * lam + (1 - shrink) * PRIOR_RELIABILITY), float(shrink * beta)
+
+
+def _grid_best(
+    delta: np.ndarray, outcome: np.ndarray, lams: np.ndarray, betas: np.ndarray
+) -> tuple[float, float]:
+    g = sigmoid(delta[None, None, :] + betas[None, :, None])
+    lam = lams[:, None, None]
     p = np.clip(lam * g + (1 - lam) / 2, EPS, 1 - EPS)
     loglik = (outcome * np.log(p) + (1 - outcome) * np.log(1 - p)).sum(axis=2)
     i, j = np.unravel_index(int(np.argmax(loglik)), loglik.shape)
-    shrink = n / (n + PRIOR_WEIGHT)
-    reliability = shrink * RELIABILITY_GRID[i] + (1 - shrink) * PRIOR_RELIABILITY
-    return float(reliability), float(shrink * BIAS_GRID[j])
+    return float(lams[i]), float(betas[j])
 
 
 def repeat_correlation(groups: np.ndarray, outcome: np.ndarray) -> float | None:
@@ -201,32 +218,40 @@ class Question:
     tau: float = 0.9
 
 
-def contrasts(question: Question, theta: np.ndarray, cov: np.ndarray) -> np.ndarray:
-    """The question's contrasts of the strengths (rows), by the current ordering."""
-    n = len(theta)
+def contrast_pairs(question: Question, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The question's contrasts theta_i - theta_j as index arrays (i, j), by the current
+    ordering."""
     order = np.argsort(-theta, kind="stable")
     if question.kind == "pair":
-        pairs = [(question.a, question.b)]
-    elif question.kind == "top_k":
+        return np.array([question.a]), np.array([question.b])
+    if question.kind == "top_k":
         k = int(question.k or 1)
-        pairs = [(order[k - 1], order[k])]
-    else:
-        pairs = [(order[m], order[m + 1]) for m in range(n - 1)]
-    rows = np.zeros((len(pairs), n))
-    for m, (i, j) in enumerate(pairs):
-        rows[m, i] += 1.0
-        rows[m, j] -= 1.0
+        return order[k - 1 : k], order[k : k + 1]
+    return order[:-1], order[1:]
+
+
+def contrasts(question: Question, theta: np.ndarray, cov: np.ndarray) -> np.ndarray:
+    """The question's contrasts of the strengths as rows (+1 at i, -1 at j)."""
+    pi, pj = contrast_pairs(question, theta)
+    rows = np.zeros((len(pi), len(theta)))
+    rows[np.arange(len(pi)), pi] += 1.0
+    rows[np.arange(len(pi)), pj] -= 1.0
     return rows
 
 
-def _weights(question: Question, rows: np.ndarray, theta: np.ndarray, cov: np.ndarray):
+def _variance(cov: np.ndarray, pi: np.ndarray, pj: np.ndarray) -> np.ndarray:
+    return cov[pi, pi] + cov[pj, pj] - 2 * cov[pi, pj]
+
+
+def _weights(question: Question, theta: np.ndarray, cov: np.ndarray) -> np.ndarray:
     """How much each contrast's variance counts: 1 for a single contrast; for the ranking,
     the chance the fit misorders the pair over its variance (the share of it one verdict
     removes, weighted by how likely it is wrong: as ``stats.next_pairs``)."""
+    pi, pj = contrast_pairs(question, theta)
     if question.kind != "ranking":
-        return np.ones(len(rows))
-    var = np.maximum(np.einsum("mi,ij,mj->m", rows, cov, rows), EPS)
-    return sps.norm.cdf(-np.abs(rows @ theta) / np.sqrt(var)) / var
+        return np.ones(len(pi))
+    var = np.maximum(_variance(cov, pi, pj), EPS)
+    return sps.norm.cdf(-np.abs(theta[pi] - theta[pj]) / np.sqrt(var)) / var
 
 
 def expected_tau(theta: np.ndarray, cov: np.ndarray) -> float:
@@ -244,12 +269,11 @@ def expected_tau(theta: np.ndarray, cov: np.ndarray) -> float:
 
 def answer(question: Question, theta: np.ndarray, cov: np.ndarray) -> dict[str, Any]:
     """The question's estimate, interval half-width and (ranking) expected tau."""
-    rows = contrasts(question, theta, cov)
-    var = np.einsum("mi,ij,mj->m", rows, cov, rows)
-    sd = np.sqrt(np.maximum(var, 0))
+    pi, pj = contrast_pairs(question, theta)
+    sd = np.sqrt(np.maximum(_variance(cov, pi, pj), 0))
     found: dict[str, Any] = {"width": float(2 * Z * sd.mean())}
     if question.kind != "ranking":
-        estimate = float(rows[0] @ theta)
+        estimate = float(theta[pi[0]] - theta[pj[0]])
         found |= {
             "estimate": estimate,
             "ci_low": estimate - Z * float(sd[0]),
@@ -304,7 +328,8 @@ def plan(
         return result
     ci, cj = candidates[:, 0], candidates[:, 1]
     rows = contrasts(question, theta, cov)
-    omega = _weights(question, rows, theta, cov)
+    pi, pj = contrast_pairs(question, theta)
+    omega = _weights(question, theta, cov)
     a_matrix = rows @ cov  # (M, n): rows' covariance with every strength
     delta = theta[ci] - theta[cj]
     units = np.stack([r.task_information(delta) for r in raters], axis=1)  # (P, R)
@@ -314,8 +339,9 @@ def plan(
     usable = ((usd == 0) | (budget_usd > 0)) & ((hours == 0) | (budget_hours > 0)) & (norm > 0)
     left = per_candidate.copy() if per_candidate is not None else np.full(len(candidates), 10**9)
     spent_usd = spent_hours = 0.0
+    checked = question.kind == "ranking" or target_width is not None
     for _ in range(max_tasks):
-        if reached(question, answer(question, theta, cov), target_width):
+        if checked and reached(question, answer(question, theta, cov), target_width):
             break
         spread = np.maximum(cov[ci, ci] + cov[cj, cj] - 2 * cov[ci, cj], EPS)  # d' S d
         cross = a_matrix[:, ci] - a_matrix[:, cj]  # (M, P): c' S d
@@ -336,12 +362,10 @@ def plan(
         spent_usd += usd[r]
         spent_hours += hours[r]
         left[p] -= 1
-        d = np.zeros(len(theta))
-        d[ci[p]], d[cj[p]] = 1.0, -1.0
-        g = cov @ d
+        g = cov[:, ci[p]] - cov[:, cj[p]]  # cov @ (e_i - e_j)
         k = units[p, r] / (1 + units[p, r] * spread[p])
         cov -= k * np.outer(g, g)
-        a_matrix -= k * np.outer(rows @ g, g)
+        a_matrix -= k * np.outer(g[pi] - g[pj], g)
     result.usd, result.hours = spent_usd, spent_hours
     result.after, result.covariance = answer(question, theta, cov), cov
     return result
@@ -419,6 +443,9 @@ def _bias(theta: np.ndarray, first: np.ndarray, second: np.ndarray, outcome: np.
     """People's position bias (their reliability 1), on the same grid."""
     if len(first) == 0:
         return 0.0
+    if len(first) > QUALITY_SAMPLE:
+        chosen = np.random.default_rng(0).choice(len(first), QUALITY_SAMPLE, replace=False)
+        first, second, outcome = first[chosen], second[chosen], outcome[chosen]
     g = sigmoid((theta[first] - theta[second])[None, :] + BIAS_GRID[:, None])
     p = np.clip(g, EPS, 1 - EPS)
     loglik = (outcome * np.log(p) + (1 - outcome) * np.log(1 - p)).sum(axis=1)
@@ -434,10 +461,10 @@ def _repeat_weights(
     quality: dict[str, Quality],
 ) -> np.ndarray:
     """1 / (1 + (R - 1) rho) per verdict, R the rater's alike verdicts of the task."""
-    keys = [f"{r}|{t}|{int(f > s)}" for r, t, f, s in zip(rater, task, first, second, strict=True)]
-    _, inverse, counts = np.unique(
-        np.array(keys, dtype=object), return_inverse=True, return_counts=True
-    )
+    _, code = np.unique(rater.astype(str), return_inverse=True)
+    span = int(task.max(initial=0)) + 1
+    keys = (code.astype(np.int64) * span + task) * 2 + (first > second)
+    _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
     size = counts[inverse].astype(float)
     rho = np.array([quality[r].repeat_correlation for r in rater.tolist()])
     return 1 / (1 + (size - 1) * rho)
