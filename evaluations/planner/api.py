@@ -19,7 +19,7 @@ from evalplatform.api import bodies
 from evalplatform.api.parsers import JSONParser
 from evalplatform.errors import FieldErrors, NotFound
 from evalplatform.throttling import expensive
-from evaluations.models import BudgetPlan
+from evaluations.models import BudgetPlan, PlanStatus
 from evaluations.planner import selectors, services
 from scenarios.models import Scenario
 
@@ -47,12 +47,19 @@ PLAN_BODY = bodies.request(
 )
 
 
-def plan_json(plan: BudgetPlan) -> dict[str, Any]:
+def plan_json(plan: BudgetPlan, *, stamp: str | None = None) -> dict[str, Any]:
+    """A proposal as the API answers it; ``stamp``: the scenario's current fingerprint when
+    the caller has it (a list reads it once)."""
+    stale = (
+        services.is_stale(plan)
+        if stamp is None
+        else plan.status == PlanStatus.PROPOSED and plan.fingerprint != stamp
+    )
     return {
         "id": plan.pk,
         "scenario": plan.scenario_id,
         "status": plan.status,
-        "stale": services.is_stale(plan),
+        "stale": stale,
         "question": plan.question,
         "budget": plan.budget,
         "proposal": plan.proposal,
@@ -94,13 +101,9 @@ class PlansView(APIView):
         scenario = scenario_for(request.user, pk, EVALUATIONS_VIEW_ALL)
         rows = list(selectors.plans(scenario).order_by("-created_at", "-pk")[:LISTED])
         stamp = selectors.fingerprint(scenario)
-        found = []
         for plan in rows:
             plan.scenario = scenario
-            found.append(
-                plan_json(plan) | {"stale": plan.status == "proposed" and plan.fingerprint != stamp}
-            )
-        return Response({"plans": found})
+        return Response({"plans": [plan_json(plan, stamp=stamp) for plan in rows]})
 
     @extend_schema(request=PLAN_BODY, responses={201: OpenApiTypes.OBJECT})
     @expensive

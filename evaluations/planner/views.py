@@ -87,10 +87,30 @@ def _render(request, scenario, plan, errors, status) -> HttpResponse:
             "judges": list(selectors.usable_judges(scenario)),
             "can_manage": policy.may(request.user, SCENARIOS_MANAGE, scenario),
             "errors": errors,
-            "form": request.POST if request.method == "POST" else {},
+            "form": request.POST if request.method == "POST" else _again(plan),
         },
         status=status,
     )
+
+
+def _again(plan) -> dict[str, Any]:
+    """The form filled with a proposal's question and budget: propose again from the
+    verdicts that arrived since."""
+    if plan is None:
+        return {}
+    question, budget = plan.question or {}, plan.budget or {}
+    filled = {
+        "question": question.get("kind"),
+        "a": question.get("a"),
+        "b": question.get("b"),
+        "k": question.get("k"),
+        "tau": question.get("tau"),
+        "budget_usd": budget.get("usd"),
+        "budget_hours": budget.get("hours"),
+        "hourly_rate_usd": budget.get("hourly_rate_usd"),
+        "target_width": budget.get("target_width"),
+    }
+    return {k: v for k, v in filled.items() if v is not None}
 
 
 @login_required

@@ -279,6 +279,10 @@ def test_the_page_proposes_shows_the_cost_and_accepts_with_csrf(api, people, tea
     )
     assert done.status_code == 200 and "Submitted:" in done.content.decode()
     assert Task.objects.filter(scenario=scenario).count() == before + plan.proposal["tasks"]
+    # Accepted, the proposal's state is gone: the page offers the same question again.
+    again = manager.get(f"/scenarios/{scenario.pk}/plan").content.decode()
+    assert 'name="budget_hours" min="0" step="any" value="0.5"' in again
+    assert '<option value="model-ok" selected>' in again
     viewer = Client()
     viewer.force_login(people["viewer"])
     assert viewer.get(f"/scenarios/{scenario.pk}/plan/{plan.pk}").status_code == 200
@@ -349,3 +353,22 @@ def test_the_judges_part_goes_through_the_providers_batch_api(api, people, team_
     again = manager.post(url, body, format="json").json()
     (rater,) = again["proposal"]["raters"]
     assert rater["verdicts"] >= len(asked) and rater["tokens_measured"] is True
+
+
+def test_the_list_of_proposals_reads_a_constant_number_of_queries(api, people, judged):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    scenario, _ = judged
+    manager = api(people["manager"])
+    url = f"/api/scenarios/{scenario.pk}/plan"
+    body = {"question": "ranking", "budget_usd": 0.001}
+    counts = []
+    for _ in range(2):
+        for _ in range(3):
+            assert manager.post(url, body, format="json").status_code == 201
+        with CaptureQueriesContext(connection) as queries:
+            listed = manager.get(url)
+        counts.append(len(queries))
+    assert len(listed.json()["plans"]) == 6
+    assert counts[0] == counts[1]
