@@ -468,3 +468,37 @@ def _repeat_weights(
     size = counts[inverse].astype(float)
     rho = np.array([quality[r].repeat_correlation for r in rater.tolist()])
     return 1 / (1 + (size - 1) * rho)
+
+
+def agreement_with_people(
+    first: np.ndarray,
+    second: np.ndarray,
+    outcome: np.ndarray,
+    rater: np.ndarray,
+    task: np.ndarray,
+) -> dict[str, tuple[float | None, int]]:
+    """Each judge's raw agreement with people: the share of its decisive verdicts on tasks
+    people decided (a strict majority) that name the same winner, and how many were
+    compared. Shown beside the model's reliability, which corrects it for chance."""
+    winner = np.where(outcome == 1, first, np.where(outcome == 0, second, -1))
+    people = (rater == HUMAN) & (winner >= 0)
+    votes: dict[int, dict[int, int]] = {}
+    for t, w in zip(task[people].tolist(), winner[people].tolist(), strict=True):
+        votes.setdefault(t, {})
+        votes[t][w] = votes[t].get(w, 0) + 1
+    majority = {}
+    for t, counts in votes.items():
+        ranked = sorted(counts.values(), reverse=True)
+        if len(ranked) == 1 or ranked[0] > ranked[1]:
+            majority[t] = max(counts, key=counts.__getitem__)
+    found: dict[str, tuple[float | None, int]] = {}
+    for key in sorted(set(rater.tolist()) - {HUMAN}):
+        mine = (rater == key) & (winner >= 0)
+        pairs = [
+            (majority[t], w)
+            for t, w in zip(task[mine].tolist(), winner[mine].tolist(), strict=True)
+            if t in majority
+        ]
+        agree = sum(1 for m, w in pairs if m == w)
+        found[key] = (agree / len(pairs) if pairs else None, len(pairs))
+    return found

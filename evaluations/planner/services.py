@@ -199,6 +199,9 @@ def _raters(
     """The kinds of work on offer with their measured quality and cost per task, and how
     the proposal describes them."""
     seconds = budget["seconds_per_judgment"] or found.seconds_per_judgment
+    agreement = design.agreement_with_people(
+        found.first, found.second, found.outcome, found.rater, found.task
+    )
     offered: list[design.Rater] = []
     described: list[dict[str, Any]] = []
 
@@ -261,6 +264,12 @@ def _raters(
                 "repeat_correlation": round(q.repeat_correlation, 4),
                 "verdicts": q.verdicts,
                 "measured_against_people": q.against_people,
+                "agreement_with_people": (
+                    None
+                    if agreement.get(key, (None, 0))[0] is None
+                    else round(float(agreement[key][0] or 0), 4)
+                ),
+                "compared_with_people": agreement.get(key, (None, 0))[1],
                 "verdicts_per_task": cost.verdicts_per_task,
                 "usd_per_task": _usd(cost.usd_per_task),
                 "tokens_measured": cost.measured,

@@ -87,6 +87,9 @@ def test_a_proposal_is_priced_accepted_and_refused_once_stale(api, people, judge
     assert raters["human"]["seconds_per_judgment"] == 40
     assert raters["human"]["hours_per_task"] == round(40 / 3600, 6)
     assert raters[f"judge:{judge['id']}"]["measured_against_people"] is True
+    # Its raw agreement with people on the nine tasks both answered, beside the reliability.
+    assert raters[f"judge:{judge['id']}"]["compared_with_people"] == 9
+    assert 0 <= raters[f"judge:{judge['id']}"]["agreement_with_people"] <= 1
     # The work touches the question's pair first.
     assert any(
         {w["entity_a"], w["entity_b"]} == {"model-good", "model-ok"} for w in proposal["work"]

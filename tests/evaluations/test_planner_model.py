@@ -116,3 +116,17 @@ def test_the_scheduler_reaches_the_fixed_designs_width_for_less_than_half(kind):
     assert fixed_width <= target and width <= target
     assert usd <= 0.5 * fixed_usd
     assert hours <= 0.5 * fixed_hours
+
+
+def test_raw_agreement_with_people_counts_decided_tasks_only():
+    H, J = HUMAN, "judge:1"
+    first = np.array([0, 0, 0, 1, 1, 0, 2])
+    second = np.array([1, 1, 1, 2, 2, 1, 0])
+    outcome = np.array([1.0, 1.0, 0.0, 1.0, 0.0, 0.5, 1.0])
+    rater = np.array([H, H, J, H, J, J, J], dtype=object)
+    task = np.array([1, 1, 1, 2, 2, 1, 3])
+    # Task 1: people say 0; the judge says 1 (disagrees) and ties (not counted). Task 2:
+    # people say 1; the judge says 2 (disagrees). Task 3: no people.
+    assert design.agreement_with_people(first, second, outcome, rater, task) == {J: (0.0, 2)}
+    outcome[2] = 1.0
+    assert design.agreement_with_people(first, second, outcome, rater, task) == {J: (0.5, 2)}
