@@ -106,6 +106,7 @@ async def bare_httpx(url: str, batch: list[LLMRequest], concurrency: int) -> int
         httpx.AsyncClient(limits=limits, timeout=60, verify=tls_context()) for _ in range(count)
     ]
     load = [0] * count
+    retried = [0]
 
     async def one(r: LLMRequest) -> int:
         body = {
@@ -121,7 +122,14 @@ async def bare_httpx(url: str, batch: list[LLMRequest], concurrency: int) -> int
             index = load.index(min(load))
             load[index] += 1
             try:
-                response = await clients[index].post(endpoint, json=body, headers=headers)
+                for attempt in range(3):  # a connection the loaded server reset: once more
+                    try:
+                        response = await clients[index].post(endpoint, json=body, headers=headers)
+                        break
+                    except httpx.TransportError:
+                        if attempt == 2:
+                            raise
+                        retried[0] += 1
             finally:
                 load[index] -= 1
         data = response.json()
@@ -133,6 +141,8 @@ async def bare_httpx(url: str, batch: list[LLMRequest], concurrency: int) -> int
     finally:
         for client in clients:
             await client.aclose()
+        if retried[0]:
+            print(f"  (bare client: {retried[0]} calls sent again after a transport error)")
 
 
 def measure(label: str, make) -> dict:
