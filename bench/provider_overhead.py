@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import socket
 import subprocess
@@ -28,7 +29,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
 
 import httpx  # noqa: E402
 
-from evalplatform.providers.llm.base import join_url  # noqa: E402
+from evalplatform.providers.llm.base import POOL_SHARD, join_url, tls_context  # noqa: E402
 from evalplatform.providers.llm.client import ProviderClient  # noqa: E402
 from evalplatform.providers.llm.types import LLMRequest  # noqa: E402
 
@@ -91,29 +92,57 @@ async def through_adapter(url: str, kind: str, batch: list[LLMRequest], concurre
 
 
 async def bare_httpx(url: str, batch: list[LLMRequest], concurrency: int) -> int:
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    """The minimum a client does: post JSON, read text and usage. Its connections are split
+    over pools of ``POOL_SHARD`` as the platform's are: httpcore's pool costs CPU in the
+    square of its connections per call, so one pool of 128 would measure httpcore, not a
+    client (at C=128 a single pool made the bare client spend ~4x the CPU per call)."""
+    count = max(1, math.ceil(concurrency / POOL_SHARD))
+    per = math.ceil(concurrency / count)
+    limits = httpx.Limits(max_connections=per, max_keepalive_connections=per)
     endpoint = join_url(url, "/v1", "/chat/completions")
     headers = {"Authorization": "Bearer k"}
     gate = asyncio.Semaphore(concurrency)
-    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+    clients = [
+        httpx.AsyncClient(limits=limits, timeout=60, verify=tls_context()) for _ in range(count)
+    ]
+    load = [0] * count
+    retried = [0]
 
-        async def one(r: LLMRequest) -> int:
-            body = {
-                "model": r.model,
-                "temperature": r.temperature,
-                "max_completion_tokens": r.max_tokens,
-                "messages": [
-                    {"role": "system", "content": r.system},
-                    {"role": "user", "content": r.user},
-                ],
-            }
-            async with gate:
-                response = await client.post(endpoint, json=body, headers=headers)
-            data = response.json()
-            _ = data["choices"][0]["message"]["content"]
-            return int(data["usage"]["completion_tokens"])
+    async def one(r: LLMRequest) -> int:
+        body = {
+            "model": r.model,
+            "temperature": r.temperature,
+            "max_completion_tokens": r.max_tokens,
+            "messages": [
+                {"role": "system", "content": r.system},
+                {"role": "user", "content": r.user},
+            ],
+        }
+        async with gate:
+            index = load.index(min(load))
+            load[index] += 1
+            try:
+                for attempt in range(3):  # a connection the loaded server reset: once more
+                    try:
+                        response = await clients[index].post(endpoint, json=body, headers=headers)
+                        break
+                    except httpx.TransportError:
+                        if attempt == 2:
+                            raise
+                        retried[0] += 1
+            finally:
+                load[index] -= 1
+        data = response.json()
+        _ = data["choices"][0]["message"]["content"]
+        return int(data["usage"]["completion_tokens"])
 
+    try:
         return sum(await asyncio.gather(*(one(r) for r in batch)))
+    finally:
+        for client in clients:
+            await client.aclose()
+        if retried[0]:
+            print(f"  (bare client: {retried[0]} calls sent again after a transport error)")
 
 
 def measure(label: str, make) -> dict:

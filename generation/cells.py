@@ -24,14 +24,13 @@ from evalplatform.providers.estimate import estimate_tokens
 from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
 from evalplatform.providers.models import LLMModel
 from evalplatform.validation import INT_MAX
-from generation import events, results
+from generation import events, results, statements
 from generation.models import GenerationJob, GenerationOutput, OutputStatus, SourceKind
 from generation.requests import RowRequest
 
 # Without max_tokens, replies are capped at this many tokens (and the reservation assumes it).
 UNCAPPED_RESERVE_TOKENS = 4096
 MICRO_USD = Decimal("0.000001")
-UPDATE_CHUNK = 500  # ids in one UPDATE ... WHERE id IN (...)
 
 
 class CellRef(NamedTuple):
@@ -89,6 +88,18 @@ class JobCells:
         for m in job.models.select_related("llm_model__connection"):
             self.models[m.pk] = (m.llm_model, m.params)
             self.model_labels[m.pk] = m.label
+        # The pending cells' select, compiled once for each limit and filter.
+        self._pending: dict[tuple[Any, ...], statements.CompiledSelect] = {}
+
+    def pending(self, limit: int, **filters: Any) -> list[CellRef]:
+        """Up to ``limit`` of the job's pending cells (``filters`` narrow them), oldest
+        first."""
+        key = (limit, *sorted(filters.items()))
+        select = self._pending.get(key)
+        if select is None:
+            select = statements.CompiledSelect(_pending(self.job_id, limit, **filters))
+            self._pending[key] = select
+        return [CellRef(*row) for row in select.rows()]
 
     @classmethod
     def for_job(cls, job_id: int) -> JobCells:
@@ -152,14 +163,18 @@ class Claimed(NamedTuple):
     reserved_usd: Decimal
 
 
-def pending_refs(job: GenerationJob, limit: int, **filters: Any) -> list[CellRef]:
-    """Up to ``limit`` of the job's pending cells (``filters`` narrow them), oldest first."""
-    rows = (
-        job.outputs.filter(status=OutputStatus.PENDING, **filters)
+def _pending(job_id: int, limit: int, **filters: Any) -> Any:
+    return (
+        GenerationOutput.objects.filter(job_id=job_id, status=OutputStatus.PENDING, **filters)
         .order_by("pk")
         .values_list(*CELL_REF_FIELDS)[:limit]
     )
-    return [CellRef(*values) for values in rows]
+
+
+def pending_refs(job: GenerationJob, limit: int, **filters: Any) -> list[CellRef]:
+    """Up to ``limit`` of the job's pending cells (``filters`` narrow them), oldest first
+    (``JobCells.pending`` runs the same select compiled once)."""
+    return [CellRef(*values) for values in _pending(job.pk, limit, **filters)]
 
 
 def claim(
@@ -194,7 +209,7 @@ def claim(
     if claimed:
         mark_claimed({c.ref.pk: c.reserved_usd for c in claimed}, **fields)
         job.reserved_usd += sum((c.reserved_usd for c in claimed), Decimal(0))
-        job.save(update_fields=["reserved_usd", "updated_at", *also_save])
+        statements.save_fields(job, ["reserved_usd", "updated_at", *also_save])
     return claimed, blocked
 
 
@@ -207,10 +222,7 @@ def mark_claimed(reserved: dict[int, Decimal], **fields: Any) -> None:
     for pk, reserve in reserved.items():
         by_reserve.setdefault(reserve, []).append(pk)
     for reserve, same in by_reserve.items():
-        for start in range(0, len(same), UPDATE_CHUNK):
-            GenerationOutput.objects.filter(pk__in=same[start : start + UPDATE_CHUNK]).update(
-                reserved_usd=reserve, **fields
-            )
+        statements.update_by_pk(GenerationOutput, same, {"reserved_usd": reserve, **fields})
 
 
 def release_live_cells(job: GenerationJob) -> Decimal:
@@ -400,8 +412,9 @@ def write(changes: Sequence[dict[str, Any]]) -> None:
         # Only quoted column and table names of the model go into the text; values are
         # parameters.
         sql = f"UPDATE {table} SET {assignments} WHERE id = %s"  # noqa: S608
+        prepare = statements.prepare
         params = [
-            [f.get_db_prep_save(c[name], connection) for name, f in zip(names, fields, strict=True)]
+            [prepare(f, c[name], connection) for name, f in zip(names, fields, strict=True)]
             + [c["pk"]]
             for c in rows
         ]

@@ -202,7 +202,7 @@ def _prepare(
         job = GenerationJob.objects.select_for_update().get(pk=work.job_id)
         if job.status != JobStatus.RUNNING:
             return None, [], False
-        pending = cells.pending_refs(job, limit, model_config__llm_model_id=llm_model_id)
+        pending = work.pending(limit, model_config__llm_model_id=llm_model_id)
         if not pending:
             return None, [], False
         model = work.models[pending[0].model_config_id][0]

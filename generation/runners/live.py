@@ -20,7 +20,7 @@ from evalplatform.live.publish import ThrottledPublisher
 from evalplatform.providers.llm.retry import RetryPolicy
 from evalplatform.providers.models import ProviderConnection
 from evalplatform.runs.engine import Cell, Outcome, RunSummary, run_live
-from generation import cells, events, lifecycle, results
+from generation import cells, events, lifecycle, results, statements
 from generation.failures import FailureWatch
 from generation.models import (
     GenerationJob,
@@ -53,6 +53,7 @@ class GenerationWork:
         self.prices = self.cells.prices
         self.failures = FailureWatch(live=True, stops_job=job.source_kind != SourceKind.JUDGE_FILE)
         self._publisher = events.publisher(job_id, self.token)
+        self._job_select: statements.CompiledSelect | None = None
 
     @property
     def publisher(self) -> ThrottledPublisher | None:
@@ -118,12 +119,7 @@ class GenerationWork:
         claimed: list[cells.Claimed] = []
         blocked = False
         with transaction.atomic():
-            job = (
-                GenerationJob.objects.select_for_update()
-                .only(*_STEP_FIELDS)
-                .filter(pk=self.job_id)
-                .first()
-            )
+            job = self._locked_job()
             if job is None:
                 return "lost", [], False
             # The job's fields to write, in one UPDATE at the end of the step.
@@ -139,14 +135,14 @@ class GenerationWork:
                     claimed, blocked = cells.claim(
                         self.cells,
                         job,
-                        cells.pending_refs(job, limit),
+                        self.cells.pending(limit),
                         also_save=[f for f in dirty if f != "reserved_usd"],
                         status=OutputStatus.RUNNING,
                         started_at=timezone.now(),
                         runner_token=self.token,
                     )
             if dirty and not claimed:
-                job.save(update_fields=dirty)
+                statements.save_fields(job, dirty)
         for event, data, key in out:
             self._emit(event, data, key=key)
         if progress and self._publisher is not None:
@@ -171,6 +167,18 @@ class GenerationWork:
             ],
             blocked,
         )
+
+    def _locked_job(self) -> GenerationJob | None:
+        """The job's fields a step needs, its row locked: one select, compiled once (in
+        the database thread, where the steps run)."""
+        if self._job_select is None:
+            self._job_select = statements.CompiledSelect(
+                GenerationJob.objects.select_for_update().only(*_STEP_FIELDS).filter(pk=self.job_id)
+            )
+        rows = self._job_select.rows()
+        if not rows:
+            return None
+        return GenerationJob.from_db(self._job_select.db, self._job_select.names, rows[0])
 
     def _control(self, job: GenerationJob) -> str:
         """``control`` on the locked job: a running job of this runner has its lease
@@ -206,14 +214,12 @@ class GenerationWork:
             reason = reason or why
         # Only this runner's running cells: after a takeover, the old runner's late
         # results are not recorded (and not counted).
-        owned = set(
-            GenerationOutput.objects.select_for_update()
-            .filter(
-                pk__in=[o.cell.id for o in outcomes],
-                status=OutputStatus.RUNNING,
-                runner_token=self.token,
-            )
-            .values_list("pk", flat=True)
+        owned = statements.ids_where(
+            GenerationOutput,
+            [o.cell.id for o in outcomes],
+            lock=True,
+            status=OutputStatus.RUNNING,
+            runner_token=self.token,
         )
         recorded = cells.record(
             self.job_id,

@@ -338,3 +338,61 @@ def test_sampling_varies_between_calls_unless_cold_or_seeded(fake_provider, kind
     assert len(set(seeded)) == 1  # a given seed reproduces
     other = {"openai": {"seed": 8}, "gemini": {"generationConfig": {"seed": 8}}}[kind]
     assert texts(ask(0.8, **other), calls=1)[0] != seeded[0]
+
+
+@pytest.mark.parametrize("kind", PROTOCOLS)
+@pytest.mark.parametrize("streamed", [False, True])
+def test_calls_one_after_another_reuse_one_connection(fake_provider, kind, streamed):
+    """A reply read to its end gives its connection back to the pool: an OpenAI stream's
+    body goes on after its ``[DONE]`` event, and a client that stopped reading there opened
+    a new connection for every streamed call."""
+    request = LLMRequest(model="m-1", user="Describe a cat.", temperature=0.0)
+
+    async def calls() -> list[str]:
+        policy = RetryPolicy(sleep=FakeSleep())
+        texts = []
+        async with ProviderClient(
+            kind=kind, base_url=fake_provider.url, api_key="k", retry=policy
+        ) as client:
+            for _ in range(4):
+                if streamed:
+                    result = await client.complete_streaming(request, lambda delta: None)
+                else:
+                    result = await client.complete(request)
+                texts.append(result.response.text)
+        return texts
+
+    before = set(fake_provider.app.peers)
+    texts = run(calls())
+    assert len(set(texts)) == 1 and texts[0]
+    assert len(fake_provider.app.peers - before) == 1
+
+
+def test_connections_are_split_over_small_pools_and_capped(fake_provider):
+    """At a concurrency of 20, calls go over pools of at most eight connections, and no
+    more than 20 calls are ever in flight at the provider."""
+    fake_provider.config.latency_s = 0.05
+    request = LLMRequest(model="m-1", user="Describe a cat.", temperature=0.0)
+
+    async def calls() -> tuple[int, int]:
+        policy = RetryPolicy(sleep=FakeSleep())
+        async with ProviderClient(
+            kind="openai",
+            base_url=fake_provider.url,
+            api_key="k",
+            retry=policy,
+            max_concurrency=20,
+        ) as client:
+            results = await asyncio.gather(*(client.complete(request) for _ in range(60)))
+            assert client.http is not None
+            return len(results), len(client.http.clients)
+
+    before_peers = set(fake_provider.app.peers)
+    fake_provider.app.max_in_flight = 0
+    try:
+        done, pools = run(calls())
+    finally:
+        fake_provider.config.latency_s = 0.0
+    assert done == 60 and pools == 3
+    assert fake_provider.app.max_in_flight == 20
+    assert len(fake_provider.app.peers - before_peers) == 20

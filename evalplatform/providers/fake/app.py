@@ -60,6 +60,8 @@ class FakeProvider:
         self.bodies: deque[tuple[str, bytes]] = deque(maxlen=50)  # the last requests, for tests
         self.in_flight = 0
         self.max_in_flight = 0
+        # The client ends (address, port) that sent requests: one per connection, for tests.
+        self.peers: set[tuple[str, int]] = set()
         self.draws = Draws()  # sampled requests answered anew on each call
         self._routes: list[tuple[str, re.Pattern[str], Callable[..., Any]]] = [
             ("POST", re.compile(r"^/v1/chat/completions$"), self.openai_chat),
@@ -111,6 +113,8 @@ class FakeProvider:
 
     async def dispatch(self, scope: dict[str, Any], raw: bytes) -> Reply:
         self.requests += 1
+        if scope.get("client"):
+            self.peers.add(tuple(scope["client"]))
         _REQUEST_NUMBER.set(self.requests)  # this request's own number, whatever runs beside it
         method, path = scope["method"], scope["path"]
         query = scope.get("query_string", b"").decode()

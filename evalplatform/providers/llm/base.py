@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
+import math
+import ssl
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
@@ -89,6 +93,73 @@ def join_url(base_url: str, version_prefix: str, path: str) -> str:
     return base + path
 
 
+# Connections in one httpx pool. httpcore's pool does work in proportion to the square of
+# its connections on every request and every response (it scans them all, asking each one's
+# socket whether it has expired): one pool of 128 connections costs several times the CPU per
+# call of sixteen pools of eight (bench/provider_overhead.py, bench/generation_throughput.py).
+POOL_SHARD = 8
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """httpx's default TLS context, built once per process: building one loads the CA
+    bundle (tens of milliseconds), which each new client would otherwise do."""
+    return httpx.create_ssl_context()
+
+
+class HTTPPool:
+    """What the adapters use of ``httpx.AsyncClient`` (``stream``, ``request``, ``aclose``)
+    over several clients of at most ``POOL_SHARD`` connections each; a call goes to the
+    client with the fewest calls in flight. With a ``transport`` (tests): one client."""
+
+    def __init__(
+        self,
+        *,
+        max_connections: int,
+        timeout: httpx.Timeout,
+        transport: httpx.AsyncBaseTransport | None = None,
+        shard: int = POOL_SHARD,
+    ):
+        count = 1 if transport is not None else max(1, math.ceil(max_connections / shard))
+        per = math.ceil(max_connections / count)
+        limits = httpx.Limits(max_connections=per, max_keepalive_connections=per)
+        self.clients = [
+            httpx.AsyncClient(
+                timeout=timeout, limits=limits, transport=transport, verify=tls_context()
+            )
+            for _ in range(count)
+        ]
+        self._load = [0] * count
+
+    def _take(self) -> int:
+        load = self._load
+        index = load.index(min(load)) if len(load) > 1 else 0
+        load[index] += 1
+        return index
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, method: str, url: str | httpx.URL, **kwargs: Any
+    ) -> AsyncIterator[httpx.Response]:
+        index = self._take()
+        try:
+            async with self.clients[index].stream(method, url, **kwargs) as response:
+                yield response
+        finally:
+            self._load[index] -= 1
+
+    async def request(self, method: str, url: str | httpx.URL, **kwargs: Any) -> httpx.Response:
+        index = self._take()
+        try:
+            return await self.clients[index].request(method, url, **kwargs)
+        finally:
+            self._load[index] -= 1
+
+    async def aclose(self) -> None:
+        for client in self.clients:
+            await client.aclose()
+
+
 class Adapter(ABC):
     """One wire protocol. ``complete`` returns the whole reply; ``stream`` yields text deltas
     as they arrive and, last, the complete ``LLMResponse`` (text, usage, finish reason)."""
@@ -128,7 +199,7 @@ class HTTPAdapter(Adapter):
     def __init__(
         self,
         *,
-        http: httpx.AsyncClient,
+        http: httpx.AsyncClient | HTTPPool,
         base_url: str,
         api_key: str = "",
         options: Mapping[str, Any] | None = None,
@@ -138,6 +209,7 @@ class HTTPAdapter(Adapter):
         self.api_key = api_key
         self.options = dict(options or {})
         self._headers = self.headers()
+        self._urls: dict[str, httpx.URL] = {}
 
     # --- what each protocol defines ---
     @abstractmethod
@@ -158,6 +230,16 @@ class HTTPAdapter(Adapter):
         """Fold one server-sent event into ``state``; return the text delta ('' if none)."""
 
     # --- shared ---
+    def _url(self, request: LLMRequest, *, stream: bool) -> httpx.URL:
+        """``url`` parsed once per distinct URL (httpx parses a string on every request)."""
+        text = self.url(request, stream=stream)
+        parsed = self._urls.get(text)
+        if parsed is None:
+            if len(self._urls) >= 256:  # a connection's models are few; bound it anyway
+                self._urls.clear()
+            parsed = self._urls[text] = httpx.URL(text)
+        return parsed
+
     def _body(self, request: LLMRequest, *, stream: bool) -> dict[str, Any]:
         body = self.body(request, stream=stream)
         if request.params:
@@ -169,7 +251,7 @@ class HTTPAdapter(Adapter):
         try:
             async with self.http.stream(
                 "POST",
-                self.url(request, stream=False),
+                self._url(request, stream=False),
                 json=self._body(request, stream=False),
                 headers=self._headers,
             ) as response:
@@ -178,17 +260,20 @@ class HTTPAdapter(Adapter):
             raise errors.from_transport(exc) from exc
         except UnicodeEncodeError as exc:
             raise errors.not_sendable() from exc
-        response = read_response(response, raw)
+        # The read response (headers copied, body decoded) is built only for an error.
         if response.status_code >= 300:
-            raise errors.from_response(response, protocol=self.protocol, secret=self.api_key)
+            raise errors.from_response(
+                read_response(response, raw), protocol=self.protocol, secret=self.api_key
+            )
         try:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise errors.malformed(response.text, "not JSON") from exc
+            raise errors.malformed(read_response(response, raw).text, "not JSON") from exc
         try:
             text, input_tokens, output_tokens, finish = self.parse(data)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
-            raise errors.malformed(response.text, f"unexpected shape ({exc!r})") from exc
+            shape = f"unexpected shape ({exc!r})"
+            raise errors.malformed(read_response(response, raw).text, shape) from exc
         if len(text) > reply_char_cap(request):
             raise errors.reply_too_long(reply_char_cap(request))
         return LLMResponse(
@@ -206,7 +291,7 @@ class HTTPAdapter(Adapter):
         try:
             async with self.http.stream(
                 "POST",
-                self.url(request, stream=True),
+                self._url(request, stream=True),
                 json=self._body(request, stream=True),
                 headers=self._headers,
             ) as response:
@@ -248,11 +333,17 @@ class HTTPAdapter(Adapter):
 async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
     """Server-sent events as ``(event name, parsed JSON data)``; stops at ``[DONE]``."""
     event, data_lines = "", list[str]()
-    async for line in capped_lines(response, reply_byte_cap()):
+    lines = capped_lines(response, reply_byte_cap())
+    async for line in lines:
         if line == "":
             if data_lines:
                 payload = "\n".join(data_lines)
                 if payload.strip() == "[DONE]":
+                    # Read the body to its end (within the cap and the call's deadline): a
+                    # response closed before its end closes its connection, so each streamed
+                    # call would open a new one.
+                    async for _ in lines:
+                        pass
                     return
                 try:
                     yield event or "message", json.loads(payload)

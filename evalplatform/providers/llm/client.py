@@ -15,7 +15,7 @@ import httpx
 
 from evalplatform.providers.llm import errors
 from evalplatform.providers.llm.anthropic import AnthropicAdapter
-from evalplatform.providers.llm.base import Adapter, HTTPAdapter, StreamItem
+from evalplatform.providers.llm.base import Adapter, HTTPAdapter, HTTPPool, StreamItem
 from evalplatform.providers.llm.batch import Batches, BatchLimits
 from evalplatform.providers.llm.batch_protocols import (
     AnthropicBatches,
@@ -123,18 +123,16 @@ class ProviderClient:
             if requests_per_minute
             else None
         )
-        self.http: httpx.AsyncClient | None = None
+        self.http: HTTPPool | None = None
         self._secret = api_key  # cut out of every error this client raises
         options = dict(options or {})
         self.adapter: Adapter
         if kind == "mock":
             self.adapter = MockAdapter(MockSettings.from_options(options), sleep=self.retry.sleep)
         elif kind in HTTP_ADAPTERS:
-            self.http = httpx.AsyncClient(
+            self.http = HTTPPool(
+                max_connections=max_concurrency,
                 timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
-                limits=httpx.Limits(
-                    max_connections=max_concurrency, max_keepalive_connections=max_concurrency
-                ),
                 transport=transport,
             )
             self.adapter = HTTP_ADAPTERS[kind](
