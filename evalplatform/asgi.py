@@ -5,9 +5,11 @@ python-socketio, which serves the same live events (``evalplatform.live.socketio
 import os
 from typing import Any
 
-from django.core.asgi import get_asgi_application
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
+
+from evalplatform.handler import get_asgi_application
+
+# Django's ASGI handler, its middleware and views run in one hop (evalplatform/handler.py).
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
