@@ -41,6 +41,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--path", default="/login/", help="What the first request asks.")
     parser.add_argument("--target-s", type=float, default=3.0)
     parser.add_argument("--timeout-s", type=float, default=120.0)
+    parser.add_argument(
+        "--project",
+        type=Path,
+        default=ROOT,
+        help="The checkout whose manage.py to start (default: this one), to compare two.",
+    )
     parser.add_argument("--json-only", action="store_true", help="Print only the JSON line.")
     return parser.parse_args()
 
@@ -67,13 +73,13 @@ def one_start(args: argparse.Namespace, data_dir: str) -> dict[str, float | int 
     """Start the server, wait for its first 200 on ``args.path``, stop it."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    env |= {"EVAL_DATA_DIR": data_dir, "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)}
+    env |= {"EVAL_DATA_DIR": data_dir, "LOG_LEVEL": "WARNING", "PYTHONPATH": str(args.project)}
     command = [sys.executable, "manage.py", "serve", "--no-worker", "--port", str(port)]
     url = f"http://127.0.0.1:{port}{args.path}"
     began = time.perf_counter()
     server = subprocess.Popen(
         command,
-        cwd=ROOT,
+        cwd=args.project,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
