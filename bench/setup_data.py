@@ -80,8 +80,9 @@ def members_create(*, team: Any, role: str, prefix: str, count: int) -> list[Any
 
     users = []
     for n in range(count):
-        user = get_user_model().objects.create_user(f"{prefix}-{n}")
-        Membership.objects.create(user=user, team=team, role=role)
+        # Reused when a bench runs again on the same database.
+        user, _ = get_user_model().objects.get_or_create(username=f"{prefix}-{n}")
+        Membership.objects.update_or_create(user=user, team=team, defaults={"role": role})
         users.append(user)
     return users
 
@@ -91,14 +92,22 @@ def comparison_scenario(*, owner: Any, team: Any, tasks: int, overlap: int) -> A
     item), each task to be answered by ``overlap`` evaluators; ``owner`` manages scenarios
     in ``team``."""
     from scenarios import services as scenarios
+    from scenarios.models import Scenario
 
+    # Names are unique in a team: a run again on the same database makes "Load 2", ...
+    taken = Scenario.objects.filter(team=team, name__startswith="Load").count()
     rows = ["item_id,variant_id,content"] + [
         f"i{n},{v},Answer {v} to item {n}" for n in range(tasks) for v in ("a", "b")
     ]
     scenario = scenarios.scenario_from_upload(
         user=owner,
         team=team,
-        data={"name": "Load", "type": "comparison", "overlap": overlap, "seed": 1},
+        data={
+            "name": f"Load {taken + 1}" if taken else "Load",
+            "type": "comparison",
+            "overlap": overlap,
+            "seed": 1,
+        },
         raw="\n".join(rows).encode(),
         filename="pairs.csv",
     )
@@ -106,8 +115,10 @@ def comparison_scenario(*, owner: Any, team: Any, tasks: int, overlap: int) -> A
 
 
 def bench_fixture(**connection: Any) -> tuple[Any, Any, Any]:
-    """(user, model, prompt version) in a fresh team ``bench``; ``connection`` are the
-    ProviderConnection's fields (``kind``, ``base_url``, ...)."""
+    """(user, model, prompt version) in the team ``bench``; ``connection`` are the
+    ProviderConnection's fields (``kind``, ``base_url``, ...). A bench that runs again on the
+    same database (one not made by ``fresh_database``) reuses the user, team and prompt,
+    and updates the connection and model to this run's."""
     from django.contrib.auth import get_user_model
 
     from evalplatform.accounts.models import Membership, Team
@@ -115,22 +126,28 @@ def bench_fixture(**connection: Any) -> tuple[Any, Any, Any]:
     from evalplatform.prompts.models import PromptBlock, PromptTemplate, PromptVersion
     from evalplatform.providers.models import LLMModel, ProviderConnection
 
-    user = get_user_model().objects.create_user("bench")
-    team = Team.objects.create(name="Bench", slug="bench")
-    Membership.objects.create(user=user, team=team, role=Role.CREATOR)
-    link = ProviderConnection.objects.create(team=team, name="bench", **connection)
-    model = LLMModel.objects.create(
-        connection=link,
-        model_id="mock-1" if link.kind == "mock" else "gpt-fake",
-        display_name="Bench model",
-        input_price_per_mtok=1,
-        output_price_per_mtok=2,
-        supports_batch=link.kind != "mock",
+    user, _ = get_user_model().objects.get_or_create(username="bench")
+    team, _ = Team.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
+    Membership.objects.update_or_create(user=user, team=team, defaults={"role": Role.CREATOR})
+    link, _ = ProviderConnection.objects.update_or_create(
+        team=team, name="bench", defaults=connection
     )
-    template = PromptTemplate.objects.create(team=team, name="Summary")
-    version = PromptVersion.objects.create(template=template, number=1)
-    PromptBlock.objects.create(version=version, position=0, title="System", body="Be brief.")
-    PromptBlock.objects.create(version=version, position=1, body="Summarize: {{content}}")
+    kind = connection.get("kind", link.kind)
+    model, _ = LLMModel.objects.update_or_create(
+        connection=link,
+        model_id="mock-1" if kind == "mock" else "gpt-fake",
+        defaults={
+            "display_name": "Bench model",
+            "input_price_per_mtok": 1,
+            "output_price_per_mtok": 2,
+            "supports_batch": kind != "mock",
+        },
+    )
+    template, _ = PromptTemplate.objects.get_or_create(team=team, name="Summary")
+    version, made = PromptVersion.objects.get_or_create(template=template, number=1)
+    if made:
+        PromptBlock.objects.create(version=version, position=0, title="System", body="Be brief.")
+        PromptBlock.objects.create(version=version, position=1, body="Summarize: {{content}}")
     return user, model, version
 
 

@@ -5,19 +5,21 @@ python-socketio, which serves the same live events (``evalplatform.live.socketio
 import os
 from typing import Any
 
-from django.core.asgi import get_asgi_application
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
+
+from evalplatform.handler import get_asgi_application
+
+# Django's ASGI handler, its middleware and views run in one hop (evalplatform/handler.py).
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from evalplatform.limits import BodyLimit  # noqa: E402
+from evalplatform.live import socketio_path  # noqa: E402
 from evalplatform.live.auth import (  # noqa: E402  (needs the apps loaded)
     LiveAuthMiddlewareStack,
     LiveOriginValidator,
 )
-from evalplatform.live.socketio_app import SocketIOApp  # noqa: E402
 from evalplatform.routing import socketio_topics, websocket_urlpatterns  # noqa: E402
 
 channels_application = ProtocolTypeRouter(
@@ -26,11 +28,22 @@ channels_application = ProtocolTypeRouter(
         "websocket": LiveOriginValidator(LiveAuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
-socketio_application = SocketIOApp(socketio_topics)
+_socketio: list[Any] = []  # the Socket.IO application, made on its first connection
+
+
+def socketio_application() -> Any:
+    """The Socket.IO application (``evalplatform.live.socketio_app``), imported and made on
+    first use: python-socketio and what it brings (aiohttp, redis.asyncio) take seconds to
+    load, which a server's start and its first page need not wait for."""
+    if not _socketio:
+        from evalplatform.live.socketio_app import SocketIOApp
+
+        _socketio.append(SocketIOApp(socketio_topics))
+    return _socketio[0]
 
 
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    if SocketIOApp.handles(scope):
-        await socketio_application(scope, receive, send)
+    if socketio_path.handles(scope):
+        await socketio_application()(scope, receive, send)
     else:
         await channels_application(scope, receive, send)

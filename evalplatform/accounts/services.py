@@ -6,7 +6,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import ProtectedError, Q
+from django.db.models import F, ProtectedError, Q
 from django.utils import timezone
 
 from evalplatform import validation
@@ -45,13 +45,29 @@ def token_create_for_username(*, username: str, name: str = "default") -> tuple[
 
 
 def token_authenticate(key: str) -> ApiToken | None:
-    token = (
+    """The live token of ``key`` with its user, None for none. The same query reads the
+    user's memberships (a row per membership, joined), handed to ``policy`` as the
+    request's grants: one query for who the caller is and what they may do."""
+    rows = list(
         ApiToken.objects.select_related("user")
         .filter(key_hash=hash_token_key(key), revoked_at__isnull=True)
-        .first()
+        .annotate(
+            membership_team=F("user__memberships__team_id"),
+            membership_role=F("user__memberships__role"),
+        )
+        .order_by()
     )
+    token = rows[0] if rows else None
     if token is None or not token.user.is_active:
         return None
+    policy.remember(
+        token.user,
+        [
+            (row.membership_team, row.membership_role)
+            for row in rows
+            if row.membership_team is not None
+        ],  # type: ignore[attr-defined]
+    )
     now = timezone.now()
     # Coarse last-use stamp: one write per token per minute, not one per request.
     if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:

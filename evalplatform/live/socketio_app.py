@@ -46,6 +46,7 @@ from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
 
 from evalplatform.errors import FieldErrors, NotFound
+from evalplatform.live import socketio_path
 from evalplatform.live.auth import origin_allowed, scope_sign_in, token_sign_in
 from evalplatform.live.rights import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED, Guard, current_user
 from evalplatform.live.transport import MESSAGE_TYPE
@@ -54,7 +55,7 @@ from evalplatform.validation import whole_number
 
 logger = logging.getLogger(__name__)
 
-PATH = "socket.io"
+PATH = socketio_path.PATH
 ID_MAX = 2**63 - 1  # a BigAutoField's largest key
 MAX_PAYLOAD_BYTES = 16 * 1024  # clients only name what to watch
 TOKEN_MAX_CHARS = 200
@@ -319,9 +320,4 @@ class SocketIOApp:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         await self._for_this_loop()[1](scope, receive, send)
 
-    @staticmethod
-    def handles(scope: dict[str, Any]) -> bool:
-        """Whether a connection is Socket.IO's (HTTP long-polling or WebSocket)."""
-        return scope["type"] in ("http", "websocket") and f"{scope['path']}/".startswith(
-            f"/{PATH}/"
-        )
+    handles = staticmethod(socketio_path.handles)

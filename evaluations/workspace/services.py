@@ -215,13 +215,38 @@ def own_locked(user: Any, assignment: Assignment) -> Assignment:
 
 
 def _own(user: Any, assignment: Assignment) -> Assignment:
-    locked = Assignment.objects.select_for_update().select_related("scenario", "task")
+    _hold_scenario(user, assignment)
+    # Only the assignment's row is locked (one answer, skip or flag at a time): its scenario
+    # is held by ``_hold_scenario``, and its task needs no lock (a live reservation holds its
+    # place; ``taken`` changes by atomic updates, and an expired one locks the task itself).
+    locked = Assignment.objects.select_for_update(of=("self",)).select_related("scenario", "task")
     rows = access.with_scenario_open_to(user, locked.filter(pk=assignment.pk, evaluator=user))
     found = access.scenario_open_to(user, rows.first())
     if found is None:
         raise NotFound()
     _may_submit(user, found.scenario)
     return found
+
+
+def _hold_scenario(user: Any, assignment: Assignment) -> None:
+    """PostgreSQL: a shared lock (``FOR KEY SHARE``) on the scenario of the user's assignment
+    for the rest of the transaction, taken before the assignment's row is read. Closing a
+    scenario locks its row exclusively (``FOR UPDATE``), so it waits for the answers under
+    way, and an answer that comes meanwhile waits for the close and then reads the scenario
+    closed: no answer is stored in a closed scenario. Answers do not wait for each other (a
+    shared lock, where locking the scenario row for update made every answer of the
+    scenario take its turn). SQLite: every transaction holds the database's write lock."""
+    if connection.vendor != "postgresql":
+        return
+    quote = connection.ops.quote_name
+    scenarios, assignments = Scenario._meta.db_table, Assignment._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT 1 FROM {quote(scenarios)} WHERE {quote('id')} = ("  # noqa: S608 (names)
+            f"SELECT {quote('scenario_id')} FROM {quote(assignments)} "
+            f"WHERE {quote('id')} = %s AND {quote('evaluator_id')} = %s) FOR KEY SHARE",
+            [assignment.pk, user.pk],
+        )
 
 
 def submit(*, user: Any, assignment: Assignment, data: Mapping[str, Any]) -> Judgment:

@@ -98,3 +98,30 @@ def test_a_token_is_read_with_its_user_in_one_query_and_stamped_once_a_minute(te
     token.refresh_from_db()
     assert token.last_used_at is not None
     assert timezone.now() - token.last_used_at < timedelta(minutes=1)
+
+
+@pytest.mark.django_db
+def test_a_tokens_grants_come_with_its_lookup_per_team_and_fresh_each_request(
+    team_a, team_b, member
+):
+    from evalplatform.accounts.models import Membership
+    from evalplatform.accounts.roles import ROLE_FEATURES
+    from evalplatform.accounts.services import token_create
+
+    user = member(team_a, Role.EVALUATOR)
+    Membership.objects.create(user=user, team=team_b, role=Role.MANAGER)
+    client = token_client(token_create(user=user, name="two teams")[1])
+
+    def features():
+        response = client.get("/api/me")
+        assert response.status_code == 200, response.content
+        return {team["slug"]: set(team["features"]) for team in response.json()["teams"]}
+
+    assert features() == {
+        team_a.slug: set(ROLE_FEATURES[Role.EVALUATOR]),
+        team_b.slug: set(ROLE_FEATURES[Role.MANAGER]),
+    }
+    Membership.objects.filter(user=user, team=team_b).update(role=Role.VIEWER)
+    assert features()[team_b.slug] == set(ROLE_FEATURES[Role.VIEWER])
+    Membership.objects.filter(user=user).delete()
+    assert features() == {}
