@@ -331,6 +331,8 @@ def judge_cards(
 ) -> list[dict[str, Any]]:
     """One card per judge and temperature its verdicts or failures were made at, in the
     order of the judges (then temperatures)."""
+    if not loaded.judges:
+        return []
     scenario, config = loaded.scenario, loaded.scenario.config
     boot = Bootstrap(
         min(int(options.get("resamples") or 0), MAX_RESAMPLES), int(options.get("seed") or 0)

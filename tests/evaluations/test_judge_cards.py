@@ -36,7 +36,7 @@ def import_people(api, manager, scenario, deviate_every: int = 4) -> int:
     for n, task in enumerate(scenario.tasks.select_related("variant_a", "variant_b")):
         a, b = task.variant_a.variant_id, task.variant_b.variant_id
         better = "A" if ORDER.index(a) < ORDER.index(b) else "B"
-        if n % deviate_every == 0:
+        if (n + 1) % deviate_every == 0:
             better = "B" if better == "A" else "A"
         lines.append(f"{task.variant_a.item.item_id},{a},{b},{better},r1")
     file = SimpleUploadedFile("people.csv", "\n".join(lines).encode(), "text/csv")
@@ -371,3 +371,31 @@ def test_a_card_goes_stale_when_the_judges_model_changes(api, people, team_a, mo
     assert card["trust"]["reasons"] == [
         "Measured with another configuration than the judge's now (stale)."
     ]
+
+
+def test_self_preference_compares_the_judges_family_wins_with_the_peoples(api, people, team_a):
+    """A judge of the "anthropic" family (by its model's name) that always picks the first
+    shown: it gives Claude's outputs exactly the comparisons where they were shown first;
+    the people (who prefer "good", Claude's) gave it all of them."""
+    connection = ConnectionFactory(
+        team=team_a, kind="mock", name="first", options={"position_bias": 1.0}
+    )
+    model = LLMModelFactory(connection=connection, model_id="claude-judge", display_name="C")
+    makers = {"good": "claude-3-haiku", "ok": "gpt-4o-mini", "bad": "llama-3-8b"}
+    data = [dict(r, model=makers[r["variant_id"]]) for r in rows(items=5)]
+    scenario = make_scenario(people, team_a, "comparison", {"ties": False}, data)
+    import_people(api, people["manager"], scenario, deviate_every=10**6)
+    judge = create_judge(api, people["manager"], scenario, name="Claude", model=model.pk)
+    run_judge(api, people["manager"], judge)
+    own, first = 0, 0
+    for j in Judgment.objects.filter(judge_id=judge["id"]):
+        shown = [scenario.variants.get(pk=pk).variant_id for pk in j.presented]
+        if "good" in shown:
+            own += 1
+            first += shown[0] == "good"
+    _, card = card_of(api, people["viewer"], judge)
+    preference = card["self_preference"]
+    assert preference["family"] == "anthropic" and preference["comparisons"] == own == 10
+    assert preference["own_family_win_share"] == pytest.approx(first / own)
+    assert preference["people_own_family_win_share"] == 1.0
+    assert preference["difference"] == pytest.approx(first / own - 1.0)
