@@ -39,6 +39,7 @@ QUOTA_MAX = 1_000_000  # tasks one evaluator may be handed
 JUDGE_REPETITIONS_MAX = 20
 REQUESTS_PER_MINUTE_MAX = 1_000_000
 CONTEXT_WINDOW_MAX = 100_000_000  # tokens
+SHARED_ITEMS_MAX = 1_000_000  # items a trust gate may ask a judge to share with people
 
 
 def bounded(lo: int | float | Decimal, hi: int | float | Decimal) -> list[Any]:

@@ -22,6 +22,7 @@ from evaluations.models import (
     JudgeRun,
     Judgment,
     LLMJudge,
+    TrustGate,
 )
 
 
@@ -127,6 +128,19 @@ class JudgeRunAdmin(ReadOnlyTeamScopedAdmin):
     list_display = ["judge", "job", "tasks", "created_by", "created_at"]
     list_select_related = ["judge", "job", "created_by"]
     readonly_fields = [f.name for f in JudgeRun._meta.fields]
+
+
+@admin.register(TrustGate)
+class TrustGateAdmin(ReadOnlyTeamScopedAdmin):
+    """Trust gates, read only: they are set on the analytics page or through the API, where
+    they are validated and audited (docs/analytics.md, "Trust gates")."""
+
+    view_feature = EVALUATIONS_VIEW_ALL
+    change_feature = SCENARIOS_MANAGE
+    list_display = ["scenario", "min_kappa", "min_shared_items", "max_flip_rate",
+                    "max_parse_failure_rate", "include_untrusted", "updated_at"]  # fmt: skip
+    list_select_related = ["scenario", "updated_by"]
+    readonly_fields = [f.name for f in TrustGate._meta.fields]
 
 
 @admin.register(JudgeBatch)

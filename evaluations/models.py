@@ -123,6 +123,11 @@ class LLMJudge(models.Model):
     # How its replies are read (evaluations.judges.verdicts.REPLY_FORMATS); {}: the
     # platform's own JSON.
     reply_format = models.JSONField(default=dict, blank=True)
+    # A manager's opt-in: this judge's verdicts count in the rankings even when it falls
+    # below its scenario's trust gate (``TrustGate``); audited.
+    include_untrusted = models.BooleanField(
+        default=False, help_text="Count its verdicts in rankings even when untrusted."
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="judges_created"
     )
@@ -150,6 +155,9 @@ class JudgeRun(models.Model):
         "generation.GenerationJob", on_delete=models.CASCADE, related_name="judge_run"
     )
     tasks = models.CharField(max_length=20, default="unjudged")
+    # The judge's configuration when the run started (``evaluations.analytics.cards.
+    # configuration``): what its judge card was measured with.
+    configuration = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
     )
@@ -408,6 +416,52 @@ class RaterExclusion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.evaluator} excluded from {self.scenario}"
+
+
+class TrustGate(models.Model):
+    """A scenario's thresholds for trusting its LLM judges (docs/analytics.md, "Trust
+    gates"): a judge whose card falls below any of them is untrusted, and its verdicts are
+    left out of the scenario's rankings and of regression reports unless a manager opts in
+    (``include_untrusted`` here for every judge of the scenario, or the judge's own). A
+    threshold left empty is not checked."""
+
+    team_lookup = "scenario__team"
+
+    scenario = models.OneToOneField(Scenario, on_delete=models.CASCADE, related_name="trust_gate")
+    min_kappa = models.FloatField(
+        null=True, blank=True, validators=validation.bounded(-1.0, 1.0),
+        help_text="Least chance-corrected agreement with people (Cohen's kappa).",
+    )  # fmt: skip
+    min_shared_items = models.PositiveIntegerField(
+        default=0, validators=validation.bounded(0, validation.SHARED_ITEMS_MAX),
+        help_text="Least items judged by both the judge and people.",
+    )  # fmt: skip
+    max_flip_rate = models.FloatField(
+        null=True, blank=True, validators=validation.bounded(0.0, 1.0),
+        help_text="Most position-swap flips (share of pairs judged both ways).",
+    )  # fmt: skip
+    max_parse_failure_rate = models.FloatField(
+        null=True, blank=True, validators=validation.bounded(0.0, 1.0),
+        help_text="Most replies that were no valid verdict (share of calls).",
+    )  # fmt: skip
+    min_self_consistency = models.FloatField(
+        null=True, blank=True, validators=validation.bounded(0.0, 1.0),
+        help_text="Least share of repeated calls that gave the same verdict.",
+    )  # fmt: skip
+    min_adjudicated_accuracy = models.FloatField(
+        null=True, blank=True, validators=validation.bounded(0.0, 1.0),
+        help_text="Least share of adjudicated answers the judge gave.",
+    )  # fmt: skip
+    include_untrusted = models.BooleanField(
+        default=False, help_text="Count untrusted judges' verdicts in rankings anyway."
+    )
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"trust gate of {self.scenario}"
 
 
 class AnalysisStatus(models.TextChoices):

@@ -321,6 +321,10 @@ def record(
                 "finish_reason": response.finish_reason[:40],
                 "input_tokens": response.input_tokens,
                 "output_tokens": response.output_tokens,
+                "model_version": response.model_version[:200],
+                "reasoning_tokens": min(response.reasoning_tokens, INT_MAX)
+                if response.reasoning_tokens is not None
+                else None,
                 "cost_usd": cost,
                 "error_kind": results.REJECTED if problem else "",
                 "error_message": problem or "",

@@ -225,6 +225,12 @@ class GenerationOutput(models.Model):
     finish_reason = models.CharField(max_length=40, blank=True)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
+    # What the provider reported: the model snapshot that answered ("" when it named none)
+    # and the reasoning (thinking) tokens counted apart (null when it counted none).
+    model_version = models.CharField(max_length=200, blank=True)
+    reasoning_tokens = models.PositiveIntegerField(
+        null=True, blank=True, validators=validation.bounded(0, validation.INT_MAX)
+    )
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
     reserved_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
     runner_token = models.CharField(max_length=32, blank=True)  # the runner that claimed it

@@ -111,3 +111,24 @@ GOLD = request(
     },
     "multipart/form-data",
 )
+
+
+def _share(description: str) -> dict[str, Any]:
+    return number(0.0, 1.0, description) | {"nullable": True}
+
+
+TRUST_GATE = request(
+    body(
+        min_kappa=number(-1.0, 1.0, "Least Cohen's kappa with people; null: not checked.")
+        | {"nullable": True},
+        min_shared_items=whole(
+            0, validation.SHARED_ITEMS_MAX, "Least items judged by the judge and by people."
+        ),
+        max_flip_rate=_share("Most position-swap flips (a share); null: not checked."),
+        max_parse_failure_rate=_share("Most unparseable replies (a share); null: not checked."),
+        min_self_consistency=_share("Least identical repeated calls (a share); null: not checked."),
+        min_adjudicated_accuracy=_share(
+            "Least accuracy on adjudicated answers (a share); null: not checked."
+        ),
+    )
+)

@@ -125,3 +125,11 @@ def adjudicated(
             for name in sorted(raters, key=order)
         ],
     }
+
+
+def held_to(
+    analysis: str | None, rows: list[Row], references: Mapping[int, Reference], config: dict
+) -> dict[str, Any]:
+    """Some judgments (a judge card's) held to the adjudicated answers: ``n``, ``tasks``
+    and the figures of ``by_rater``'s entries."""
+    return _figures(analysis, rows, references, config)

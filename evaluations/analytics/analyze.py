@@ -27,7 +27,7 @@ from scipy import stats as sps
 from threadpoolctl import threadpool_limits
 
 from evalplatform import validation
-from evaluations.analytics import bradley_terry, data, joint_table, plackett_luce, stats
+from evaluations.analytics import bradley_terry, cards, data, joint_table, plackett_luce, stats
 from evaluations.analytics.adjudicated import adjudicated
 from evaluations.analytics.agreement import agreement, category, task_name, unit_values, versus
 from evaluations.analytics.data import AnalysisData, Row
@@ -664,28 +664,6 @@ def labels(rows: list[Row], variants: dict[int, Variant]) -> dict[str, Any]:
 
 
 # --- judges -------------------------------------------------------------------------------------
-def thinking_setting(params: Any) -> Any:
-    """The thinking (reasoning) setting among a model configuration's parameters, in its
-    provider's words: Anthropic's ``thinking``; Gemini's ``thinkingConfig`` (in
-    ``generationConfig``, as the request carries it, or on its own), e.g.
-    ``{"thinkingBudget": 0}`` or ``{"thinkingLevel": "low"}``; OpenAI's ``reasoning_effort``
-    (or the Responses API's ``reasoning.effort``) as ``{"reasoning_effort": "high"}``.
-    None when the parameters set none."""
-    if not isinstance(params, dict):
-        return None
-    if params.get("thinking") is not None:
-        return params["thinking"]
-    generation = params.get("generationConfig")
-    for holder in (generation if isinstance(generation, dict) else {}, params):
-        if holder.get("thinkingConfig") is not None:
-            return holder["thinkingConfig"]
-    reasoning = params.get("reasoning")
-    effort = params.get("reasoning_effort")
-    if effort is None and isinstance(reasoning, dict):
-        effort = reasoning.get("effort")
-    return {"reasoning_effort": effort} if effort is not None else None
-
-
 def judges_table(
     scenario: Scenario,
     judges: list[LLMJudge],
@@ -708,7 +686,7 @@ def judges_table(
             "name": judge.name,
             "model": judge.llm_model.model_id,
             "params": judge.params,
-            "thinking": thinking_setting(judge.params),
+            "thinking": cards.thinking_setting(judge.params),
             "prompt": f"{judge.prompt_version.template.name} v{judge.prompt_version.number}",
             "temperatures": judge.temperatures,
             "repetitions": judge.repetitions,
@@ -984,17 +962,59 @@ def _compute(
         "rankings": None,
         "labels": None,
         "joint_model": None,
+        "judge_cards": [],
+        "trust": None,
     }
-    progress("strengths, rankings and bootstrap intervals", 0.05)
-    result |= analysis.results(rows, variants, scenario.config, options)
     # Stability is each judge's, agreement between people and between people and each
     # judge, and the joint model people's and judges' together, whatever the filter (the
     # filter narrows them only to some judges).
     judged = rows if raters.startswith("judge") else everything
     people = [r for r in everything if r.kind != RaterKind.JUDGE]
     among = people + [r for r in judged if r.kind == RaterKind.JUDGE]
+    # Every judge configuration's card, held to the scenario's trust gate: the verdicts of
+    # an untrusted one (no manager opted in) are left out of the rankings and the joint
+    # model, never out of the agreement, the stability or the cards.
+    progress("judge cards and trust", 0.05)
+    kind = registry.of(scenario).analysis
+    found = cards.judge_cards(loaded, analysis, kind, options)
+    gate = cards.gate_of(loaded.gate)
+    opted = {j.pk: j.include_untrusted for j in loaded.judges}
+    for card in found:
+        card["trust"] = cards.trust(card, gate, judge_opt_in=opted.get(card["judge"], False))
+    left_out = {
+        (c["judge"], c["temperature"]) for c in found if not c["trust"]["counted_in_rankings"]
+    }
+
+    def counted(row: Row) -> bool:
+        return row.judge is None or (row.judge, row.temperature) not in left_out
+
+    ranked = [r for r in rows if counted(r)]
+    result["judge_cards"] = found
+    result["trust"] = {
+        "gate": gate,
+        "excluded": [
+            {"judge": c["judge"], "name": c["name"], "temperature": c["temperature"]}
+            for c in found
+            if not c["trust"]["counted_in_rankings"]
+        ],
+        "judgments_excluded": len(rows) - len(ranked),
+    }
+    result["raters"]["judgments_in_rankings"] = len(ranked)
+    progress("strengths, rankings and bootstrap intervals", 0.1)
+    result |= analysis.results(ranked, variants, scenario.config, options)
     progress("people and judges in one model", 0.5)
-    result["joint_model"] = analysis.joint_model(among, loaded, options)
+    result["joint_model"] = analysis.joint_model([r for r in among if counted(r)], loaded, options)
+    effects = {
+        e["rater"]: e
+        for e in (result["joint_model"] or {}).get("effects", [])
+        if e["effect"] == "self_preference"
+    }
+    for card in found:
+        effect = effects.get(f"judge:{card['name']}")
+        if card["self_preference"] is not None and effect is not None:
+            card["self_preference"]["joint_model_effect"] = {
+                k: effect.get(k) for k in ("estimate", "ci_low", "ci_high")
+            }
     progress("repeat-call stability", 0.6)
     result["stability"] = stability(judged, scenario.config, analysis)
     progress("agreement between raters", 0.65)
@@ -1005,13 +1025,12 @@ def _compute(
     )
     # Every rater held to the adjudicated answers, whatever the filter; each judge's
     # figures also in its row of the judge table.
-    held = adjudicated(
-        registry.of(scenario).analysis, everything, loaded.adjudications, scenario.config
-    )
+    held = adjudicated(kind, everything, loaded.adjudications, scenario.config)
     result["adjudicated"] = held
     by_name = {entry["rater"]: entry for entry in held["by_rater"]}
     for entry in result["judges"]:
         mine = by_name.get(f"judge:{entry['name']}", {})
         entry["adjudicated_n"] = mine.get("n", 0)
         entry["adjudicated_accuracy"] = mine.get("accuracy")
+        entry["trust"] = cards.judge_trust(c for c in found if c["judge"] == entry["judge"])
     return result

@@ -10,6 +10,7 @@ from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -21,12 +22,14 @@ from evalplatform.accounts.roles import (
     SCENARIOS_MANAGE,
     SCENARIOS_VIEW,
 )
+from evalplatform.api import bodies
+from evalplatform.api.parsers import JSONParser
 from evalplatform.api.uploads import csv_dict_chunks, download
 from evalplatform.errors import FieldErrors, NotFound
 from evalplatform.throttling import expensive
-from evaluations.analytics import results, tables
+from evaluations.analytics import cards, results, tables, trust
 from evaluations.analytics.analyze import default_raters, rater_filter
-from evaluations.models import AnalysisStatus
+from evaluations.models import AnalysisStatus, TrustGate
 from scenarios.models import Scenario
 
 MAX_RESAMPLES = 10_000
@@ -109,6 +112,17 @@ def not_ready(request, state: results.State) -> Response:
     )
 
 
+def with_cards_now(scenario: Scenario, result: dict[str, Any]) -> dict[str, Any]:
+    """A stored result with its judge cards' staleness and trust as of now (the judges'
+    configurations, the gate and the opt-ins may have changed since it was computed)."""
+    judges = list(
+        scenario.judges.select_related("llm_model__connection", "prompt_version__template")
+    )
+    gate = TrustGate.objects.filter(scenario=scenario).first()
+    found = cards.refresh(result.get("judge_cards") or [], judges, gate)
+    return result | {"judge_cards": found}
+
+
 class AnalyticsView(APIView):
     @extend_schema(parameters=PARAMETERS, responses=ANSWERS)
     @expensive
@@ -121,7 +135,9 @@ class AnalyticsView(APIView):
         state = results.current(scenario, options_from(request.query_params, scenario))
         if state.analysis.result is None:
             return not_ready(request, state)
-        return Response(state.analysis.result | {"analysis": state.describe()})
+        return Response(
+            with_cards_now(scenario, state.analysis.result) | {"analysis": state.describe()}
+        )
 
 
 class AnalyticsTableView(APIView):
@@ -187,3 +203,41 @@ class AdaptiveTasksView(APIView):
             },
             status=201,
         )
+
+
+def gate_object(gate: TrustGate | None) -> dict[str, Any]:
+    """A scenario's gate as the API shows it (``gate: null`` without one)."""
+    if gate is None:
+        return {"gate": None}
+    return {
+        "gate": cards.gate_of(gate),
+        "updated_by": gate.updated_by.username if gate.updated_by else None,
+        "updated_at": gate.updated_at.isoformat(),
+    }
+
+
+class TrustGateView(APIView):
+    """``/api/scenarios/{id}/trust-gate``: the thresholds the scenario's judges are held to
+    (docs/analytics.md, "Trust gates"). GET (``feature:evaluations:view_all``); PUT sets the
+    whole gate and DELETE removes it (``feature:scenarios:manage``), both audited."""
+
+    parser_classes = [JSONParser]
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request, pk: int):
+        scenario = scenario_for(request.user, pk, EVALUATIONS_VIEW_ALL)
+        return Response(gate_object(TrustGate.objects.filter(scenario=scenario).first()))
+
+    @extend_schema(request=bodies.TRUST_GATE, responses=OpenApiTypes.OBJECT)
+    def put(self, request, pk: int):
+        """Thresholds left out are not checked (``min_shared_items``: 0);
+        ``include_untrusted`` true counts untrusted judges in the rankings anyway."""
+        scenario = scenario_for(request.user, pk, SCENARIOS_MANAGE)
+        gate = trust.trust_gate_set(user=request.user, scenario=scenario, data=request.data)
+        return Response(gate_object(gate))
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, pk: int):
+        scenario = scenario_for(request.user, pk, SCENARIOS_MANAGE)
+        trust.trust_gate_delete(user=request.user, scenario=scenario)
+        return Response(status=status.HTTP_204_NO_CONTENT)

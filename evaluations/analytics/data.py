@@ -19,11 +19,13 @@ from django.db.models import QuerySet
 
 from evaluations.models import (
     Adjudication,
+    JudgeRun,
     Judgment,
     LLMJudge,
     ParseStatus,
     RaterExclusion,
     RaterKind,
+    TrustGate,
 )
 from scenarios import selectors as scenario_selectors
 from scenarios.models import GoldTask, Scenario, Variant
@@ -42,6 +44,11 @@ class Row:
     temperature: float | None
     swapped: bool
     cost: Decimal | None
+    # A judge's reply: the generation job that made it, and what the provider reported
+    # (the model snapshot, the reasoning tokens counted apart; None: not counted).
+    job: int | None = None
+    model_version: str = ""
+    reasoning_tokens: int | None = None
 
 
 def judgments(scenario: Scenario) -> QuerySet[Judgment]:
@@ -68,6 +75,18 @@ def left_out(scenario: Scenario) -> list[list[int]]:
 
 def verdicts(scenario: Scenario) -> tuple[list[Row], dict[int, int]]:
     """Every valid verdict of the scenario, and each judge's unparseable replies."""
+    rows, failures = verdicts_and_failures(scenario)
+    unparseable: Counter[int] = Counter()
+    for (judge, _), n in failures.items():
+        unparseable[judge] += n
+    return rows, dict(unparseable)
+
+
+def verdicts_and_failures(
+    scenario: Scenario,
+) -> tuple[list[Row], dict[tuple[int, float | None], int]]:
+    """Every valid verdict of the scenario, and the unparseable replies of each judge at
+    each temperature."""
     fields = (
         "pk",
         "task_id",
@@ -83,15 +102,19 @@ def verdicts(scenario: Scenario) -> tuple[list[Row], dict[int, int]]:
         "swapped",
         "output__cost_usd",
         "parse_status",
+        "output__job_id",
+        "output__model_version",
+        "output__reasoning_tokens",
     )
     rows: list[Row] = []
-    unparseable: Counter[int] = Counter()
+    unparseable: Counter[tuple[int, float | None]] = Counter()
     query = judgments(scenario).order_by("created_at", "pk")
     for values in query.values_list(*fields).iterator(chunk_size=5000):
         (pk, task, kind, user, external, judge, judge_name, presented, payload) = values[:9]
-        repetition, temperature, swapped, cost, parse_status = values[9:]
+        repetition, temperature, swapped, cost, parse_status = values[9:14]
+        job, model_version, reasoning_tokens = values[14:]
         if parse_status == ParseStatus.FAILED:
-            unparseable[judge] += 1
+            unparseable[(judge, temperature)] += 1
             continue
         rater = (
             f"judge:{judge_name}"
@@ -111,6 +134,9 @@ def verdicts(scenario: Scenario) -> tuple[list[Row], dict[int, int]]:
                 temperature,
                 bool(swapped),
                 cost,
+                job,
+                model_version or "",
+                reasoning_tokens,
             )
         )
     return rows, dict(unparseable)
@@ -139,14 +165,27 @@ class AnalysisData:
     adjudications: dict[int, Reference] = field(default_factory=dict)
     # The generated variants' models by variant id: (model id, connection kind).
     sources: dict[int, tuple[str, str]] = field(default_factory=dict)
+    # Unparseable replies by (judge, temperature); the configuration each judge run
+    # recorded when it started, by its generation job's id; the scenario's trust gate.
+    failures: dict[tuple[int, float | None], int] = field(default_factory=dict)
+    run_configurations: dict[int, dict[str, Any]] = field(default_factory=dict)
+    gate: TrustGate | None = None
 
 
 def load(scenario: Scenario) -> AnalysisData:
-    rows, unparseable = verdicts(scenario)
+    rows, failures = verdicts_and_failures(scenario)
+    unparseable: Counter[int] = Counter()
+    for (judge, _), n in failures.items():
+        unparseable[judge] += n
     return AnalysisData(
         scenario=scenario,
         rows=rows,
-        unparseable=unparseable,
+        unparseable=dict(unparseable),
+        failures=failures,
+        run_configurations=dict(
+            JudgeRun.objects.filter(judge__scenario=scenario).values_list("job_id", "configuration")
+        ),
+        gate=TrustGate.objects.filter(scenario=scenario).first(),
         variants=scenario_selectors.variants_by_pk(scenario),
         judges=list(
             scenario.judges.select_related("llm_model__connection", "prompt_version__template")

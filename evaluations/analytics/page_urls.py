@@ -9,4 +9,5 @@ app_name = "analytics"
 urlpatterns = [
     path("scenarios/<int:scenario_id>/analytics", views.analytics_page, name="page"),
     path("scenarios/<int:scenario_id>/adaptive-tasks", views.adaptive_tasks, name="adaptive-tasks"),
+    path("scenarios/<int:scenario_id>/trust-gate", views.trust_gate, name="trust-gate"),
 ]

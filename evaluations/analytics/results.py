@@ -26,7 +26,8 @@ from django.utils import timezone
 from evalplatform.runs import fairshare
 from evaluations.analytics import data
 from evaluations.analytics.analyze import DEFAULTS, ELO_ROUNDS, analyze
-from evaluations.models import Adjudication, AnalysisStatus, LLMJudge, StoredAnalysis
+from evaluations.analytics.cards import GATE_FIELDS
+from evaluations.models import Adjudication, AnalysisStatus, LLMJudge, StoredAnalysis, TrustGate
 from scenarios.models import Scenario
 
 logger = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ INLINE_JUDGMENTS = 20_000
 # killed, a queue flushed) and queued again: past the task queue's own timeout.
 LOST_AFTER = timedelta(seconds=settings.Q_CLUSTER.get("timeout", 3600) + 300)
 # Part of every key: a new version of the analyses makes every stored result stale.
-VERSION = 4
+VERSION = 5
 
 
 @dataclass
@@ -78,8 +79,8 @@ def _key(options: dict[str, Any]) -> str:
 
 def fingerprint(scenario: Scenario) -> tuple[str, int]:
     """The state of what an analysis reads (its judgments, their revisions, judges, gold
-    tasks, excluded evaluators and adjudicated answers) in one string, and the number of
-    judgments."""
+    tasks, excluded evaluators, adjudicated answers and trust gate) in one string, and the
+    number of judgments."""
     # A revised answer changes what an analysis reads: its time is part of the state.
     judged = data.judgments(scenario).aggregate(
         n=Count("pk"), last=Max("pk"), revised=Max("revised_at")
@@ -87,8 +88,22 @@ def fingerprint(scenario: Scenario) -> tuple[str, int]:
     judges = list(
         LLMJudge.objects.filter(scenario=scenario)
         .order_by("pk")
-        .values_list("pk", "name", "params", "prompt_version_id", "llm_model_id", "temperatures")
+        .values_list(
+            "pk",
+            "name",
+            "params",
+            "prompt_version_id",
+            "llm_model_id",
+            "llm_model__model_id",
+            "temperatures",
+            "repetitions",
+            "swap",
+            "max_tokens",
+            "reply_format",
+            "include_untrusted",
+        )
     )
+    gate = TrustGate.objects.filter(scenario=scenario).values(*GATE_FIELDS, "include_untrusted")
     # Gold tasks, excluded evaluators and adjudications change what is read without a new
     # judgment.
     left_out = data.left_out(scenario)
@@ -96,7 +111,7 @@ def fingerprint(scenario: Scenario) -> tuple[str, int]:
         n=Count("pk"), last=Max("set_at")
     )
     shown = json.dumps(
-        [scenario.name, scenario.config, judges, left_out, adjudicated],
+        [scenario.name, scenario.config, judges, left_out, adjudicated, list(gate)],
         sort_keys=True,
         default=str,
     )

@@ -11,6 +11,7 @@ urlpatterns = [
     path(
         "scenarios/<int:pk>/adaptive-tasks", api.AdaptiveTasksView.as_view(), name="adaptive-tasks"
     ),
+    path("scenarios/<int:pk>/trust-gate", api.TrustGateView.as_view(), name="trust-gate"),
     path(
         "scenarios/<int:pk>/analytics/<str:table>.csv",
         api.AnalyticsTableView.as_view(),

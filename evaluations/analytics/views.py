@@ -17,9 +17,9 @@ from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_EXPORT, EVALUATIONS_VIEW_ALL, SCENARIOS_MANAGE
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
 from evalplatform.web.fields import number_or_text
-from evaluations.analytics import results, tables
-from evaluations.analytics.api import options_from, scenario_for
-from evaluations.judges import selectors as judge_selectors
+from evaluations.analytics import results, tables, trust
+from evaluations.analytics.api import options_from, scenario_for, with_cards_now
+from evaluations.models import TrustGate
 
 
 def _versus_rows(versus: dict[str, Any]) -> list[dict[str, Any]]:
@@ -174,7 +174,13 @@ def analytics_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
             "state": state,
             "errors": errors,
             "options": options,
-            "judges": judge_selectors.scenario_judges(scenario).order_by("pk"),
+            "judges": scenario.judges.select_related(
+                "prompt_version__template", "llm_model", "created_by"
+            ).order_by("pk"),
+            "judge_cards": with_cards_now(scenario, result)["judge_cards"],
+            "trust": result.get("trust"),
+            "gate": TrustGate.objects.filter(scenario=scenario).first(),
+            "can_manage": policy.may(request.user, SCENARIOS_MANAGE, scenario),
             "tables": [t for t in tables.TABLES if tables.rows(result, t)],
             "query": f"?{query}" if query else "",
             "can_export": policy.may(request.user, EVALUATIONS_EXPORT, scenario),
@@ -228,3 +234,42 @@ def adaptive_tasks(request: HttpRequest, scenario_id: int) -> HttpResponse:
             "the judgments so far say are worth the most.",
         )
     return redirect("manager:scenario-page", scenario_id=scenario_id)
+
+
+GATE_FORM_FIELDS = (
+    "min_kappa",
+    "min_shared_items",
+    "max_flip_rate",
+    "max_parse_failure_rate",
+    "min_self_consistency",
+    "min_adjudicated_accuracy",
+)
+
+
+@login_required
+@require_POST
+def trust_gate(request: HttpRequest, scenario_id: int) -> HttpResponse:
+    """The analytics page's trust gate form: save the whole gate, or remove it."""
+    try:
+        scenario = scenario_for(request.user, scenario_id, SCENARIOS_MANAGE)
+        if request.POST.get("action") == "delete":
+            trust.trust_gate_delete(user=request.user, scenario=scenario)
+            messages.success(request, "Trust gate removed: every judge counts again.")
+        else:
+            data: dict[str, Any] = {
+                name: number_or_text(request.POST.get(name)) for name in GATE_FORM_FIELDS
+            }
+            data["include_untrusted"] = request.POST.get("include_untrusted") == "1"
+            trust.trust_gate_set(user=request.user, scenario=scenario, data=data)
+            messages.success(request, "Trust gate saved: the analytics are computed again.")
+    except NotFound as exc:
+        raise Http404 from exc
+    except Forbidden as exc:
+        raise PermissionDenied from exc
+    except FieldErrors as exc:
+        messages.error(
+            request,
+            "The gate was not saved. "
+            + "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.errors.items()),
+        )
+    return redirect(f"/scenarios/{scenario_id}/analytics#judge-cards")

@@ -7,6 +7,10 @@ shift (b - a) with its 95% t interval, the share of A/B verdicts that flipped, C
 between the two runs' verdicts and the quadratic-weighted kappa between their whole-number
 scores (each with the number of rows it rests on); and ``rows``: per ``custom_id`` both
 scores and verdicts and whether it ``changed``.
+
+A batch run for a scenario judge that its trust gate marks untrusted (docs/analytics.md,
+"Trust gates") has its verdicts left out, as if it had none, unless a manager opted in:
+``summary.trust`` says each batch's judge's trust, ``summary.excluded`` which were left out.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import numpy as np
 from scipy import stats as sps
 
 from evaluations.analytics.agreement_stats import cohen_kappa
+from evaluations.analytics.trust import stored_trust
 from evaluations.judgefiles.services import combined
 from evaluations.models import JudgeBatch
 
@@ -37,8 +42,19 @@ def _kappa(pairs: list[tuple[Any, Any]], weights: str | None = None) -> float | 
     return cohen_kappa([p[0] for p in pairs], [p[1] for p in pairs], weights=weights)
 
 
+def batch_trust(batch: JudgeBatch) -> dict[str, Any] | None:
+    """The trust of the scenario judge a batch was run for (None: no judge, or no card)."""
+    judge = batch.judge
+    if judge is None:
+        return None
+    return stored_trust(judge.scenario).get(judge.pk)
+
+
 def compare(a: JudgeBatch, b: JudgeBatch) -> dict[str, Any]:
-    old, new = combined(a), combined(b)
+    trusts = {"a": batch_trust(a), "b": batch_trust(b)}
+    excluded = [k for k, t in trusts.items() if t is not None and not t["counted_in_rankings"]]
+    old = combined(a) if "a" not in excluded else {}
+    new = combined(b) if "b" not in excluded else {}
     both = sorted(set(old) & set(new))
     rows = []
     shifts, flips, verdict_pairs, score_pairs = [], [], [], []
@@ -78,6 +94,8 @@ def compare(a: JudgeBatch, b: JudgeBatch) -> dict[str, Any]:
     summary = {
         "batch_a": a.public_id,
         "batch_b": b.public_id,
+        "trust": trusts,
+        "excluded": excluded,
         "rows_a": len(old),
         "rows_b": len(new),
         "rows_both": len(both),

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -15,11 +15,17 @@ from rest_framework.views import APIView
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.permissions import TeamScopedViewSet
-from evalplatform.accounts.roles import EVALUATIONS_JUDGE, SCENARIOS_VIEW
+from evalplatform.accounts.roles import (
+    EVALUATIONS_JUDGE,
+    EVALUATIONS_VIEW_ALL,
+    SCENARIOS_MANAGE,
+    SCENARIOS_VIEW,
+)
 from evalplatform.api import bodies
 from evalplatform.api.parsers import JSONParser
 from evalplatform.errors import FieldErrors
 from evalplatform.throttling import expensive
+from evaluations.analytics import trust
 from evaluations.judges import selectors
 from evaluations.judges import services as judges
 from evaluations.models import LLMJudge
@@ -32,6 +38,11 @@ class JudgeSerializer(serializers.ModelSerializer):
     model_label = serializers.CharField(source="llm_model.display_name")
     created_by = serializers.CharField(source="created_by.username")
     judgments = serializers.IntegerField(source="judgments.count")
+    trust = serializers.SerializerMethodField(
+        help_text="The judge's trust under its scenario's gate, from the latest stored "
+        "analysis: state (trusted, untrusted, ungated; unmeasured without a card), reasons, "
+        "counted_in_rankings."
+    )
 
     class Meta:
         model = LLMJudge
@@ -51,6 +62,8 @@ class JudgeSerializer(serializers.ModelSerializer):
             "max_tokens",
             "budget_usd",
             "reply_format",
+            "include_untrusted",
+            "trust",
             "judgments",
             "created_by",
             "created_at",
@@ -60,6 +73,15 @@ class JudgeSerializer(serializers.ModelSerializer):
     def get_prompt(self, judge: LLMJudge) -> str:
         version = judge.prompt_version
         return f"{version.template.name} v{version.number}"
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_trust(self, judge: LLMJudge) -> dict[str, Any]:
+        by_judge = self.context.get("trust")
+        if by_judge is None:
+            by_judge = trust.stored_trust(judge.scenario)
+        return by_judge.get(
+            judge.pk, {"state": "unmeasured", "reasons": [], "counted_in_rankings": True}
+        )
 
 
 class JudgeRunSerializer(serializers.Serializer):
@@ -108,7 +130,8 @@ class ScenarioJudgesView(APIView):
     def get(self, request, pk: int):
         scenario = self._scenario(request, pk, SCENARIOS_VIEW)
         rows = selectors.scenario_judges(scenario)
-        return Response(JudgeSerializer(rows, many=True).data)
+        context = {"trust": trust.stored_trust(scenario)}
+        return Response(JudgeSerializer(rows, many=True, context=context).data)
 
     @extend_schema(
         request=bodies.JUDGE,
@@ -147,6 +170,8 @@ class JudgeViewSet(TeamScopedViewSet, mixins.RetrieveModelMixin):
         "estimate": EVALUATIONS_JUDGE,
         "run": EVALUATIONS_JUDGE,
         "retry_failed": EVALUATIONS_JUDGE,
+        "card": EVALUATIONS_VIEW_ALL,
+        "trust_opt_in": SCENARIOS_MANAGE,
     }
     parser_classes = [JSONParser]
 
@@ -202,3 +227,26 @@ class JudgeViewSet(TeamScopedViewSet, mixins.RetrieveModelMixin):
         verdict), and only them, in every run of the judge."""
         retried = judges.judge_retry_failed(user=request.user, judge=self._judge())
         return Response({"retried": retried})
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @action(detail=True, methods=["get"], pagination_class=None)
+    @expensive
+    def card(self, request, pk=None):
+        """The judge's cards (one per temperature: agreement with people and with
+        adjudicated answers, flip rate, self-consistency, self-preference, parse failures,
+        cost, reasoning honoured, what it was measured with and whether that is stale), its
+        trust, and the analysis they are of (docs/analytics.md, "Judge cards"). 202 while
+        the scenario's analysis is first computed."""
+        found = trust.judge_card(self._judge())
+        if found["analysis"]["judgments"] is None and found["analysis"]["status"] != "done":
+            return Response(found, status=status.HTTP_202_ACCEPTED, headers={"Retry-After": "2"})
+        return Response(found)
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=JudgeSerializer)
+    @action(detail=True, methods=["post"], url_path="trust-opt-in")
+    def trust_opt_in(self, request, pk=None):
+        """A manager's opt-in: ``{"include_untrusted": true|false, "reason": "..."}`` counts
+        (or stops counting) the judge's verdicts in the rankings even when it is untrusted;
+        audited."""
+        judge = trust.judge_opt_in(user=request.user, judge=self._judge(), data=request.data)
+        return Response(JudgeSerializer(judge).data)

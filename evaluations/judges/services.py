@@ -28,6 +28,7 @@ from evalplatform.prompts import services as prompt_services
 from evalplatform.prompts.models import PromptTemplate, PromptVersion
 from evalplatform.providers.llm.base import deep_merge
 from evalplatform.providers.models import LLMModel
+from evaluations.analytics import cards
 from evaluations.judges.verdicts import (
     KEYS,
     Rejected,
@@ -490,6 +491,7 @@ def judge_run(
         run = JudgeRun.objects.create(
             judge=judge,
             job=job,
+            configuration=cards.configuration(judge),
             tasks=str(data.get("tasks", "unjudged"))
             if not isinstance(data.get("tasks"), list)
             else "listed",

@@ -16,19 +16,25 @@ from django.views.decorators.http import require_POST
 
 from evalplatform import validation
 from evalplatform.accounts import policy
-from evalplatform.accounts.roles import EVALUATIONS_JUDGE, SCENARIOS_VIEW
+from evalplatform.accounts.roles import (
+    EVALUATIONS_JUDGE,
+    EVALUATIONS_VIEW_ALL,
+    SCENARIOS_MANAGE,
+    SCENARIOS_VIEW,
+)
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
 from evalplatform.web.fields import number_or_text
+from evaluations.analytics import trust
 from evaluations.judges import services as judges
 from evaluations.models import LLMJudge
 from evaluations.pages import scenario_or_404
 
 
-def _judge(request: HttpRequest, judge_id: int) -> LLMJudge:
+def _judge(request: HttpRequest, judge_id: int, feature: str = EVALUATIONS_JUDGE) -> LLMJudge:
     try:
         return policy.access(
             request.user,
-            EVALUATIONS_JUDGE,
+            feature,
             LLMJudge.objects.select_related("scenario__team"),
             view_feature=SCENARIOS_VIEW,
             pk=judge_id,
@@ -131,3 +137,47 @@ def judge_action(request: HttpRequest, judge_id: int, action: str) -> HttpRespon
     except (ApplicationError, ArithmeticError) as exc:
         messages.error(request, getattr(exc, "message", "A budget in US dollars."))
     return redirect(back)
+
+
+@login_required
+def judge_page(request: HttpRequest, judge_id: int) -> HttpResponse:
+    """A judge's page: its configuration, its cards (one per temperature) and its trust,
+    with the manager's opt-in."""
+    judge = _judge(request, judge_id, EVALUATIONS_VIEW_ALL)
+    found = trust.judge_card(judge)
+    return render(
+        request,
+        "evaluations/judge_page.html",
+        {
+            "judge": judge,
+            "scenario": judge.scenario,
+            "found": found,
+            "can_manage": policy.may(request.user, SCENARIOS_MANAGE, judge.scenario),
+        },
+    )
+
+
+@login_required
+@require_POST
+def judge_trust_opt_in(request: HttpRequest, judge_id: int) -> HttpResponse:
+    """The judge page's opt-in form: count its verdicts even when untrusted, or not."""
+    judge = _judge(request, judge_id, SCENARIOS_MANAGE)
+    include = request.POST.get("include_untrusted") == "1"
+    try:
+        trust.judge_opt_in(
+            user=request.user,
+            judge=judge,
+            data={"include_untrusted": include, "reason": request.POST.get("reason", "")},
+        )
+    except FieldErrors as exc:
+        messages.error(request, _errors_message(exc))
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(
+            request,
+            f"“{judge.name}” now counts in the rankings even when untrusted."
+            if include
+            else f"“{judge.name}” counts in the rankings only when trusted.",
+        )
+    return redirect(f"/judges/{judge.pk}")

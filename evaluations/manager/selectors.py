@@ -12,6 +12,7 @@ from evalplatform.accounts import policy
 from evalplatform.accounts.roles import SCENARIOS_VIEW
 from evalplatform.prompts.models import PromptVersion
 from evalplatform.providers.models import LLMModel
+from evaluations.analytics.trust import stored_trust
 from evaluations.models import (
     Assignment,
     AssignmentStatus,
@@ -72,6 +73,7 @@ def judges(scenario: Scenario) -> list[dict[str, Any]]:
         .values_list("judge_id", "parse_status", "n")
     }
     rows = []
+    trusted = stored_trust(scenario)
     judges = scenario.judges.select_related("llm_model", "prompt_version__template")
     runs_of = Prefetch("runs", queryset=JudgeRun.objects.select_related("job"))
     for judge in judges.prefetch_related(runs_of):
@@ -84,6 +86,7 @@ def judges(scenario: Scenario) -> list[dict[str, Any]]:
                 "unparseable": counts.get((judge.pk, ParseStatus.FAILED), 0),
                 "failed_calls": sum(run.job.failed_cells for run in runs),
                 "runs": runs,
+                "trust": trusted.get(judge.pk),
             }
         )
     return rows

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evaluations', '0016_bounded_numbers'),
+        ('evaluations', '0017_trust_gates'),
         ('scenarios', '0007_bounded_numbers'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

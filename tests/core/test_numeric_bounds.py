@@ -216,6 +216,11 @@ BASES: dict[tuple[str, str], Base] = {
         {},
         url,
     ),
+    ("put", "/api/scenarios/{id}/trust-gate"): lambda w, c: (
+        url := f"/api/scenarios/{w.ids['scenario'][0]}/trust-gate",
+        {"min_kappa": 0.6, "min_shared_items": 100},
+        url,
+    ),
 }
 
 PLACEHOLDER = "__walked_value__"

@@ -54,7 +54,7 @@ from evalplatform.routing import socketio_topics, websocket_urlpatterns
 from evalplatform.runs.models import ProviderBatch
 from evaluations.invitations import services as invitations
 from evaluations.judges import services as judges
-from evaluations.models import BudgetPlan, JudgeBatch, JudgeFile, JudgeFileLine
+from evaluations.models import BudgetPlan, JudgeBatch, JudgeFile, JudgeFileLine, TrustGate
 from evaluations.quality import attention
 from evaluations.review import services as review
 from evaluations.workspace import services as evaluation_services
@@ -171,6 +171,9 @@ TABLE: list[Row] = [
     R("api/scenarios/<pk>/plan/<plan_id>", {"GET": "ok=AMCVS"}, params={**SCN, **PLAN}),
     R("api/scenarios/<pk>/plan/<plan_id>/accept", {"POST": "ok=AMS 403=CV"},
       params={**SCN, **PLAN}),
+    # Trust gates (docs/analytics.md): read with the analytics, set and removed by managers.
+    R("api/scenarios/<pk>/trust-gate",
+      {"GET": "ok=AMCVS", "PUT": "ok=AMS 403=CV", "DELETE": "ok=AMS 403=CV"}, params=SCN),
     # Quality control: who evaluates, gold tasks, per-evaluator figures, exclusions.
     R("api/scenarios/<pk>/assignees", {"GET": "ok=AMS 403=CV", "PUT": "ok=AMS 403=CV"},
       params=SCN),
@@ -192,6 +195,8 @@ TABLE: list[Row] = [
     R("api/judges/<pk>/run", {"POST": "ok=AMCS 403=VEI"}, params=JUDGE),
     R("api/judges/<pk>/retry-failed", {"POST": "ok=AMCS 403=VEI"}, params=JUDGE),
     R("api/judges/<pk>/runs", {"GET": "ok=AMCVS 403=EI"}, params=JUDGE),
+    R("api/judges/<pk>/card", {"GET": "ok=AMCVS 403=EI"}, params=JUDGE),
+    R("api/judges/<pk>/trust-opt-in", {"POST": "ok=AMS 403=CVEI"}, params=JUDGE),
     # --- judge files: the platform's API, and the OpenAI Files + Batches API (tokens) ---
     R("api/judge-files/<batch_id>/verdicts", {"GET": "ok=AMCVS 403=EI"}, params=BATCH),
     R("api/judge-files/<batch_id>/verdicts.csv", {"GET": "ok=AMCVS 403=EI"}, params=BATCH),
@@ -285,6 +290,8 @@ TABLE: list[Row] = [
       params={"scenario_id": "@scenario", **PLAN}),
     R("scenarios/<scenario_id>/plan/<plan_id>/accept", {"POST": "ok=AMS 403=CV"},
       params={"scenario_id": "@scenario", **PLAN}, body="form"),
+    R("scenarios/<scenario_id>/trust-gate", {"POST": "ok=AMS 403=CV"},
+      params={"scenario_id": "@scenario"}, body="form"),
     R("scenarios/<scenario_id>/review", {"GET": "ok=AMCVS"}, params={"scenario_id": "@scenario"}),
     R("scenarios/<scenario_id>/tasks/<task_id>/adjudication", {"POST": "ok=AMS 403=CV"},
       params={"scenario_id": "@scenario", "task_id": "@task"}, body="form"),
@@ -316,6 +323,9 @@ TABLE: list[Row] = [
     R("invitations/<token>", {"GET": f"ok=U{EVERYONE}", "POST": f"ok=U{EVERYONE}"},
       params={"token": "@invitation_token"}, other="same", body="form"),
     R("judges/<judge_id>/estimate", {"POST": "ok=AMCS 403=V"}, params={"judge_id": "@judge"},
+      body="form"),
+    R("judges/<judge_id>", {"GET": "ok=AMCVS"}, params={"judge_id": "@judge"}),
+    R("judges/<judge_id>/trust-opt-in", {"POST": "ok=AMS 403=CV"}, params={"judge_id": "@judge"},
       body="form"),
     *[
         R("judges/<judge_id>/<action>", {"POST": "ok=AMCS 403=V"},
@@ -441,6 +451,7 @@ ADMIN_MODELS: dict[str, dict[str, Any]] = {
     "evaluations.invitation": {"view": "AMS", "add": "", "change": "", "delete": ""},
     "evaluations.llmjudge": {"view": "AMS", "add": "", "change": "", "delete": ""},
     "evaluations.judgerun": {"view": "AMS", "add": "", "change": "", "delete": ""},
+    "evaluations.trustgate": {"view": "AMS", "add": "", "change": "", "delete": ""},
     "evaluations.judgebatch": {"view": "AMS", "add": "", "change": "", "delete": ""},
     "evaluations.judgefile": {"view": "AMS", "add": "", "change": "", "delete": ""},
 }
@@ -759,6 +770,9 @@ def build_world() -> World:
             ),
             (key, "evaluations.llmjudge"): judge,
             (key, "evaluations.judgerun"): judge_run,
+            (key, "evaluations.trustgate"): TrustGate.objects.create(
+                scenario=scenario, min_kappa=0.6, min_shared_items=100
+            ),
             (key, "evaluations.invitation"): invitation,
             (key, "runs.providerbatch"): batch,
             (key, "evaluations.judgebatch"): judge_batch,

@@ -597,3 +597,57 @@ def test_a_finished_batch_whose_job_runs_again_delivers_its_new_replies(world, f
     assert batch.error_file_id is None
     with pytest.raises(NotFoundError):
         client.files.retrieve(old_error_file)
+
+
+def test_the_regression_report_leaves_out_an_untrusted_judges_batches(
+    world, fake_provider, team_a, member
+):
+    """A judge-file batch run for a scenario judge that always answers "A" (each task in
+    both orders: every pair flips) falls below a gate on the flip rate: its batches' verdicts
+    leave the regression report until a manager opts the judge in."""
+    from evaluations.judges import services as judges
+    from scenarios.models import Task
+    from tests.evaluations.test_judges import make_scenario
+
+    fake_provider.config.reply = lambda request: '{"winner": "A", "rationale": "First."}'
+    user = world["user"]
+    scenario = make_scenario({"manager": user}, team_a, "comparison", {"ties": False})
+    model = LLMModel.objects.get(model_id="openrelay/gemma-4-31b")
+    judge = judges.judge_create(user=user, scenario=scenario, data={"name": "F", "model": model.pk})
+    tasks = list(Task.objects.filter(scenario=scenario).order_by("position"))
+
+    def judged(custom_id, **metadata):
+        return json.dumps(json.loads(row(custom_id)) | {"metadata": metadata})
+
+    content = "\n".join(
+        line
+        for t in tasks
+        for line in (judged(f"t{t.pk}", task=t.pk), judged(f"s{t.pk}", task=t.pk, swapped=True))
+    ).encode()
+    client = world["client"]
+    uploaded = client.files.create(file=("j.jsonl", content), purpose="batch")
+    first = run_file(client, uploaded.id, extra_body={"judge": judge.pk})
+    second = run_file(client, uploaded.id, extra_body={"judge": judge.pk})
+    manager = token_create(user=member(team_a, Role.MANAGER), name="m")[1]
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {manager}")
+    url = f"/api/judge-files/{first.id}/compare/{second.id}"
+    assert api.get(url).json()["summary"]["rows_both"] == 2 * len(tasks)
+    gate = api.put(
+        f"/api/scenarios/{scenario.pk}/trust-gate",
+        {"max_flip_rate": 0.1},
+        content_type="application/json",
+    )
+    assert gate.status_code == 200, gate.json()
+    analytics = api.get(f"/api/scenarios/{scenario.pk}/analytics?resamples=0").json()
+    card = analytics["judge_cards"][0]
+    assert card["flip_rate"]["rate"] == 1.0 and card["trust"]["state"] == "untrusted"
+    summary = api.get(url).json()["summary"]
+    assert summary["excluded"] == ["a", "b"] and summary["rows_both"] == 0
+    assert summary["trust"]["a"]["state"] == "untrusted"
+    api.post(
+        f"/api/judges/{judge.pk}/trust-opt-in",
+        {"include_untrusted": True, "reason": "checked"},
+        content_type="application/json",
+    )
+    summary = api.get(url).json()["summary"]
+    assert summary["excluded"] == [] and summary["rows_both"] == 2 * len(tasks)

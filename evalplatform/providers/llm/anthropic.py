@@ -56,6 +56,10 @@ class AnthropicAdapter(HTTPAdapter):
         usage = data["usage"]
         return text, int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)), finish
 
+    def details(self, data: Any) -> tuple[str, int | None]:
+        # Anthropic counts thinking in output_tokens and reports no count of its own.
+        return data.get("model") or "", None
+
     def on_event(self, state: StreamState, event: str, data: Any) -> str:
         kind = data.get("type", event)
         if kind == "content_block_delta":
@@ -64,6 +68,8 @@ class AnthropicAdapter(HTTPAdapter):
                 return delta.get("partial_json", "")
             return delta.get("text", "") if delta.get("type") == "text_delta" else ""
         if kind == "message_start":
+            if isinstance(data["message"].get("model"), str):
+                state.model_version = data["message"]["model"]
             usage = data["message"].get("usage") or {}
             state.input_tokens = int(usage.get("input_tokens", 0))
             state.output_tokens = int(usage.get("output_tokens", 0))

@@ -178,9 +178,11 @@ class StreamState:
         "finish_reason",
         "finished",
         "input_tokens",
+        "model_version",
         "output_tokens",
         "parts",
         "raw_events",
+        "reasoning_tokens",
     )
 
     def __init__(self) -> None:
@@ -190,6 +192,8 @@ class StreamState:
         self.finish_reason = ""
         self.finished = False  # the protocol's last event arrived
         self.raw_events = 0
+        self.model_version = ""
+        self.reasoning_tokens: int | None = None
 
 
 class HTTPAdapter(Adapter):
@@ -228,6 +232,11 @@ class HTTPAdapter(Adapter):
     @abstractmethod
     def on_event(self, state: StreamState, event: str, data: Any) -> str:
         """Fold one server-sent event into ``state``; return the text delta ('' if none)."""
+
+    def details(self, data: Any) -> tuple[str, int | None]:
+        """(model snapshot, reasoning tokens) a complete reply reports: ("", None) when it
+        reports neither."""
+        return "", None
 
     # --- shared ---
     def _url(self, request: LLMRequest, *, stream: bool) -> httpx.URL:
@@ -276,6 +285,7 @@ class HTTPAdapter(Adapter):
             raise errors.malformed(read_response(response, raw).text, shape) from exc
         if len(text) > reply_char_cap(request):
             raise errors.reply_too_long(reply_char_cap(request))
+        model_version, reasoning_tokens = reported(self, data)
         return LLMResponse(
             text=text,
             input_tokens=input_tokens,
@@ -283,6 +293,8 @@ class HTTPAdapter(Adapter):
             finish_reason=finish,
             latency_s=time.perf_counter() - started,
             raw=data,
+            model_version=model_version,
+            reasoning_tokens=reasoning_tokens,
         )
 
     async def stream(self, request: LLMRequest) -> AsyncGenerator[StreamItem, None]:
@@ -327,7 +339,24 @@ class HTTPAdapter(Adapter):
             output_tokens=state.output_tokens,
             finish_reason=state.finish_reason,
             latency_s=time.perf_counter() - started,
+            model_version=state.model_version[:200],
+            reasoning_tokens=state.reasoning_tokens,
         )
+
+
+def reported(adapter: HTTPAdapter, data: Any) -> tuple[str, int | None]:
+    """``adapter.details`` of a reply, or ("", None) when the reply's shape says neither
+    (they are what a card reports, never a reason to refuse a reply)."""
+    try:
+        model_version, reasoning_tokens = adapter.details(data)
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+        return "", None
+    tokens = reasoning_tokens if isinstance(reasoning_tokens, int) else None
+    return str(model_version or "")[:200], tokens if tokens is None or tokens >= 0 else None
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:

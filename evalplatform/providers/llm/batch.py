@@ -23,7 +23,7 @@ from typing import IO, Any
 import httpx
 
 from evalplatform.providers.llm import errors
-from evalplatform.providers.llm.base import HTTPAdapter
+from evalplatform.providers.llm.base import HTTPAdapter, reported
 from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
 
 SPOOL_BYTES = 8 * 1024 * 1024
@@ -185,7 +185,10 @@ class Batches(ABC):
             return BatchResult(custom_id, error=error)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             return BatchResult(custom_id, error=errors.malformed(json.dumps(body), repr(exc)))
-        response = LLMResponse(text, input_tokens, output_tokens, finish, 0.0, body)
+        model_version, reasoning_tokens = reported(self.adapter, body)
+        response = LLMResponse(
+            text, input_tokens, output_tokens, finish, 0.0, body, model_version, reasoning_tokens
+        )
         return BatchResult(custom_id, response=response)
 
     @staticmethod

@@ -6,7 +6,7 @@ from typing import Any
 from urllib.parse import quote
 
 from evalplatform.providers.llm import errors
-from evalplatform.providers.llm.base import HTTPAdapter, StreamState, join_url
+from evalplatform.providers.llm.base import HTTPAdapter, StreamState, _int_or_none, join_url
 from evalplatform.providers.llm.types import LLMRequest
 
 _BLOCKED = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII"}
@@ -49,6 +49,10 @@ class GeminiAdapter(HTTPAdapter):
         output = int(usage.get("candidatesTokenCount", 0)) + int(usage.get("thoughtsTokenCount", 0))
         return int(usage.get("promptTokenCount", 0)), output
 
+    def details(self, data: Any) -> tuple[str, int | None]:
+        usage = data.get("usageMetadata") or {}
+        return data.get("modelVersion") or "", _int_or_none(usage.get("thoughtsTokenCount"))
+
     @staticmethod
     def _text(candidate: Any) -> str:
         parts = (candidate.get("content") or {}).get("parts") or []
@@ -72,6 +76,9 @@ class GeminiAdapter(HTTPAdapter):
     def on_event(self, state: StreamState, event: str, data: Any) -> str:
         if "usageMetadata" in data:
             state.input_tokens, state.output_tokens = self._usage(data)
+            state.reasoning_tokens = self.details(data)[1]
+        if isinstance(data.get("modelVersion"), str):
+            state.model_version = data["modelVersion"]
         candidates = data.get("candidates") or []
         if not candidates:
             reason = (data.get("promptFeedback") or {}).get("blockReason")

@@ -111,6 +111,9 @@ class MockSettings:
     position_bias: float = 0.0
     noise: float = 1.0
     fenced_json_rate: float = 0.0
+    # The share of requests that ask for thinking whose replies report reasoning tokens
+    # (below 1: a model that does not always honour the setting).
+    thinking_rate: float = 1.0
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> MockSettings:
@@ -219,6 +222,10 @@ class MockAdapter(Adapter):
             )
         self._attempts.pop(key, None)
         text, finish = answer(request, self.settings, key=self.draws.key(request, key))
+        reasoning = 0
+        if thinking_requested(request.params):
+            honoured = random.Random(f"{key}:thinking").random()  # noqa: S311
+            reasoning = 16 + len(text) // 4 if honoured < self.settings.thinking_rate else 0
         return LLMResponse(
             text=text,
             input_tokens=tokens_for(request.system) + tokens_for(request.user),
@@ -226,6 +233,8 @@ class MockAdapter(Adapter):
             finish_reason=finish,
             latency_s=self.settings.latency_s,
             raw={"mock": True, "model": request.model},
+            model_version=request.model,
+            reasoning_tokens=reasoning,
         )
 
     async def stream(self, request: LLMRequest) -> AsyncGenerator[StreamItem, None]:
@@ -235,6 +244,28 @@ class MockAdapter(Adapter):
             chunk = " ".join(words[start : start + 4])
             yield chunk if start == 0 else " " + chunk
         yield response
+
+
+def thinking_requested(params: Mapping[str, Any]) -> bool:
+    """Whether parameters ask for thinking in any provider's words (Anthropic's
+    ``thinking``, Gemini's ``thinkingConfig``, OpenAI's ``reasoning_effort``), not turned
+    off (``{"type": "disabled"}``, a budget of 0, effort "none")."""
+    generation = params.get("generationConfig")
+    found: Any = params.get("thinking")
+    if found is None:
+        found = params.get("thinkingConfig")
+    if found is None and isinstance(generation, dict):
+        found = generation.get("thinkingConfig")
+    if found is None:
+        reasoning = params.get("reasoning")
+        found = params.get("reasoning_effort") or (
+            reasoning.get("effort") if isinstance(reasoning, dict) else None
+        )
+    if found is None or found is False:
+        return False
+    if isinstance(found, dict):
+        return not (found.get("type") == "disabled" or found.get("thinkingBudget") == 0)
+    return str(found).lower() not in ("none", "off", "disabled", "0")
 
 
 def answer(request: LLMRequest, settings: MockSettings, *, key: str = "") -> tuple[str, str]:

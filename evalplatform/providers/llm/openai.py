@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalplatform.providers.llm import errors
-from evalplatform.providers.llm.base import HTTPAdapter, StreamState, join_url
+from evalplatform.providers.llm.base import HTTPAdapter, StreamState, _int_or_none, join_url
 from evalplatform.providers.llm.types import LLMRequest
 
 
@@ -52,6 +52,11 @@ class OpenAIAdapter(HTTPAdapter):
             finish,
         )
 
+    def details(self, data: Any) -> tuple[str, int | None]:
+        usage = data.get("usage") or {}
+        detail = usage.get("completion_tokens_details") or {}
+        return data.get("model") or "", _int_or_none(detail.get("reasoning_tokens"))
+
     def on_event(self, state: StreamState, event: str, data: Any) -> str:
         if "error" in data:
             raise errors.ProviderError(
@@ -61,6 +66,10 @@ class OpenAIAdapter(HTTPAdapter):
         if usage:
             state.input_tokens = int(usage.get("prompt_tokens", 0))
             state.output_tokens = int(usage.get("completion_tokens", 0))
+            detail = usage.get("completion_tokens_details") or {}
+            state.reasoning_tokens = _int_or_none(detail.get("reasoning_tokens"))
+        if isinstance(data.get("model"), str):
+            state.model_version = data["model"]
         choices = data.get("choices") or []
         if not choices:
             return ""

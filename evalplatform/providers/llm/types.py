@@ -32,6 +32,10 @@ class LLMResponse:
     finish_reason: str
     latency_s: float
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    # The model snapshot the provider says answered ("" when it says none), and the
+    # reasoning (thinking) tokens it reports apart (None when it reports none).
+    model_version: str = ""
+    reasoning_tokens: int | None = None
 
 
 class ProviderError(Exception):

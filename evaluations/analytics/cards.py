@@ -1,0 +1,574 @@
+"""Judge cards and trust gates: the ``judge_cards`` part of a scenario's analytics
+(docs/analytics.md, "Judge cards" and "Trust gates").
+
+A card is one judge configuration: a judge (its prompt version, model, thinking and other
+parameters) at one of its temperatures. It holds, from that configuration's valid verdicts
+and unparseable replies: the chance-corrected agreement with the people's judgments on the
+items both judged (Cohen's kappa and Krippendorff's alpha with bootstrap intervals, the
+number of shared items and the base rates of the people's answers there), the agreement
+with the adjudicated answers, the position-swap flip rate, the self-consistency of repeated
+calls, self-preference for outputs of the judge's own model family, the parse-failure rate,
+the cost per judgment, and whether the thinking it asked for was honoured (reasoning tokens
+the provider reported). It records what it was measured with (``measured_with``: the
+configuration each judge run recorded when it started, and the model snapshots the provider
+reported), and is ``stale`` when the judge's configuration now differs.
+
+``trust`` holds a card to its scenario's ``TrustGate``; a card below it is untrusted, and
+its verdicts are left out of the rankings unless a manager opted in (the gate's
+``include_untrusted``, or the judge's).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from evaluations.analytics import stats, style
+from evaluations.analytics.adjudicated import held_to
+from evaluations.analytics.agreement import Bootstrap, Reading, names_of, unit_values, versus
+from evaluations.analytics.agreement_stats import rounded
+from evaluations.analytics.data import AnalysisData, Row
+from evaluations.models import LLMJudge, RaterKind, TrustGate
+
+MAX_RESAMPLES = 1000  # the bootstrap resamples of a card's agreement intervals, at most
+GATE_FIELDS = (
+    "min_kappa",
+    "min_shared_items",
+    "max_flip_rate",
+    "max_parse_failure_rate",
+    "min_self_consistency",
+    "min_adjudicated_accuracy",
+)
+
+
+# --- configurations -----------------------------------------------------------------------------
+def thinking_setting(params: Any) -> Any:
+    """The thinking (reasoning) setting among a model configuration's parameters, in its
+    provider's words: Anthropic's ``thinking``; Gemini's ``thinkingConfig`` (in
+    ``generationConfig``, as the request carries it, or on its own), e.g.
+    ``{"thinkingBudget": 0}`` or ``{"thinkingLevel": "low"}``; OpenAI's ``reasoning_effort``
+    (or the Responses API's ``reasoning.effort``) as ``{"reasoning_effort": "high"}``.
+    None when the parameters set none."""
+    if not isinstance(params, dict):
+        return None
+    if params.get("thinking") is not None:
+        return params["thinking"]
+    generation = params.get("generationConfig")
+    for holder in (generation if isinstance(generation, dict) else {}, params):
+        if holder.get("thinkingConfig") is not None:
+            return holder["thinkingConfig"]
+    reasoning = params.get("reasoning")
+    effort = params.get("reasoning_effort")
+    if effort is None and isinstance(reasoning, dict):
+        effort = reasoning.get("effort")
+    return {"reasoning_effort": effort} if effort is not None else None
+
+
+def thinking_requested(setting: Any) -> bool:
+    """Whether a thinking setting asks for thinking (not ``{"type": "disabled"}``, a budget
+    of 0 or an effort of "none")."""
+    if setting is None or setting is False:
+        return False
+    if isinstance(setting, dict):
+        if setting.get("type") == "disabled" or setting.get("thinkingBudget") == 0:
+            return False
+        effort = setting.get("reasoning_effort")
+        return str(effort).lower() not in ("none", "off", "disabled", "0")
+    return str(setting).lower() not in ("none", "off", "disabled", "0")
+
+
+def configuration(judge: LLMJudge) -> dict[str, Any]:
+    """What a judge's verdicts depend on: the model (its provider's name for it, and the
+    connection's kind), the parameters (thinking among them), the prompt version, the
+    temperatures, repetitions, both orders or not, the token limit and the reply format.
+    A judge run records it when it starts (``JudgeRun.configuration``)."""
+    version = judge.prompt_version
+    return {
+        "model": judge.llm_model.model_id,
+        "provider": judge.llm_model.connection.kind,
+        "params": judge.params or {},
+        "thinking": thinking_setting(judge.params),
+        "prompt_version": judge.prompt_version_id,
+        "prompt": f"{version.template.name} v{version.number}",
+        "temperatures": judge.temperatures,
+        "repetitions": judge.repetitions,
+        "swap": judge.swap,
+        "max_tokens": judge.max_tokens,
+        "reply_format": judge.reply_format or {},
+    }
+
+
+def _at(config: Mapping[str, Any], temperature: float | None) -> dict[str, Any]:
+    """A judge configuration at one temperature (what a card is of)."""
+    found = {k: v for k, v in config.items() if k != "temperatures"}
+    return found | {"temperature": temperature}
+
+
+def fingerprint(config: Mapping[str, Any]) -> str:
+    """A configuration's fingerprint: its canonical JSON, hashed (16 hex digits)."""
+    text = json.dumps(config, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def current_fingerprint(judge: LLMJudge, temperature: float | None) -> str | None:
+    """The fingerprint of the judge's configuration now at ``temperature``; None when it
+    no longer asks at that temperature."""
+    config = configuration(judge)
+    if temperature not in (config["temperatures"] or [None]):
+        return None
+    return fingerprint(_at(config, temperature))
+
+
+# --- the figures --------------------------------------------------------------------------------
+def _winner(row: Row) -> Any:
+    winner = row.payload.get("winner")
+    return "tie" if winner not in ("A", "B") else row.presented["AB".index(winner)]
+
+
+def _verdict(row: Row) -> str:
+    """A verdict as one value, whatever the order it was shown in (self-consistency)."""
+    if "winner" in row.payload:
+        return str(_winner(row))
+    if "ranking" in row.payload:
+        return json.dumps(row.payload.get("ranking"))
+    if "scores" in row.payload:
+        return json.dumps(row.payload.get("scores"), sort_keys=True)
+    return json.dumps(sorted(row.payload.get("labels") or []))
+
+
+def _share(k: int, n: int) -> dict[str, Any]:
+    """k of n with the exact (Clopper-Pearson) 95% interval of the share."""
+    found = stats.binomial(k, n)
+    return {
+        "n": n,
+        "k": k,
+        "rate": rounded(found["share"]),
+        "ci_low": rounded(found["ci_low"]),
+        "ci_high": rounded(found["ci_high"]),
+    }
+
+
+def flip_rate(rows: list[Row]) -> dict[str, Any] | None:
+    """Pairs judged in both orders (same task, repetition and temperature; the swapped call
+    with the one before it): the share whose winner changed with the order. None without
+    such pairs."""
+    orders: dict[tuple, tuple[list[Row], list[Row]]] = defaultdict(lambda: ([], []))
+    for row in rows:
+        if len(row.presented) != 2 or "winner" not in row.payload:
+            continue
+        u, v = row.presented
+        key = (row.task, row.repetition, row.temperature, min(u, v), max(u, v))
+        orders[key][0 if u < v else 1].append(row)
+    pairs = [p for one, other in orders.values() for p in zip(one, other, strict=False)]
+    if not pairs:
+        return None
+    flips = sum(_winner(one) != _winner(other) for one, other in pairs)
+    return {"pairs": len(pairs), "flips": flips} | _share(flips, len(pairs))
+
+
+def self_consistency(rows: list[Row]) -> dict[str, Any] | None:
+    """Repeated calls (the same task in the same order at the same temperature): the share
+    of such groups whose calls all gave the same verdict. None without repeated calls."""
+    groups: dict[tuple, list[str]] = defaultdict(list)
+    for row in rows:
+        groups[(row.task, row.swapped)].append(_verdict(row))
+    repeated = [v for v in groups.values() if len(v) >= 2]
+    if not repeated:
+        return None
+    same = sum(len(set(v)) == 1 for v in repeated)
+    return {"groups": len(repeated), "identical": same} | _share(same, len(repeated))
+
+
+def self_preference(
+    rows: list[Row], people: list[Row], family: str | None, families: Mapping[int, str | None]
+) -> dict[str, Any] | None:
+    """Comparisons of an output of the judge's model family with one of another: the share
+    the judge's family won (ties as halves), and the people's on comparisons of the same
+    kind. None when the family is unknown or no such comparison was judged."""
+    if family is None:
+        return None
+
+    def won(subset: Iterable[Row]) -> tuple[int, float]:
+        n, wins = 0, 0.0
+        for row in subset:
+            if len(row.presented) != 2 or "winner" not in row.payload:
+                continue
+            own = [families.get(pk) == family for pk in row.presented]
+            if own[0] == own[1]:
+                continue
+            n += 1
+            winner = _winner(row)
+            wins += 0.5 if winner == "tie" else float(winner == row.presented[own.index(True)])
+        return n, wins
+
+    n, wins = won(rows)
+    if n == 0:
+        return None
+    m, people_wins = won(people)
+    share = wins / n
+    theirs = people_wins / m if m else None
+    return {
+        "family": family,
+        "comparisons": n,
+        "own_family_win_share": rounded(share),
+        "people_comparisons": m,
+        "people_own_family_win_share": rounded(theirs),
+        "difference": rounded(share - theirs) if theirs is not None else None,
+    }
+
+
+def _base_rates(
+    people_units: Mapping[Any, Mapping[str, list]], judged_units: Mapping[Any, Any]
+) -> dict[str, float]:
+    """The people's majority answers on the units both judged, as shares (the agreement a
+    judge that always gave one answer would get with them)."""
+    found: Counter[str] = Counter()
+    for unit in judged_units:
+        if unit not in people_units:
+            continue
+        counts = Counter(str(v) for vs in people_units[unit].values() for v in vs).most_common()
+        if counts and (len(counts) == 1 or counts[0][1] > counts[1][1]):
+            found[counts[0][0]] += 1
+    total = sum(found.values())
+    return {k: rounded(v / total) for k, v in sorted(found.items())} if total else {}
+
+
+def human_agreement(
+    rows: list[Row],
+    people_units: Mapping[str | None, dict[Any, dict[str, list]]],
+    reading: Reading,
+    config: dict,
+    boot: Bootstrap,
+    names: Mapping[int, str],
+) -> dict[str, Any]:
+    """The card's agreement with the people. Verdicts and labels: Cohen's kappa and
+    nominal Krippendorff's alpha of the people's majority against the judge's answer on
+    each shared item. Scores: per dimension the quadratic-weighted kappa and the interval
+    alpha of the means; the card's figures are its weakest dimension's."""
+    empty: dict[str, Any] = {
+        "shared_items": 0,
+        "kappa": None,
+        "kappa_ci": None,
+        "alpha": None,
+        "alpha_ci": None,
+        "base_rate": None,
+        "base_rates": {},
+    }
+    if reading.scored:
+        by_dimension = {}
+        for dim in config.get("dimensions", []):
+            name = dim["name"]
+            judged = unit_values(rows, reading, name, names)
+            found = versus(people_units.get(name, {}), judged, scored=True, boot=boot)
+            by_dimension[name] = {
+                "shared_items": found["units"],
+                "kappa": found.get("cohen_kappa_weighted"),
+                "kappa_ci": found.get("cohen_kappa_weighted_ci"),
+                "alpha": found.get("krippendorff_alpha_interval"),
+                "alpha_ci": found.get("krippendorff_alpha_interval_ci"),
+            }
+        measured = [d for d in by_dimension.values() if d["kappa"] is not None]
+        weakest = min(measured, key=lambda d: d["kappa"]) if measured else None
+        shared = min((d["shared_items"] for d in by_dimension.values()), default=0)
+        return (
+            empty
+            | ({k: v for k, v in weakest.items() if k != "shared_items"} if weakest else {})
+            | {"shared_items": shared, "metric": "quadratic", "by_dimension": by_dimension}
+        )
+    judged = unit_values(rows, reading, None, names)
+    units = people_units.get(None, {})
+    if not judged:
+        return empty | {"metric": "nominal"}
+    found = versus(units, judged, scored=False, boot=boot)
+    rates = _base_rates(units, judged)
+    return {
+        "shared_items": found["units"],
+        "kappa": found.get("cohen_kappa"),
+        "kappa_ci": found.get("cohen_kappa_ci"),
+        "alpha": found.get("krippendorff_alpha_nominal"),
+        "alpha_ci": found.get("krippendorff_alpha_nominal_ci"),
+        "base_rate": max(rates.values()) if rates else None,
+        "base_rates": rates,
+        "agreement": found.get("agreement_with_human_majority"),
+        "metric": "nominal",
+    }
+
+
+def reasoning(rows: list[Row], setting: Any) -> dict[str, Any]:
+    """Whether the thinking the configuration asked for was honoured: of the replies whose
+    provider counted reasoning tokens apart, how many had some. ``honoured`` is None when
+    no reply had a count (the provider reports none: Anthropic counts thinking in the
+    output tokens)."""
+    counted = [r.reasoning_tokens for r in rows if r.reasoning_tokens is not None]
+    requested = thinking_requested(setting)
+    with_tokens = sum(1 for t in counted if t > 0)
+    honoured: bool | None = None
+    if counted:
+        honoured = with_tokens == len(counted) if requested else None
+    return {
+        "requested": setting,
+        "thinking_requested": requested,
+        "replies": len(rows),
+        "replies_counted": len(counted),
+        "replies_with_reasoning": with_tokens,
+        "reasoning_tokens": sum(counted),
+        "mean_reasoning_tokens": rounded(sum(counted) / len(counted)) if counted else None,
+        "honoured": honoured,
+        "honoured_share": rounded(with_tokens / len(counted)) if counted and requested else None,
+    }
+
+
+# --- the cards ----------------------------------------------------------------------------------
+def judge_cards(
+    loaded: AnalysisData,
+    reading: Reading,
+    kind: str | None,
+    options: Mapping[str, Any],
+) -> list[dict[str, Any]]:
+    """One card per judge and temperature its verdicts or failures were made at, in the
+    order of the judges (then temperatures)."""
+    if not loaded.judges:
+        return []
+    scenario, config = loaded.scenario, loaded.scenario.config
+    boot = Bootstrap(
+        min(int(options.get("resamples") or 0), MAX_RESAMPLES), int(options.get("seed") or 0)
+    )
+    names = names_of(loaded.variants)
+    people = [r for r in loaded.rows if r.kind != RaterKind.JUDGE]
+    dimensions: list[str | None] = (
+        [d["name"] for d in config.get("dimensions", [])] if reading.scored else [None]
+    )
+    people_units = {d: unit_values(people, reading, d, names) for d in dimensions}
+    families = {
+        pk: style.family(
+            loaded.sources.get(pk, ("", ""))[0],
+            v.model_label,
+            kind=loaded.sources.get(pk, ("", ""))[1] or None,
+        )
+        for pk, v in loaded.variants.items()
+    }
+    by_config: dict[tuple[int, float | None], list[Row]] = defaultdict(list)
+    for row in loaded.rows:
+        if row.judge is not None:
+            by_config[(row.judge, row.temperature)].append(row)
+    cards = []
+    for judge in loaded.judges:
+        config_now = configuration(judge)
+        temperatures = {t for (j, t) in by_config if j == judge.pk}
+        temperatures |= {t for (j, t) in loaded.failures if j == judge.pk}
+        family = style.family(
+            judge.llm_model.model_id,
+            judge.llm_model.display_name,
+            kind=judge.llm_model.connection.kind,
+        )
+        for temperature in sorted(temperatures, key=lambda t: (t is not None, t or 0)):
+            rows = by_config.get((judge.pk, temperature), [])
+            failed = loaded.failures.get((judge.pk, temperature), 0)
+            calls = len(rows) + failed
+            spent = sum((r.cost or Decimal(0) for r in rows), Decimal(0))
+            measured = _measured_with(rows, loaded.run_configurations, config_now, temperature)
+            now = current_fingerprint(judge, temperature)
+            preference = self_preference(rows, people, family, families)
+            card: dict[str, Any] = {
+                "judge": judge.pk,
+                "name": judge.name,
+                "temperature": temperature,
+                "model": judge.llm_model.model_id,
+                "prompt": config_now["prompt"],
+                "thinking": config_now["thinking"],
+                "params": config_now["params"],
+                "measured_with": measured,
+                "current_fingerprint": now,
+                "stale": any(f != now for f in measured["fingerprints"]),
+                "judgments": len(rows),
+                "calls": calls,
+                "human_agreement": human_agreement(rows, people_units, reading, config, boot, names)
+                | {"humans_blind": scenario.blind},
+                "adjudicated": held_to(kind, rows, loaded.adjudications, config),
+                "flip_rate": flip_rate(rows),
+                "self_consistency": self_consistency(rows),
+                "self_preference": preference,
+                "parse_failures": {"calls": calls, "failures": failed}
+                | ({"rate": rounded(failed / calls)} if calls else {"rate": None}),
+                "cost": {
+                    "total_usd": rounded(float(spent)),
+                    "per_judgment_usd": rounded(float(spent) / len(rows)) if rows else None,
+                },
+                "reasoning": reasoning(rows, config_now["thinking"]),
+            }
+            cards.append(card)
+    return cards
+
+
+def _measured_with(
+    rows: list[Row],
+    runs: Mapping[int, Mapping[str, Any]],
+    config_now: Mapping[str, Any],
+    temperature: float | None,
+) -> dict[str, Any]:
+    """What a card was measured with: the configurations its verdicts' runs recorded when
+    they started (the judge's configuration now for verdicts of no recorded run: a judge
+    file's, or a run older than the record), their fingerprints, and the model snapshots
+    the provider reported."""
+    configs: dict[str, dict[str, Any]] = {}
+    unrecorded = 0
+    for row in rows:
+        recorded = runs.get(row.job) if row.job is not None else None
+        if recorded:
+            at = _at(recorded, temperature)
+            configs.setdefault(fingerprint(at), at)
+        else:
+            unrecorded += 1
+    if not configs:
+        at = _at(config_now, temperature)
+        configs[fingerprint(at)] = at
+    snapshots = Counter(r.model_version for r in rows if r.model_version)
+    return {
+        "fingerprints": sorted(configs),
+        "configurations": [configs[k] for k in sorted(configs)],
+        "recorded": unrecorded == 0 and bool(rows),
+        "unrecorded_judgments": unrecorded,
+        "model_snapshots": [{"model": m, "judgments": n} for m, n in sorted(snapshots.items())],
+    }
+
+
+# --- trust --------------------------------------------------------------------------------------
+def gate_of(gate: TrustGate | None) -> dict[str, Any] | None:
+    """A gate's thresholds and the scenario-wide opt-in, as the JSON shows them."""
+    if gate is None:
+        return None
+    return {name: getattr(gate, name) for name in GATE_FIELDS} | {
+        "include_untrusted": gate.include_untrusted
+    }
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def trust(card: Mapping[str, Any], gate: Mapping[str, Any] | None, *, judge_opt_in: bool) -> dict:
+    """A card held to a gate: ``state`` ("trusted", "untrusted", or "ungated" without a
+    gate), the ``reasons`` it is untrusted, the thresholds it could not be held to for want
+    of data (``unchecked``), and whether its verdicts count in the rankings (and by whose
+    opt-in when untrusted). Agreement with people is required: without shared items or a
+    kappa, a gate on it is failed; the other figures are checked where they were measured."""
+    if gate is None:
+        return {
+            "state": "ungated",
+            "reasons": [],
+            "unchecked": [],
+            "counted_in_rankings": True,
+            "opt_in": None,
+        }
+    reasons: list[str] = []
+    unchecked: list[str] = []
+    people = card.get("human_agreement") or {}
+    shared = people.get("shared_items") or 0
+    if gate.get("min_shared_items") and shared < gate["min_shared_items"]:
+        reasons.append(
+            f"{shared} item(s) shared with people; the gate asks for {gate['min_shared_items']}."
+        )
+    if gate.get("min_kappa") is not None:
+        kappa = people.get("kappa")
+        if kappa is None:
+            reasons.append("No kappa with people (no shared items, or one answer only).")
+        elif kappa < gate["min_kappa"]:
+            reasons.append(f"Kappa with people {_fmt(kappa)} is below {_fmt(gate['min_kappa'])}.")
+
+    def ceiling(key: str, figure: Mapping[str, Any] | None, field: str, what: str) -> None:
+        limit = gate.get(key)
+        if limit is None:
+            return
+        value = (figure or {}).get(field)
+        if value is None:
+            unchecked.append(key)
+        elif value > limit:
+            reasons.append(f"{what} {_fmt(value)} is above {_fmt(limit)}.")
+
+    def floor(key: str, value: float | None, what: str) -> None:
+        limit = gate.get(key)
+        if limit is None:
+            return
+        if value is None:
+            unchecked.append(key)
+        elif value < limit:
+            reasons.append(f"{what} {_fmt(value)} is below {_fmt(limit)}.")
+
+    ceiling("max_flip_rate", card.get("flip_rate"), "rate", "Position-swap flip rate")
+    ceiling("max_parse_failure_rate", card.get("parse_failures"), "rate", "Parse-failure rate")
+    floor(
+        "min_self_consistency",
+        (card.get("self_consistency") or {}).get("rate"),
+        "Self-consistency",
+    )
+    floor(
+        "min_adjudicated_accuracy",
+        (card.get("adjudicated") or {}).get("accuracy"),
+        "Accuracy on adjudicated answers",
+    )
+    if card.get("stale"):
+        reasons.append("Measured with another configuration than the judge's now (stale).")
+    untrusted = bool(reasons)
+    opt_in = None
+    if untrusted and gate.get("include_untrusted"):
+        opt_in = "scenario"
+    elif untrusted and judge_opt_in:
+        opt_in = "judge"
+    return {
+        "state": "untrusted" if untrusted else "trusted",
+        "reasons": reasons,
+        "unchecked": unchecked,
+        "counted_in_rankings": not untrusted or opt_in is not None,
+        "opt_in": opt_in,
+    }
+
+
+def judge_trust(cards: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """A judge's trust from its cards': untrusted when any of them is (its reasons named by
+    temperature), ungated when there is no gate, else trusted; ``counted_in_rankings``
+    when all its cards count."""
+    cards = list(cards)
+    if not cards:
+        return {"state": "unmeasured", "reasons": [], "counted_in_rankings": True}
+    states = {c["trust"]["state"] for c in cards}
+    reasons = [
+        f"At temperature {c['temperature']}: {reason}" if len(cards) > 1 else reason
+        for c in cards
+        for reason in c["trust"]["reasons"]
+    ]
+    state = (
+        "untrusted" if "untrusted" in states else "ungated" if "ungated" in states else "trusted"
+    )
+    return {
+        "state": state,
+        "reasons": reasons,
+        "counted_in_rankings": all(c["trust"]["counted_in_rankings"] for c in cards),
+    }
+
+
+def refresh(
+    cards: list[dict[str, Any]],
+    judges: Iterable[LLMJudge],
+    gate: TrustGate | None,
+) -> list[dict[str, Any]]:
+    """Stored cards as of now: ``stale`` against each judge's configuration now, and their
+    trust under the gate and opt-ins now (a stored analysis keeps what it was computed
+    with until it is recomputed). Cards of judges gone are left out."""
+    found = {j.pk: j for j in judges}
+    shown = gate_of(gate)
+    out = []
+    for card in cards:
+        judge = found.get(int(card.get("judge") or 0))
+        if judge is None:
+            continue
+        now = current_fingerprint(judge, card.get("temperature"))
+        fresh = dict(card)
+        fresh["current_fingerprint"] = now
+        fresh["stale"] = any(f != now for f in card["measured_with"]["fingerprints"])
+        fresh["trust"] = trust(fresh, shown, judge_opt_in=judge.include_untrusted)
+        out.append(fresh)
+    return out
