@@ -18,8 +18,10 @@ from itertools import combinations
 from typing import Any, Protocol
 
 import numpy as np
+
+# scipy.stats is imported inside the functions that use it: it takes about a second to
+# import, and the web server loads this module before answering its first request.
 from scipy import sparse
-from scipy import stats as sps
 
 from evaluations.analytics import agreement_stats as ags
 from evaluations.analytics.agreement_stats import rounded
@@ -530,6 +532,8 @@ def versus(
     """A judge against the people on the units both judged: for verdicts and labels the
     people's majority against the judge's most frequent verdict; for scores (``scored``)
     the people's mean against the judge's mean. Intervals with ``boot``."""
+    from scipy import stats as sps
+
     boot = boot or Bootstrap()
     common = [u for u in judged if u in humans]
     if scored:

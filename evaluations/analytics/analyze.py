@@ -23,7 +23,9 @@ from itertools import combinations
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
+
+# scipy.stats is imported inside the functions that use it: it takes about a second to
+# import, and the web server loads this module before answering its first request.
 from threadpoolctl import threadpool_limits
 
 from evalplatform import validation
@@ -442,6 +444,8 @@ def _rating_stability(rater: str, dimension: str, rows: list[Row]) -> dict[str, 
 def _temperature_tests(per_item_sd: dict[Any, dict[tuple, float]]) -> list[dict[str, Any]]:
     """Each pair of temperatures: the items' SDs compared pairwise (Wilcoxon signed-rank and
     paired t-test)."""
+    from scipy import stats as sps
+
     tests = []
     for low, high in combinations(sorted(per_item_sd, key=lambda t: t or 0), 2):
         common = sorted(set(per_item_sd[low]) & set(per_item_sd[high]))

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
+
+# scipy.stats is imported inside the functions that use it: it takes about a second to
+# import, and the web server loads this module before answering its first request.
 from scipy.sparse.csgraph import connected_components
 
 from evaluations.analytics import bradley_terry
@@ -56,6 +58,8 @@ def strongly_connected(wins: np.ndarray) -> bool:
 
 def ranks(values: np.ndarray) -> np.ndarray:
     """1 = highest; ties share the better rank."""
+    from scipy import stats as sps
+
     return sps.rankdata(-values, method="min").astype(int)
 
 
@@ -122,6 +126,8 @@ def wilcoxon_p(x: np.ndarray, y: np.ndarray) -> float | None:
     ``EXACT_WILCOXON`` nonzero differences without ties, the exact distribution; otherwise
     the normal approximation with the tie correction of the variance, no continuity
     correction."""
+    from scipy import stats as sps
+
     d = np.asarray(y, float) - np.asarray(x, float)
     d = d[d != 0]
     n = len(d)
@@ -144,6 +150,8 @@ def wilcoxon_p(x: np.ndarray, y: np.ndarray) -> float | None:
 def binomial(successes: int, trials: int) -> dict[str, Any]:
     """The share of successes with its exact (Clopper-Pearson) 95% interval and the exact
     two-sided binomial test against one half."""
+    from scipy import stats as sps
+
     if trials == 0:
         return {"n": 0, "k": 0, "share": None, "ci_low": None, "ci_high": None, "p_value": None}
     test = sps.binomtest(successes, trials, 0.5, alternative="two-sided")
@@ -210,6 +218,8 @@ class Summary:
 
 def summarize(values: np.ndarray) -> Summary:
     """Mean, SD (n - 1) and the t-based 95% interval of the mean."""
+    from scipy import stats as sps
+
     n = len(values)
     if n == 0:
         return Summary(0, None, None, None, None)
@@ -237,6 +247,8 @@ def next_pairs(
     regularized fit, so that it exists from the first comparison). Pairs are chosen one by
     one, the covariance updated after each (Sherman-Morrison), so a batch spreads out.
     ``candidates``: the pairs allowed (rows i, j); default every pair."""
+    from scipy import stats as sps
+
     if candidates is None:
         i_all, j_all = np.triu_indices(n, 1)
         candidates = np.stack([i_all, j_all], axis=1)

@@ -19,8 +19,9 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
+# scipy.stats is imported inside the functions that use it: it takes about a second to
+# import, and the web server loads this module before answering its first request.
 from evaluations.analytics.agreement_stats import cohen_kappa
 from evaluations.analytics.trust import stored_trust
 from evaluations.judgefiles.services import combined
@@ -51,6 +52,8 @@ def batch_trust(batch: JudgeBatch) -> dict[str, Any] | None:
 
 
 def compare(a: JudgeBatch, b: JudgeBatch) -> dict[str, Any]:
+    from scipy import stats as sps
+
     trusts = {"a": batch_trust(a), "b": batch_trust(b)}
     excluded = [k for k, t in trusts.items() if t is not None and not t["counted_in_rankings"]]
     old = combined(a) if "a" not in excluded else {}

@@ -22,13 +22,16 @@ after each (Sherman-Morrison), until the budget is spent or the target is reache
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
-from scipy import optimize
-from scipy import stats as sps
 
-Z = float(sps.norm.ppf(0.975))
+# scipy.stats is imported inside the functions that use it: it takes about a second to
+# import, and the web server loads this module before answering its first request.
+from scipy import optimize
+
+Z = NormalDist().inv_cdf(0.975)
 PRIOR = 0.25  # precision of the N(0, 4) prior on each strength: one virtual game, half won
 EPS = 1e-9
 # The grid ``rater_quality`` searches, and the prior it shrinks towards (weight in verdicts).
@@ -247,6 +250,8 @@ def _weights(question: Question, theta: np.ndarray, cov: np.ndarray) -> np.ndarr
     """How much each contrast's variance counts: 1 for a single contrast; for the ranking,
     the chance the fit misorders the pair over its variance (the share of it one verdict
     removes, weighted by how likely it is wrong: as ``stats.next_pairs``)."""
+    from scipy import stats as sps
+
     pi, pj = contrast_pairs(question, theta)
     if question.kind != "ranking":
         return np.ones(len(pi))
@@ -257,6 +262,8 @@ def _weights(question: Question, theta: np.ndarray, cov: np.ndarray) -> np.ndarr
 def expected_tau(theta: np.ndarray, cov: np.ndarray) -> float:
     """The expected Kendall tau between the fitted order and the truth: 1 - 2 x the mean
     chance a pair is misordered, each pair's difference normal around the estimate."""
+    from scipy import stats as sps
+
     n = len(theta)
     if n < 2:
         return 1.0
