@@ -1,12 +1,23 @@
 """Batch mode at scale: a job of N cells through the fake provider's OpenAI batch API (its
-own process), on a fresh SQLite database (or DATABASE_URL).
+own process), on a fresh database of its own (SQLite, or PostgreSQL with DATABASE_URL).
 
     python bench/batch_scale.py [--cells 50000] [--failure-rate 0.02] [--max-cells 10000]
 
-Measures the submission (rendering, reserving budget, recording each batch before sending,
-streaming the JSONL upload), the recording of results (chunks of 500, idempotent; the pass
-also waits for the fake to produce and send them, so ``record_db_s`` gives the database
-part alone) and the re-submission of failed rows alone, with the process's peak memory.
+Reported per stage, each with its wall time, this process's CPU seconds and the fake
+provider's (the provider's own work: parsing the upload, writing the answers):
+
+- ``create``: the job planned (``job_plan``) and created with every cell (``job_create``);
+- ``submit``: the first pass: pending cells claimed into batches with their budget reserved
+  (rendering each request), each batch recorded before it is sent, its JSONL built into a
+  spooled file and uploaded; ``build_submit_s`` is ``create`` and ``submit`` together, from
+  the configuration to every batch at the provider;
+- ``ingest``: the second pass: the results streamed, parsed and recorded in chunks
+  (idempotent; ``ingest_db_s`` is the database part alone); failed rows go back to pending;
+- ``resubmit``: the passes after it, the failed rows sent again alone until the job ends.
+
+Targets (issue 20): ``build_submit_s`` <= 10 s, ``ingest_s`` <= 15 s, peak RSS <= 400 MB
+(this process, ``ru_maxrss``). The machine's load average is reported: on a shared machine
+wall times grow with it, CPU seconds much less.
 
 Then one user's ``--jobs`` batch jobs (``--job-cells`` each) are started at once against a
 fake whose batches take ``--batch-s`` seconds: none is queued behind another (a batch job
@@ -22,14 +33,18 @@ import json
 import os
 import resource
 import sys
-import tempfile
 import time
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+
+TARGET_BUILD_SUBMIT_S = 10.0
+TARGET_INGEST_S = 15.0
+TARGET_PEAK_RSS_MB = 400.0
 
 
 def main() -> None:
@@ -41,21 +56,56 @@ def main() -> None:
     parser.add_argument("--job-cells", type=int, default=200, help="Cells of each of them.")
     parser.add_argument("--batch-s", type=float, default=3.0, help="Their provider's batch time.")
     args = parser.parse_args()
-    os.environ.setdefault("EVAL_DATA_DIR", tempfile.mkdtemp(prefix="evalbench-"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     os.environ["GENERATION_BATCH_MAX_CELLS"] = str(args.max_cells)
+    os.environ["GENERATION_MAX_CELLS"] = str(max(args.cells, 50_000))
+    from setup_data import fresh_database
+
+    with fresh_database("batch") as database:
+        summary = run(args, database)
+    print(json.dumps(summary))
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Stage:
+    """Wall time, this process's CPU and the fake's over a block."""
+
+    def __init__(self, fake_pid: int):
+        self.fake_pid = fake_pid
+
+    def __enter__(self) -> Stage:
+        self.wall = time.perf_counter()
+        self.cpu = time.process_time()
+        self.fake = _cpu_s(self.fake_pid)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.wall = time.perf_counter() - self.wall
+        self.cpu = time.process_time() - self.cpu
+        self.fake = _cpu_s(self.fake_pid) - self.fake
+
+
+def run(args: argparse.Namespace, database: str) -> dict[str, Any]:
+    import asyncio
+
     import django
 
     django.setup()
     from django.core.management import call_command
     from django.db.models import Sum
     from provider_overhead import free_port, start_fake
-    from setup_data import bench_fixture, drive_timed, job_body
+    from setup_data import bench_fixture, job_body
 
     from evalplatform.runs.models import ProviderBatch
     from generation import planning, services
     from generation.models import GenerationJob
+    from generation.runners import batch as batch_runner
 
     call_command("migrate", verbosity=0)
     port = free_port()
@@ -63,19 +113,41 @@ def main() -> None:
         port,
         extra=("--batch-duration", "0", "--batch-failure-rate", str(args.failure_rate)),
     )
+    load_before = os.getloadavg()[0]
+    stages: dict[str, Stage] = {}
+    summaries = []
+    recording = {"s": 0.0}
+    record = batch_runner._record
+
+    def timed_record(*a: Any, **kw: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return record(*a, **kw)
+        finally:
+            recording["s"] += time.perf_counter() - began
+
     try:
         user, model, version = bench_fixture(kind="openai", base_url=f"http://127.0.0.1:{port}")
         data = job_body(model, version, args.cells, mode="batch")
-        created = time.perf_counter()
-        job = services.job_create(user=user, plan=planning.job_plan(user=user, data=data))
-        create_s = time.perf_counter() - created
+        with Stage(fake.pid) as stages["create"]:
+            job = services.job_create(user=user, plan=planning.job_plan(user=user, data=data))
         services.job_start(user=user, job=job)
-
-        # Time spent recording results in the database, apart from waiting for the provider.
-        passes, total_s, record_db_s = drive_timed(job.pk)
+        batch_runner._record = timed_record  # type: ignore[assignment]
+        for number in range(12):
+            name = {0: "submit", 1: "ingest"}.get(number, f"resubmit{number - 1}")
+            recording["s"] = 0.0
+            with Stage(fake.pid) as stage:
+                summaries.append(asyncio.run(batch_runner.drive(job.pk)))
+            stage.db = recording["s"]  # type: ignore[attr-defined]
+            stages[name] = stage
+            if GenerationJob.objects.get(pk=job.pk).status != "running":
+                break
     finally:
+        batch_runner._record = record  # type: ignore[assignment]
         fake.terminate()
         fake.wait(timeout=10)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    load_after = os.getloadavg()[0]
     side_by_side = many_jobs(args, user, model, version)
     job = GenerationJob.objects.get(pk=job.pk)
     # SQLite sums decimals as floats: compare at the stored precision (micro-dollars).
@@ -83,45 +155,56 @@ def main() -> None:
     assert job.status == "completed", job.status
     assert job.completed_cells + job.failed_cells == args.cells
     assert job.cost_usd == spent and job.reserved_usd == 0, (job.cost_usd, spent, job.reserved_usd)
-    batches = ProviderBatch.objects.filter(work_id=job.pk)
-    submit_s = passes[0][0]
-    record_s = passes[1][0]
-    submitted = passes[0][1].submitted_cells
-    recorded = passes[1][1].recorded
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    for number, (seconds, summary) in enumerate(passes, 1):
+    batches = ProviderBatch.objects.filter(work_id=job.pk).count()
+    create, submit, ingest = stages["create"], stages["submit"], stages["ingest"]
+    rest = [s for name, s in stages.items() if name.startswith("resubmit")]
+    build_submit_s = create.wall + submit.wall
+    for name, stage in stages.items():
+        extra = f", database {stage.db:.2f} s" if hasattr(stage, "db") and stage.db else ""
         print(
-            f"pass {number}: {seconds:.2f} s, submitted {summary.submitted_cells} cells in "
-            f"{summary.submitted_batches} batches, recorded {summary.recorded}"
+            f"{name:>10}: {stage.wall:6.2f} s wall, {stage.cpu:6.2f} s CPU here, "
+            f"{stage.fake:6.2f} s CPU at the fake provider{extra}"
         )
     print(
-        f"{args.cells} cells: {job.completed_cells} completed, {job.failed_cells} failed, "
-        f"{batches.count()} provider batches, {len(passes)} passes in {total_s:.1f} s; "
-        f"peak memory {peak_mb:.0f} MB"
+        f"{args.cells} cells on {database.split()[0]}: {job.completed_cells} completed, "
+        f"{job.failed_cells} failed, {batches} provider batches, {len(summaries)} passes; "
+        f"load average {load_before:.1f} before, {load_after:.1f} after"
     )
     print(
-        json.dumps(
-            {
-                "cells": args.cells,
-                "database": django.db.connection.vendor,
-                "failure_rate": args.failure_rate,
-                "provider_batches": batches.count(),
-                "passes": len(passes),
-                "create_job_s": round(create_s, 3),
-                "submit_s": round(submit_s, 3),
-                "submit_cells_per_s": round(submitted / submit_s, 1),
-                "record_s": round(record_s, 3),
-                "record_cells_per_s": round(recorded / record_s, 1),
-                "record_db_s": round(record_db_s, 3),
-                "record_db_cells_per_s": round(args.cells / record_db_s, 1),
-                "completed": job.completed_cells,
-                "failed": job.failed_cells,
-                "total_s": round(total_s, 3),
-                "peak_rss_mb": round(peak_mb, 1),
-                **side_by_side,
-            }
-        )
+        f"build + submit {build_submit_s:.1f} s (target <= {TARGET_BUILD_SUBMIT_S:g}), ingest "
+        f"{ingest.wall:.1f} s (target <= {TARGET_INGEST_S:g}), peak RSS {peak_mb:.0f} MB "
+        f"(target <= {TARGET_PEAK_RSS_MB:g})"
     )
+    return {
+        "cells": args.cells,
+        "database": database.split()[0],
+        "failure_rate": args.failure_rate,
+        "provider_batches": batches,
+        "passes": len(summaries),
+        "load_average_before": round(load_before, 2),
+        "load_average_after": round(load_after, 2),
+        "create_job_s": round(create.wall, 3),
+        "create_job_cpu_s": round(create.cpu, 3),
+        "submit_s": round(submit.wall, 3),
+        "submit_cpu_s": round(submit.cpu, 3),
+        "submit_fake_cpu_s": round(submit.fake, 3),
+        "submit_cells_per_s": round(summaries[0].submitted_cells / submit.wall, 1),
+        "build_submit_s": round(build_submit_s, 3),
+        "ingest_s": round(ingest.wall, 3),
+        "ingest_cpu_s": round(ingest.cpu, 3),
+        "ingest_fake_cpu_s": round(ingest.fake, 3),
+        "ingest_db_s": round(ingest.db, 3),  # type: ignore[attr-defined]
+        "ingest_cells_per_s": round(summaries[1].recorded / ingest.wall, 1),
+        "resubmit_s": round(sum(s.wall for s in rest), 3),
+        "completed": job.completed_cells,
+        "failed": job.failed_cells,
+        "total_s": round(sum(s.wall for s in stages.values()), 3),
+        "peak_rss_mb": round(peak_mb, 1),
+        "build_submit_meets_target": build_submit_s <= TARGET_BUILD_SUBMIT_S,
+        "ingest_meets_target": ingest.wall <= TARGET_INGEST_S,
+        "peak_rss_meets_target": peak_mb <= TARGET_PEAK_RSS_MB,
+        **side_by_side,
+    }
 
 
 def many_jobs(args: argparse.Namespace, user, model, version) -> dict:

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal
 from typing import Any, NamedTuple
 
-from django.db import connections
 from django.db.models import F
 from django.utils import timezone
 
+from evalplatform import bulk
 from evalplatform.prompts.rendering import Block, render
 from evalplatform.providers.estimate import estimate_tokens
 from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
@@ -400,27 +400,17 @@ def _failed_event(cell: Finished, kind: str, message: str) -> tuple[str, dict[st
 
 
 def write(changes: Sequence[dict[str, Any]]) -> None:
-    """Write cells (each change: ``pk`` and the fields to set): one prepared UPDATE per set
-    of fields, run with executemany. A few milliseconds for hundreds of cells, where
-    per-row ORM updates or bulk_update (a CASE per field) cost far more (measured by
-    bench/batch_scale.py). Values are prepared by the fields themselves."""
-    meta = GenerationOutput._meta
-    connection = connections[GenerationOutput.objects.db]
-    table = connection.ops.quote_name(meta.db_table)
+    """Write cells (each change: ``pk`` and the fields to set): one set-based update per set
+    of fields (``evalplatform.bulk.update``: an UPDATE ... FROM (VALUES ...) on PostgreSQL,
+    a prepared UPDATE run with executemany on SQLite), where per-row ORM updates or
+    bulk_update (a CASE per field) cost far more (measured by bench/batch_scale.py)."""
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for change in changes:
         groups.setdefault(tuple(sorted(k for k in change if k != "pk")), []).append(change)
     for names, rows in groups.items():
-        fields: list[Any] = [meta.get_field(name) for name in names]
-        assignments = ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in fields)
-        # Only quoted column and table names of the model go into the text; values are
-        # parameters.
-        sql = f"UPDATE {table} SET {assignments} WHERE id = %s"  # noqa: S608
-        prepare = statements.prepare
-        params = [
-            [prepare(f, c[name], connection) for name, f in zip(names, fields, strict=True)]
-            + [c["pk"]]
-            for c in rows
-        ]
-        with connection.cursor() as cursor:
-            cursor.executemany(sql, params)
+        bulk.update(
+            GenerationOutput,
+            names,
+            [[c["pk"], *(c[name] for name in names)] for c in rows],
+            using=GenerationOutput.objects.db,
+        )

@@ -255,7 +255,13 @@ class GenerationOutput(models.Model):
 
     class Meta:
         ordering = ["job_id", "pk"]
-        indexes = [models.Index(fields=["job", "status"])]
+        indexes = [
+            models.Index(fields=["job", "status"]),
+            # A job's outputs in order (exports, the outputs list): read from the index, not
+            # sorted (on PostgreSQL a sort of a large job's rows spills to disk before the
+            # first row). SQLite's job index already holds the rowid in order.
+            models.Index(fields=["job", "id"], name="output_job_in_order"),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["job", "item", "prompt", "model_config", "repetition", "temperature"],

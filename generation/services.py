@@ -11,7 +11,7 @@ from typing import Any
 
 from django.db import transaction
 
-from evalplatform import validation
+from evalplatform import bulk, validation
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import GENERATION_MANAGE
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
@@ -101,12 +101,14 @@ def job_create(*, user: Any, plan: JobPlan) -> GenerationJob:
             estimate=estimate,
             total_cells=plan.cell_count,
         )
-        items = GenerationItem.objects.bulk_create(
-            [
-                GenerationItem(job=job, position=i, item_id=item_id, data=data)
-                for i, (item_id, data) in enumerate(plan.items)
-            ],
-            batch_size=BULK,
+        bulk.insert(
+            GenerationItem,
+            ["job_id", "position", "item_id", "data"],
+            ((job.pk, i, item_id, data) for i, (item_id, data) in enumerate(plan.items)),
+        )
+        # The items' ids, by position.
+        items = list(
+            GenerationItem.objects.filter(job=job).order_by("position").values_list("pk", flat=True)
         )
         prompts = JobPrompt.objects.bulk_create(
             [
@@ -133,25 +135,34 @@ def job_create(*, user: Any, plan: JobPlan) -> GenerationJob:
             ]
             for model, spec in zip(models, plan.models, strict=True)
         }
-        cells = (
-            GenerationOutput(
-                job=job,
-                item=item,
-                prompt=prompt,
-                model_config=model,
-                repetition=rep,
-                temperature=temp,
-                custom_id=custom_id(
-                    job.pk, item.position, prompt.position, model.position, rep, t_index
-                ),
-            )
-            for item, prompt, model, rep in itertools.product(
-                items, prompts, models, range(plan.repetitions)
-            )
-            for t_index, temp in slots[model.pk]
+        # Every cell, written by one set-based insert (no model instance per cell).
+        bulk.insert(
+            GenerationOutput,
+            [
+                "job_id",
+                "item_id",
+                "prompt_id",
+                "model_config_id",
+                "repetition",
+                "temperature",
+                "custom_id",
+            ],
+            (
+                (
+                    job.pk,
+                    item,
+                    prompt.pk,
+                    model.pk,
+                    rep,
+                    temp,
+                    custom_id(job.pk, position, prompt.position, model.position, rep, t_index),
+                )
+                for (position, item), prompt, model, rep in itertools.product(
+                    enumerate(items), prompts, models, range(plan.repetitions)
+                )
+                for t_index, temp in slots[model.pk]
+            ),
         )
-        while chunk := list(itertools.islice(cells, BULK)):
-            GenerationOutput.objects.bulk_create(chunk)
     return job
 
 

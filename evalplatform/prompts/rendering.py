@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -117,6 +118,13 @@ _SHOWN = 60  # characters of an unclosed placeholder quoted in its error
 
 def placeholders(body: str) -> list[Placeholder]:
     """Every placeholder of ``body`` in order: each ``{{`` up to the next ``}}``."""
+    return list(_placeholders(body))
+
+
+@functools.lru_cache(maxsize=512)
+def _placeholders(body: str) -> tuple[Placeholder, ...]:
+    """``placeholders``, read once per text: a job renders the same few blocks for each of
+    its thousands of cells."""
     found: list[Placeholder] = []
     position = 0
     while (start := body.find(OPEN, position)) != -1:
@@ -149,7 +157,7 @@ def placeholders(body: str) -> list[Placeholder]:
         else:
             found.append(Placeholder(start, end, text, inner))
         position = end
-    return found
+    return tuple(found)
 
 
 def placeholder_problems(blocks: Iterable[Block]) -> list[PlaceholderProblem]:

@@ -27,7 +27,12 @@ UNCAPPED_HIGH_FACTOR = 4
 
 
 def estimate_tokens(text: str) -> int:
-    return max(1, math.ceil(len(text) / CHARS_PER_TOKEN)) if text else 0
+    return tokens_in_chars(len(text))
+
+
+def tokens_in_chars(chars: int) -> int:
+    """``estimate_tokens`` of a text of ``chars`` characters."""
+    return max(1, math.ceil(chars / CHARS_PER_TOKEN)) if chars else 0
 
 
 class Priced(Protocol):

@@ -23,6 +23,7 @@ Everything the driver knows is in the database, so a restarted worker simply con
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import uuid
@@ -61,7 +62,7 @@ logger = logging.getLogger(__name__)
 
 WORK_KIND = BATCH_WORK_KIND
 SUBMIT_GRACE = timedelta(minutes=15)
-INGEST_CHUNK = 500
+INGEST_CHUNK = 1000
 
 db = sync_to_async
 
@@ -107,21 +108,35 @@ def _record(row_id: int, results: Sequence[BatchResult], *, requeue: bool = Fals
     missing row within the retry limit goes back to pending, to be re-submitted alone in
     the next round's batch. ``requeue``: every errored row goes back to pending (the job
     fails, and a resume sends them again)."""
-    row = ProviderBatch.objects.get(pk=row_id)
+    work_id = ProviderBatch.objects.values_list("work_id", flat=True).get(pk=row_id)
     with transaction.atomic():
-        job = GenerationJob.objects.select_for_update().get(pk=row.work_id)
+        job = GenerationJob.objects.select_for_update().get(pk=work_id)
         prices = {
             jm.pk: jm.llm_model
             for jm in JobModel.objects.filter(job_id=job.pk).select_related("llm_model")
         }
-        cells_left = GenerationOutput.objects.filter(
-            batch_id=row.pk,
-            status=OutputStatus.RUNNING,
-            custom_id__in=[r.custom_id for r in results],
-        ).values_list("pk", "custom_id", "attempts", "reserved_usd", "model_config_id")
+        # Looked up by the job's unique (job, custom_id) index, one probe a result; the
+        # batch and status are checked here (filtering on them in SQL lets SQLite scan the
+        # whole batch's rows instead, for every chunk).
+        rows = (
+            GenerationOutput.objects.filter(
+                job_id=job.pk, custom_id__in=[r.custom_id for r in results]
+            )
+            .order_by()  # the model's ordering would make SQLite read the job's rows in order
+            .values_list(
+                "pk",
+                "custom_id",
+                "attempts",
+                "reserved_usd",
+                "model_config_id",
+                "batch_id",
+                "status",
+            )
+        )
         running: dict[str, tuple[int, int, Decimal, int]] = {
             custom_id: (pk, attempts, reserved, model_config_id)
-            for pk, custom_id, attempts, reserved, model_config_id in cells_left
+            for pk, custom_id, attempts, reserved, model_config_id, batch_id, status in rows
+            if batch_id == row_id and status == OutputStatus.RUNNING
         }
         finished = []
         for result in results:
@@ -149,7 +164,7 @@ def _record(row_id: int, results: Sequence[BatchResult], *, requeue: bool = Fals
             finished,
             prices=prices,
             handler=results_.handler_for(job.source_kind),
-            batch_id=row.pk,
+            batch_id=row_id,
         )
         if recorded.changed:
             job.refresh_from_db()
@@ -414,12 +429,19 @@ async def _advance(row: ProviderBatch, clients: _Clients, summary: DriveSummary)
         return
     row.state = status.state
     chunk: list[BatchResult] = []
+    # A chunk is recorded (on the database thread) while the next one is read and parsed.
+    recording: asyncio.Future[int] | None = None
     try:
         async for result in batches.results(handle, status):
             chunk.append(result)
             if len(chunk) >= INGEST_CHUNK:
-                summary.recorded += await db(_record)(row.pk, chunk)
+                if recording is not None:
+                    summary.recorded += await recording
+                recording = asyncio.ensure_future(db(_record)(row.pk, chunk))
                 chunk = []
+        last, recording = recording, None
+        if last is not None:
+            summary.recorded += await last
         if chunk:
             summary.recorded += await db(_record)(row.pk, chunk)
     except ProviderError as error:
@@ -427,6 +449,9 @@ async def _advance(row: ProviderBatch, clients: _Clients, summary: DriveSummary)
         # reads them again and records only the rest.
         logger.warning("batch %s: reading results failed: %s", row.pk, error)
         return
+    finally:
+        if recording is not None:  # reading failed while a chunk was being recorded
+            summary.recorded += await recording
     summary.recorded += await db(_close)(row.pk)
 
 

@@ -200,3 +200,39 @@ def test_a_result_the_provider_lost_is_a_retryable_failure(fake_provider, kind):
     by_id = {r.custom_id: r for r in results}
     assert len(results) == 5 and by_id["req-2"].error.kind == "missing"
     assert by_id["req-2"].error.retryable
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_the_fake_writes_a_batchs_answers_once_when_its_results_are_read(fake_provider, kind):
+    """Polls count the outcomes without writing answers; the results file streams each
+    answer as it is written, and reading it again gives the same answers."""
+    written = []
+    answer = fake_provider.app.answer
+
+    def counted(request):
+        written.append(request.user)
+        return answer(request)
+
+    fake_provider.app.answer = counted
+    fake_provider.config.batch_duration_s = 0
+    # Sampled anew on each call (a temperature, no seed): only the first answers are kept.
+    requests = [
+        (f"req-{i}", LLMRequest(model="m-1", user=f"q {i}", temperature=1.0, max_tokens=50))
+        for i in range(1200)
+    ]
+
+    async def run():
+        async with ProviderClient(kind=kind, base_url=fake_provider.url, api_key="k") as client:
+            batches = client.batches()
+            [handle] = await batches.submit(requests, display_name="twice")
+            for _ in range(3):
+                status = await batches.poll(handle)
+            assert status.done and status.succeeded == 1200
+            assert written == []
+            first = {r.custom_id: r.response.text async for r in batches.results(handle, status)}
+            assert len(written) == 1200
+            again = {r.custom_id: r.response.text async for r in batches.results(handle, status)}
+            return first, again
+
+    first, again = asyncio.run(run())
+    assert len(written) == 1200 and first == again and len(first) == 1200

@@ -9,12 +9,15 @@ N submissions of that request; ``[[fault:reject]]`` makes the provider refuse a 
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 import math
 import random
 import re
 import time
 import uuid
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.parser import BytesParser
@@ -29,6 +32,8 @@ from evalplatform.providers.llm.types import LLMRequest
 
 _FAULT = re.compile(r"\[\[fault:([a-z0-9_]+)(?:\*(\d+))?")
 _TYPES = "type.googleapis.com/google.ai.generativelanguage.v1main."
+# Result lines of a streamed results file per block.
+STREAM_LINES = 500
 _ERROR_STATUS = {"400": 400, "401": 401, "404": 404, "quota": 429, "429": 429, "529": 529}
 
 
@@ -48,7 +53,8 @@ class FakeBatch:
     processed_at_cancel: int = 0
     cancel_polled: bool = False
     expire: bool = False
-    outcomes: list[tuple[str, str, Any]] | None = field(default=None, repr=False)
+    kinds: list[tuple[str, str, Any]] | None = field(default=None, repr=False)
+    answers: dict[int, tuple[LLMRequest, str, str, Any]] = field(default_factory=dict, repr=False)
 
 
 class Answerer(Protocol):
@@ -152,10 +158,11 @@ class BatchStore:
     def _ended(self, batch: FakeBatch) -> bool:
         return batch.cancelled_at is not None or self._fraction(batch) >= 1.0
 
-    def _outcomes(self, batch: FakeBatch) -> list[tuple[str, str, Any]]:
-        """(custom_id, 'succeeded'|'errored'|'expired'|'cancelled', payload) per request."""
-        if batch.outcomes is not None:
-            return batch.outcomes
+    def _kinds(self, batch: FakeBatch) -> list[tuple[str, str, Any]]:
+        """(custom_id, 'succeeded'|'errored'|'expired'|'cancelled', an error's status) per
+        request: what the counts need, without writing the answers."""
+        if batch.kinds is not None:
+            return batch.kinds
         processed = (
             self._processed(batch)
             if batch.cancelled_at is not None or batch.expire
@@ -180,17 +187,36 @@ class BatchStore:
                 kind = marker.group(1) if marker else "500"
                 result.append((custom_id, "errored", _ERROR_STATUS.get(kind, 500)))
                 continue
-            text, finish, usage = self.provider.answer(request)
-            result.append((custom_id, "succeeded", (request, text, finish, usage)))
+            result.append((custom_id, "succeeded", None))
         if self._ended(batch):
-            batch.outcomes = result
+            batch.kinds = result
         return result
 
-    def _shuffled(self, batch: FakeBatch) -> list[tuple[str, str, Any]]:
+    def _answer(self, batch: FakeBatch, index: int) -> tuple[LLMRequest, str, str, Any]:
+        """The answer to the batch's ``index``-th request, written once, when first read."""
+        if index not in batch.answers:
+            request = batch.requests[index][1]
+            batch.answers[index] = (request, *self.provider.answer(request))
+        return batch.answers[index]
+
+    def _outcomes(self, batch: FakeBatch) -> list[tuple[str, str, Any]]:
+        """(custom_id, 'succeeded'|'errored'|'expired'|'cancelled', payload) per request: a
+        success's payload is its answer, written when the results are first read (not at
+        each poll)."""
+        return [
+            (custom_id, kind, self._answer(batch, index) if kind == "succeeded" else payload)
+            for index, (custom_id, kind, payload) in enumerate(self._kinds(batch))
+        ]
+
+    def _shuffled(self, batch: FakeBatch) -> list[tuple[int, str, str, Any]]:
+        """(request index, custom_id, kind, an error's status) per result line, in the
+        order the provider sends them (answers are written as the lines are)."""
         # [[batch:drop]]: the provider "forgets" that request's result line.
         outcomes = [
-            outcome
-            for outcome, (_, request) in zip(self._outcomes(batch), batch.requests, strict=True)
+            (index, *outcome)
+            for index, (outcome, (_, request)) in enumerate(
+                zip(self._kinds(batch), batch.requests, strict=True)
+            )
             if "[[batch:drop]]" not in request.user
         ]
         random.Random(f"{self.provider.config.seed}:{batch.sequence}").shuffle(outcomes)  # noqa: S311
@@ -198,7 +224,7 @@ class BatchStore:
 
     def _counts(self, batch: FakeBatch) -> tuple[int, int]:
         processed = self._processed(batch)
-        outcomes = self._outcomes(batch)[:processed]
+        outcomes = self._kinds(batch)[:processed]
         ok = sum(1 for _, kind, _ in outcomes if kind == "succeeded")
         return ok, sum(1 for _, kind, _ in outcomes if kind == "errored")
 
@@ -244,51 +270,53 @@ class BatchStore:
             if batch is None or not self._ended(batch):
                 return self._missing("openai", "file")
             return Reply(
-                body=self._openai_lines(batch, errors=file_id.startswith("err-")),
+                stream=self._streamed(self._openai_lines(batch, errors=file_id.startswith("err-"))),
                 content_type=b"application/octet-stream",
             )
         if file_id not in self.files:
             return self._missing("openai", "file")
         return Reply(body=self.files[file_id], content_type=b"application/octet-stream")
 
-    def _openai_lines(self, batch: FakeBatch, *, errors: bool) -> bytes:
-        lines = []
-        for custom_id, kind, payload in self._shuffled(batch):
+    def _openai_lines(self, batch: FakeBatch, *, errors: bool) -> Iterator[bytes]:
+        for index, custom_id, kind, payload in self._shuffled(batch):
+            line: dict[str, Any] | None = None
             if kind == "succeeded" and not errors:
-                request, text, finish, usage = payload
+                request, text, finish, usage = self._answer(batch, index)
                 body = wire.openai_reply(request.model, text, finish, usage)
-                lines.append(
-                    {
-                        "id": f"batch_req_{uuid.uuid4().hex[:12]}",
-                        "custom_id": custom_id,
-                        "response": {"status_code": 200, "request_id": "req_fake", "body": body},
-                        "error": None,
-                    }
-                )
+                line = {
+                    "id": f"batch_req_{uuid.uuid4().hex[:12]}",
+                    "custom_id": custom_id,
+                    "response": {"status_code": 200, "request_id": "req_fake", "body": body},
+                    "error": None,
+                }
             elif kind == "errored" and errors:
-                lines.append(
-                    {
-                        "id": f"batch_req_{uuid.uuid4().hex[:12]}",
-                        "custom_id": custom_id,
-                        "response": {
-                            "status_code": payload,
-                            "request_id": "req_fake",
-                            "body": wire.error_body("openai", payload, "Injected batch failure."),
-                        },
-                        "error": None,
-                    }
-                )
+                line = {
+                    "id": f"batch_req_{uuid.uuid4().hex[:12]}",
+                    "custom_id": custom_id,
+                    "response": {
+                        "status_code": payload,
+                        "request_id": "req_fake",
+                        "body": wire.error_body("openai", payload, "Injected batch failure."),
+                    },
+                    "error": None,
+                }
             elif kind in ("expired", "cancelled") and errors:
                 code = "batch_expired" if kind == "expired" else "batch_cancelled"
-                lines.append(
-                    {
-                        "id": f"batch_req_{uuid.uuid4().hex[:12]}",
-                        "custom_id": custom_id,
-                        "response": None,
-                        "error": {"code": code, "message": f"Request {kind}."},
-                    }
-                )
-        return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+                line = {
+                    "id": f"batch_req_{uuid.uuid4().hex[:12]}",
+                    "custom_id": custom_id,
+                    "response": None,
+                    "error": {"code": code, "message": f"Request {kind}."},
+                }
+            if line is not None:
+                yield json.dumps(line).encode() + b"\n"
+
+    async def _streamed(self, lines: Iterator[bytes]) -> AsyncIterator[bytes]:
+        """``lines`` sent a block at a time as they are written, as a provider streams a
+        large file: the client reads the first results while the rest are being written."""
+        while block := list(itertools.islice(lines, STREAM_LINES)):
+            yield b"".join(block)
+            await asyncio.sleep(0)  # let the server's other requests run between blocks
 
     async def openai_create(self, raw: bytes, **_: Any) -> Reply:
         body = json.loads(raw or b"{}")
@@ -329,7 +357,7 @@ class BatchStore:
             status = "validating" if fraction < 0.1 else "in_progress"
         ok, failed = self._counts(batch)
         done = status in ("completed", "expired", "cancelled")
-        has_errors = done and any(kind != "succeeded" for _, kind, _ in self._outcomes(batch))
+        has_errors = done and any(kind != "succeeded" for _, kind, _ in self._kinds(batch))
         return {
             "id": batch.id,
             "object": "batch",
@@ -413,7 +441,7 @@ class BatchStore:
         }
         if ended:
             counts["processing"] = 0
-            for _, kind, _ in self._outcomes(batch):
+            for _, kind, _ in self._kinds(batch):
                 counts[{"cancelled": "canceled"}.get(kind, kind)] += 1
         return {
             "id": batch.id,
@@ -460,9 +488,9 @@ class BatchStore:
         if batch is None or not self._ended(batch):
             return self._missing("anthropic", "batch results")
         lines = []
-        for custom_id, kind, payload in self._shuffled(batch):
+        for index, custom_id, kind, payload in self._shuffled(batch):
             if kind == "succeeded":
-                request, text, finish, usage = payload
+                request, text, finish, usage = self._answer(batch, index)
                 result = {
                     "type": "succeeded",
                     "message": wire.anthropic_reply(request.model, text, finish, usage),

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalplatform import validation
-from evalplatform.providers.estimate import estimate_tokens
+from evalplatform.providers.estimate import CHARS_PER_TOKEN, estimate_tokens, tokens_in_chars
 from evalplatform.providers.llm.base import Adapter, StreamItem
 from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
 
@@ -300,12 +300,31 @@ def answer(request: LLMRequest, settings: MockSettings, *, key: str = "") -> tup
 def _prose(request: LLMRequest, rng: random.Random) -> tuple[str, str]:
     wanted = rng.randint(30, 220)
     limit = request.max_tokens
+    # Words are drawn until the text holds ``wanted`` tokens (or reaches the cap): the text's
+    # length is kept as words are added and compared with the lengths those token counts
+    # take, with no join or count per word (the fake provider answers thousands at once).
+    enough = _chars_for(wanted)
+    cap = _chars_for(limit) if limit is not None else None
+    choice = rng.choice
     words: list[str] = []
-    while tokens_for(" ".join(words)) < wanted:
-        words.append(rng.choice(_WORDS))
-        if limit is not None and tokens_for(" ".join(words)) >= limit:
+    chars = 0  # len(" ".join(words))
+    while chars < enough:
+        word = choice(_WORDS)
+        chars += len(word) + 1 if words else len(word)
+        words.append(word)
+        if cap is not None and chars >= cap:
             return " ".join(words).capitalize(), "length"
     return " ".join(words).capitalize() + ".", "stop"
+
+
+def _chars_for(tokens: int) -> int:
+    """The fewest characters that ``tokens_for`` counts as ``tokens`` or more."""
+    chars = max(0, math.floor((tokens - 1) * CHARS_PER_TOKEN))
+    while chars > 0 and tokens_in_chars(chars - 1) >= tokens:
+        chars -= 1
+    while tokens_in_chars(chars) < tokens:
+        chars += 1
+    return chars
 
 
 def _sections(text: str) -> list[tuple[str, str]]:

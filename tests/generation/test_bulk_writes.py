@@ -1,0 +1,86 @@
+"""The set-based writes behind a job's cells and a batch's results (``evalplatform.bulk``):
+what they write reads back exactly as the ORM would have written it, on both databases."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from evalplatform import bulk
+from generation import planning, services
+from generation.models import GenerationItem, GenerationOutput
+from tests.generation.conftest import job_body
+
+
+def _job(creator, setup, **extra):
+    body = job_body(setup, **extra)
+    return services.job_create(user=creator, plan=planning.job_plan(user=creator, data=body))
+
+
+@pytest.mark.django_db
+def test_a_new_jobs_cells_hold_the_models_defaults(creator, setup):
+    before = timezone.now()
+    job = _job(creator, setup, temperatures=[0.5, None])
+    cells = list(job.outputs.order_by("pk"))
+    assert len(cells) == job.total_cells == 3 * 2 * 2 * 2 * 2
+    for cell in cells:
+        assert (cell.status, cell.content, cell.attempts, cell.batch_id) == ("pending", "", 0, None)
+        assert cell.cost_usd == cell.reserved_usd == Decimal(0)
+        assert cell.processing_time_ms is None and cell.completed_at is None
+        assert before - timedelta(seconds=1) <= cell.created_at <= timezone.now()
+    assert {c.temperature for c in cells} == {0.5, None}
+    items = list(job.items.order_by("position").values_list("position", "item_id", "data"))
+    assert items[0] == (0, "s0", {"id": "s0", "content": "Text number 0 about rivers."})
+    assert [c.item_id for c in cells[:8]] == [job.items.get(position=0).pk] * 8
+
+
+@pytest.mark.django_db
+def test_insert_and_update_write_every_kind_of_value(creator, setup):
+    job = _job(creator, setup)
+    data = {"text": 'río — "quoted", a, b\nnext', "nested": [1, 2.5, None, {"k": True}]}
+    bulk.insert(
+        GenerationItem,
+        ["job_id", "position", "item_id", "data"],
+        [(job.pk, 100, "extra-1", data), (job.pk, 101, "extra-2", {})],
+    )
+    assert GenerationItem.objects.get(job=job, item_id="extra-1").data == data
+    assert GenerationItem.objects.get(job=job, item_id="extra-2").position == 101
+
+    first, second, third = job.outputs.order_by("pk")[:3]
+    when = datetime(2026, 1, 2, 3, 4, 5, 6000, tzinfo=UTC)
+    text = 'a "quoted", multi\nline — text'
+    # Given out of order, as a batch's results are.
+    bulk.update(
+        GenerationOutput,
+        ["status", "content", "cost_usd", "completed_at", "processing_time_ms", "batch_id"],
+        [
+            (third.pk, "completed", text, Decimal("0.000123"), when, 850, None),
+            (first.pk, "failed", "", Decimal(0), None, None, None),
+        ],
+    )
+    third.refresh_from_db()
+    assert (third.status, third.content, third.cost_usd) == ("completed", text, Decimal("0.000123"))
+    assert (third.completed_at, third.processing_time_ms) == (when, 850)
+    first.refresh_from_db()
+    assert (first.status, first.completed_at, first.processing_time_ms) == ("failed", None, None)
+    untouched = GenerationOutput.objects.get(pk=second.pk)
+    assert (untouched.status, untouched.content) == ("pending", "")
+
+
+@pytest.mark.django_db
+def test_updates_of_more_rows_than_a_chunk_all_land(creator, setup, monkeypatch):
+    monkeypatch.setattr(bulk, "CHUNK", 7)
+    job = _job(creator, setup)
+    pks = list(job.outputs.values_list("pk", flat=True))
+    assert len(pks) > 3 * bulk.CHUNK
+    bulk.update(
+        GenerationOutput, ["attempts", "error_kind"], [(pk, n, f"k{n}") for n, pk in enumerate(pks)]
+    )
+    got = dict(job.outputs.values_list("pk", "attempts"))
+    assert got == {pk: n for n, pk in enumerate(pks)}
+    assert set(job.outputs.values_list("error_kind", flat=True)) == {
+        f"k{n}" for n in range(len(pks))
+    }
