@@ -249,7 +249,10 @@ class GenerationOutput(models.Model):
 
     class Meta:
         ordering = ["job_id", "pk"]
-        indexes = [models.Index(fields=["job", "status"])]
+        # (job, status, id): a job's pending cells in id order straight from the index (the
+        # live step's claim); without id, PostgreSQL walked the primary key past every
+        # finished cell (114 ms a step at 50,000 cells; 0.25 ms with it).
+        indexes = [models.Index(fields=["job", "status", "id"], name="output_job_status_id")]
         constraints = [
             models.UniqueConstraint(
                 fields=["job", "item", "prompt", "model_config", "repetition", "temperature"],
