@@ -19,9 +19,13 @@ By default it runs, in one process and one go, the issue's two settings:
 ``--concurrency C`` runs one setting only (at ``--latency``). Ideal wall time is
 ceil(cells / C) x latency. Platform CPU is this process's CPU time per cell (rendering,
 budget reservation, claiming, recording, HTTP, live events); the fake provider's own CPU per
-cell is reported beside it. Watched: a watcher is registered for the job's group (as a page
-with the job open does), so replies stream and every event (tokens included) is published
-to the channel layer; watched / unwatched is the ratio of their wall times.
+cell is reported beside it. Watched: a real WebSocket client (``bench/ws_watcher.py``, its
+own process) watches the job through the platform's ASGI server (``manage.py serve
+--no-worker``, its own process, started once), as a page with the job open does: replies
+stream, every event (tokens included) goes through the transport to the server and on to
+the client, which reads them all and rebuilds each cell's text; the bench checks that text
+against the database. watched / unwatched is the ratio of their wall times; the server's
+and the client's CPU per cell are reported beside the platform's.
 ``GENERATION_LIVE_EVENTS=0`` turns events off altogether.
 
 In the same run, a bare asyncio + httpx client (no database, no platform) makes the same
@@ -42,9 +46,13 @@ import asyncio
 import json
 import math
 import os
+import socket
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -95,24 +103,84 @@ def verdict(ok: bool) -> str:
     return "ok" if ok else "MISSED"
 
 
-def run_platform(
-    fixture: tuple, args: argparse.Namespace, concurrency: int, watched: bool, fake_pid: int
-) -> dict:
-    """Create, start and run one job of ``args.cells`` cells at ``concurrency``; its figures."""
-    from datetime import timedelta
+class Server:
+    """The platform's ASGI server (``manage.py serve --no-worker``) on this process's
+    database, for the watched runs' WebSocket client."""
 
-    from django.utils import timezone
+    def __init__(self, user: Any) -> None:
+        from provider_overhead import free_port
+
+        from evalplatform.accounts.services import token_create
+
+        self.port = free_port()
+        _, self.token = token_create(user=user, name="bench watcher")
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop)
+        self.proc = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--no-worker", "--port", str(self.port)],
+            cwd=ROOT,
+            env=dict(os.environ),
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                self.log.seek(0)
+                raise RuntimeError(f"the server exited: {self.log.read().decode()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the server did not start in time") from None
+                time.sleep(0.2)
+
+    def watcher(self, job_id: int) -> subprocess.Popen:
+        """A client watching the job, once it has its snapshot (it printed ``ready``)."""
+        uri = f"ws://127.0.0.1:{self.port}/ws/generation/jobs/{job_id}"
+        client = subprocess.Popen(
+            [sys.executable, str(ROOT / "bench" / "ws_watcher.py"), uri, self.token],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert client.stdout is not None
+        line = client.stdout.readline()
+        if line.strip() != "ready":
+            client.kill()
+            raise RuntimeError(f"the WebSocket client did not connect: {line!r}")
+        return client
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.log.close()
+
+
+def run_platform(
+    fixture: tuple,
+    args: argparse.Namespace,
+    concurrency: int,
+    fake_pid: int,
+    server: Server | None = None,
+) -> dict:
+    """Create, start and run one job of ``args.cells`` cells at ``concurrency``; its figures.
+    With a ``server``, watched by a WebSocket client through it."""
     from setup_data import job_body
 
-    from evalplatform.live.models import LiveWatcher
     from evalplatform.providers.llm.retry import RetryPolicy
     from evalplatform.providers.models import ProviderConnection
     from evalplatform.runs.engine import run_live
-    from generation import events, planning, services
-    from generation.models import GenerationJob
+    from generation import planning, services
+    from generation.models import GenerationJob, GenerationOutput
     from generation.runners.live import GenerationWork
 
     user, model, version = fixture
+    watched = server is not None
     ProviderConnection.objects.filter(pk=model.connection_id).update(max_concurrency=concurrency)
     data = job_body(model, version, args.cells, concurrency=concurrency)
     data["name"] = f"bench {args.cells} C={concurrency} {'watched' if watched else 'unwatched'}"
@@ -120,20 +188,30 @@ def run_platform(
     job = services.job_create(user=user, plan=planning.job_plan(user=user, data=data))
     create_s = time.perf_counter() - start
     services.job_start(user=user, job=job)
-    if watched:
-        LiveWatcher.objects.create(
-            group=events.group(job.pk),
-            channel_name="bench",
-            expires_at=timezone.now() + timedelta(hours=1),
-        )
+    client = server.watcher(job.pk) if server is not None else None
     fake_cpu = process_cpu_s(fake_pid)
+    server_cpu = process_cpu_s(server.proc.pid) if server is not None else 0.0
     cpu, wall = time.process_time(), time.perf_counter()
     summary = asyncio.run(run_live(GenerationWork(job.pk, retry=RetryPolicy())))
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     fake_cpu = process_cpu_s(fake_pid) - fake_cpu
     job = GenerationJob.objects.get(pk=job.pk)
     assert job.status == "completed" and job.completed_cells == args.cells, (job.status, summary)
-    return {"create_s": create_s, "wall_s": wall, "cpu_s": cpu, "fake_cpu_s": fake_cpu}
+    figures = {"create_s": create_s, "wall_s": wall, "cpu_s": cpu, "fake_cpu_s": fake_cpu}
+    if server is not None and client is not None:
+        # The client's CPU while the job ran, then what it got (the job's end is its last
+        # event, sent as the run closed).
+        client_cpu = process_cpu_s(client.pid)
+        out, _ = client.communicate(timeout=120)
+        figures["server_cpu_s"] = process_cpu_s(server.proc.pid) - server_cpu
+        figures["client_cpu_s"] = client_cpu
+        got = json.loads(out.strip().splitlines()[-1])
+        texts = {int(k): v for k, v in got["texts"].items()}
+        stored = dict(GenerationOutput.objects.filter(job=job).values_list("pk", "content"))
+        figures["events"] = got["events"]
+        figures["texts_received"] = len(texts)
+        figures["texts_wrong"] = sum(1 for pk, text in texts.items() if stored.get(pk) != text)
+    return figures
 
 
 def main() -> None:
@@ -194,6 +272,7 @@ def main() -> None:
             else:
                 modes = [False]
             entry: dict = {"concurrency": concurrency, "latency": latency, "runs": {}}
+            server = Server(fixture[0]) if True in modes else None
             try:
                 # Warm-up, untimed: imports, the fake's first connections (both sides profit).
                 run_bare(url, min(args.cells, 2 * concurrency), concurrency)
@@ -204,9 +283,11 @@ def main() -> None:
                     entry["bare"] = {"wall_s": wall, "cpu_s": cpu, "fake_cpu_s": fake_cpu}
                 for watched in modes:
                     entry["runs"][watched] = run_platform(
-                        fixture, args, concurrency, watched, fake.pid
+                        fixture, args, concurrency, fake.pid, server if watched else None
                     )
             finally:
+                if server is not None:
+                    server.stop()
                 fake.terminate()
                 fake.wait(timeout=10)
             results.append(entry)
@@ -292,6 +373,23 @@ def report(
                 f"    created in {m['create_s']:.2f} s; the fake provider spent "
                 f"{m['fake_cpu_s'] * 1000 / n:.2f} CPU ms per cell"
             )
+            if "events" in m:
+                tokens = m["events"].get("generation:item:token", 0)
+                print(
+                    f"    WebSocket client: {sum(m['events'].values())} events "
+                    f"({tokens} token events), {m['texts_received']} texts rebuilt, "
+                    f"{m['texts_wrong']} differ from the database; CPU per cell: server "
+                    f"{m['server_cpu_s'] * 1000 / n:.2f} ms, client "
+                    f"{m['client_cpu_s'] * 1000 / n:.2f} ms"
+                )
+                result |= {
+                    f"{prefix}ws_events": sum(m["events"].values()),
+                    f"{prefix}ws_token_events": tokens,
+                    f"{prefix}ws_texts_received": m["texts_received"],
+                    f"{prefix}ws_texts_wrong": m["texts_wrong"],
+                    f"{prefix}server_cpu_ms_per_cell": round(m["server_cpu_s"] * 1000 / n, 3),
+                    f"{prefix}ws_client_cpu_ms_per_cell": round(m["client_cpu_s"] * 1000 / n, 3),
+                }
             result |= {
                 f"{prefix}create_s": round(m["create_s"], 3),
                 f"{prefix}wall_s": round(m["wall_s"], 3),

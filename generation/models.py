@@ -256,7 +256,10 @@ class GenerationOutput(models.Model):
     class Meta:
         ordering = ["job_id", "pk"]
         indexes = [
-            models.Index(fields=["job", "status"]),
+            # (job, status, id): a job's pending cells in id order straight from the index (the
+            # live step's claim); without id, PostgreSQL walked the primary key past every
+            # finished cell (114 ms a step at 50,000 cells; 0.25 ms with it).
+            models.Index(fields=["job", "status", "id"], name="output_job_status_id"),
             # A job's outputs in order (exports, the outputs list): read from the index, not
             # sorted (on PostgreSQL a sort of a large job's rows spills to disk before the
             # first row). SQLite's job index already holds the rowid in order.

@@ -396,3 +396,30 @@ def test_connections_are_split_over_small_pools_and_capped(fake_provider):
     assert done == 60 and pools == 3
     assert fake_provider.app.max_in_flight == 20
     assert len(fake_provider.app.peers - before_peers) == 20
+
+
+@pytest.mark.parametrize("kind", PROTOCOLS)
+@pytest.mark.parametrize("chunk_delay", [0.0, 0.01])
+def test_streamed_text_arrives_one_delta_per_chunk_and_rebuilds_the_reply(
+    fake_provider, kind, chunk_delay
+):
+    """``complete_streaming`` hands on the text of each chunk of the body at once: several
+    events that arrive together are one delta (the fake writes a stream whose events are all
+    ready in one chunk), events that arrive apart are several; joined, they are the reply."""
+    fake_provider.config.stream_chunk_delay_s = chunk_delay
+    request = LLMRequest(model="m-1", user="Describe a cat in many words.", temperature=0.0)
+    deltas: list[str] = []
+
+    async def call():
+        async with ProviderClient(
+            kind=kind, base_url=fake_provider.url, api_key="k", retry=RetryPolicy()
+        ) as client:
+            return await client.complete_streaming(request, deltas.append)
+
+    result = run(call())
+    assert "".join(deltas) == result.response.text and len(result.response.text.split()) > 3
+    assert result.response.finish_reason == FINISH[kind]
+    if chunk_delay:
+        assert len(deltas) > 1
+    else:
+        assert len(deltas) == 1

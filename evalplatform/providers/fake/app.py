@@ -105,10 +105,15 @@ class FakeProvider:
         if reply.stream is None:
             await send({"type": "http.response.body", "body": reply.body})
             return
+        if not self.config.stream_chunk_delay_s:
+            # Every event is ready at once: one write (one HTTP chunk) of them all, as a server
+            # that has them all at hand sends them; the client still parses every event.
+            pieces = [piece async for piece in reply.stream]
+            await send({"type": "http.response.body", "body": b"".join(pieces)})
+            return
         async for piece in reply.stream:
             await send({"type": "http.response.body", "body": piece, "more_body": True})
-            if self.config.stream_chunk_delay_s:
-                await asyncio.sleep(self.config.stream_chunk_delay_s)
+            await asyncio.sleep(self.config.stream_chunk_delay_s)
         await send({"type": "http.response.body", "body": b""})
 
     async def dispatch(self, scope: dict[str, Any], raw: bytes) -> Reply:

@@ -9,7 +9,7 @@ import math
 import ssl
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any
 
 import httpx
@@ -54,25 +54,78 @@ def read_response(response: httpx.Response, raw: bytes) -> httpx.Response:
     )
 
 
-async def capped_lines(response: httpx.Response, limit: int) -> AsyncIterator[str]:
-    """The body's lines (``\n`` or ``\r\n``), refused once the body exceeds ``limit``
-    bytes (httpx's own line reader keeps a line without an end whole in memory)."""
-    total = 0
-    pending = bytearray()
-    async for chunk in response.aiter_bytes():
-        total += len(chunk)
-        if total > limit:
-            raise errors.reply_too_large(limit)
-        start = len(pending)
-        pending.extend(chunk)
-        cut = pending.rfind(b"\n", start)
+class SSEParser:
+    """Server-sent events from the body's chunks as they arrive, parsed synchronously: ``feed``
+    returns the events completed by a chunk as ``(event name, parsed JSON data)``. Lines end
+    in ``\n`` or ``\r\n``; the body is refused (``reply_too_large``) once it exceeds
+    ``limit`` bytes (a line without an end is never kept whole beyond it). ``done``: the
+    ``[DONE]`` marker arrived (nothing after it is parsed)."""
+
+    __slots__ = ("_data", "_event", "_pending", "done", "limit", "total")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.total = 0
+        self.done = False
+        self._pending = b""
+        self._event = ""
+        self._data: list[str] = []
+
+    def feed(self, chunk: bytes) -> list[tuple[str, Any]]:
+        self.total += len(chunk)
+        if self.total > self.limit:
+            raise errors.reply_too_large(self.limit)
+        if self.done:
+            return []
+        cut = chunk.rfind(b"\n")
         if cut < 0:
-            continue
-        complete, pending = pending[:cut], pending[cut + 1 :]
-        for line in complete.split(b"\n"):
-            yield line.rstrip(b"\r").decode("utf-8", "replace")
-    if pending:
-        yield pending.rstrip(b"\r").decode("utf-8", "replace")
+            self._pending += chunk
+            return []
+        complete = self._pending + chunk[:cut]
+        self._pending = chunk[cut + 1 :]
+        return self._lines(complete.split(b"\n"))
+
+    def close(self) -> list[tuple[str, Any]]:
+        """The events left at the end of the body (one cut inside an event is an error)."""
+        out: list[tuple[str, Any]] = []
+        if self._pending and not self.done:
+            out = self._lines([self._pending])
+        self._pending = b""
+        if self._data and not self.done:
+            payload = "\n".join(self._data)
+            self._data = []
+            if payload.strip() != "[DONE]":
+                try:
+                    out.append((self._event or "message", json.loads(payload)))
+                except ValueError as exc:
+                    raise errors.malformed(payload, "the stream was cut inside an event") from exc
+        return out
+
+    def _lines(self, lines: list[bytes]) -> list[tuple[str, Any]]:
+        out: list[tuple[str, Any]] = []
+        data = self._data
+        for raw in lines:
+            line = raw.rstrip(b"\r").decode("utf-8", "replace")
+            if line == "":
+                if data:
+                    payload = "\n".join(data)
+                    if payload.strip() == "[DONE]":
+                        self.done = True
+                        self._data = []
+                        return out
+                    try:
+                        out.append((self._event or "message", json.loads(payload)))
+                    except ValueError as exc:
+                        raise errors.malformed(payload, "an event is not JSON") from exc
+                    data = self._data = []
+                self._event = ""
+            elif line.startswith(":"):
+                continue
+            elif line.startswith("data:"):
+                data.append(line[5:].lstrip(" "))
+            elif line.startswith("event:"):
+                self._event = line[6:].strip()
+        return out
 
 
 def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -172,9 +225,21 @@ class Adapter(ABC):
     @abstractmethod
     def stream(self, request: LLMRequest) -> AsyncGenerator[StreamItem, None]: ...
 
+    async def stream_into(self, request: LLMRequest, on_text: Callable[[str], None]) -> LLMResponse:
+        """The reply, its text passed to ``on_text`` as it arrives (``stream`` without a
+        chain of generators in between)."""
+        async with contextlib.aclosing(self.stream(request)) as items:
+            async for item in items:
+                if isinstance(item, str):
+                    on_text(item)
+                else:
+                    return item
+        raise errors.malformed("", "the stream ended without a reply")
+
 
 class StreamState:
     __slots__ = (
+        "chars",
         "finish_reason",
         "finished",
         "input_tokens",
@@ -187,6 +252,7 @@ class StreamState:
 
     def __init__(self) -> None:
         self.parts: list[str] = []
+        self.chars = 0
         self.input_tokens = 0
         self.output_tokens = 0
         self.finish_reason = ""
@@ -300,40 +366,92 @@ class HTTPAdapter(Adapter):
     async def stream(self, request: LLMRequest) -> AsyncGenerator[StreamItem, None]:
         started = time.perf_counter()
         state = StreamState()
+        cap = reply_char_cap(request)
         try:
-            async with self.http.stream(
-                "POST",
-                self._url(request, stream=True),
-                json=self._body(request, stream=True),
-                headers=self._headers,
-            ) as response:
-                if response.status_code >= 300:
-                    raw = await read_capped(response, reply_byte_cap())
-                    raise errors.from_response(
-                        read_response(response, raw), protocol=self.protocol, secret=self.api_key
-                    )
-                chars, char_cap = 0, reply_char_cap(request)
+            async with self._open_stream(request) as response:
                 async for event, data in sse_events(response):
-                    state.raw_events += 1
-                    try:
-                        delta = self.on_event(state, event, data)
-                    except (KeyError, IndexError, TypeError, AttributeError) as exc:
-                        raise errors.malformed(json.dumps(data), f"bad event ({exc!r})") from exc
+                    delta = self._fold(state, event, data, cap)
                     if delta:
-                        chars += len(delta)
-                        if chars > char_cap:
-                            raise errors.reply_too_long(char_cap)
-                        state.parts.append(delta)
                         yield delta
         except httpx.TransportError as exc:
             raise errors.from_transport(exc) from exc
         except UnicodeEncodeError as exc:
             raise errors.not_sendable() from exc
+        yield self._streamed(state, started)
+
+    async def stream_into(self, request: LLMRequest, on_text: Callable[[str], None]) -> LLMResponse:
+        """``stream`` in one loop: the events of each chunk of the body are parsed together,
+        and their text goes to ``on_text`` as one delta (a chunk often holds several)."""
+        started = time.perf_counter()
+        state = StreamState()
+        cap = reply_char_cap(request)
+        try:
+            async with self._open_stream(request) as response:
+                parser = SSEParser(reply_byte_cap())
+                chunks = response.aiter_bytes()
+                async for chunk in chunks:
+                    events = parser.feed(chunk)
+                    if parser.done:
+                        await drain(chunks, parser)
+                    self._deliver(state, events, cap, on_text)
+                    if parser.done:
+                        break
+                else:
+                    self._deliver(state, parser.close(), cap, on_text)
+        except httpx.TransportError as exc:
+            raise errors.from_transport(exc) from exc
+        except UnicodeEncodeError as exc:
+            raise errors.not_sendable() from exc
+        return self._streamed(state, started)
+
+    @contextlib.asynccontextmanager
+    async def _open_stream(self, request: LLMRequest) -> AsyncIterator[httpx.Response]:
+        """The streamed call's response, once its status says it streams (else its error)."""
+        async with self.http.stream(
+            "POST",
+            self._url(request, stream=True),
+            json=self._body(request, stream=True),
+            headers=self._headers,
+        ) as response:
+            if response.status_code >= 300:
+                raw = await read_capped(response, reply_byte_cap())
+                raise errors.from_response(
+                    read_response(response, raw), protocol=self.protocol, secret=self.api_key
+                )
+            yield response
+
+    def _deliver(
+        self,
+        state: StreamState,
+        events: list[tuple[str, Any]],
+        cap: int,
+        on_text: Callable[[str], None],
+    ) -> None:
+        deltas = [d for event, data in events if (d := self._fold(state, event, data, cap))]
+        if deltas:
+            on_text(deltas[0] if len(deltas) == 1 else "".join(deltas))
+
+    def _fold(self, state: StreamState, event: str, data: Any, cap: int) -> str:
+        """One event into ``state`` (its text kept, within ``cap`` characters); its delta."""
+        state.raw_events += 1
+        try:
+            delta = self.on_event(state, event, data)
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise errors.malformed(json.dumps(data), f"bad event ({exc!r})") from exc
+        if delta:
+            state.chars += len(delta)
+            if state.chars > cap:
+                raise errors.reply_too_long(cap)
+            state.parts.append(delta)
+        return delta
+
+    def _streamed(self, state: StreamState, started: float) -> LLMResponse:
+        """The reply of a stream that ended; an error if it ended early or was filtered."""
         if not state.finished:
             raise errors.malformed("".join(state.parts), "the stream ended before its last event")
         if state.finish_reason in self.filtered_finishes and not state.parts:
             raise errors.content_filtered(state.finish_reason)
-        yield LLMResponse(
+        return LLMResponse(
             text="".join(state.parts),
             input_tokens=state.input_tokens,
             output_tokens=state.output_tokens,
@@ -361,34 +479,20 @@ def _int_or_none(value: Any) -> int | None:
 
 async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
     """Server-sent events as ``(event name, parsed JSON data)``; stops at ``[DONE]``."""
-    event, data_lines = "", list[str]()
-    lines = capped_lines(response, reply_byte_cap())
-    async for line in lines:
-        if line == "":
-            if data_lines:
-                payload = "\n".join(data_lines)
-                if payload.strip() == "[DONE]":
-                    # Read the body to its end (within the cap and the call's deadline): a
-                    # response closed before its end closes its connection, so each streamed
-                    # call would open a new one.
-                    async for _ in lines:
-                        pass
-                    return
-                try:
-                    yield event or "message", json.loads(payload)
-                except ValueError as exc:
-                    raise errors.malformed(payload, "an event is not JSON") from exc
-            event, data_lines = "", []
-        elif line.startswith(":"):
-            continue
-        elif line.startswith("event:"):
-            event = line[6:].strip()
-        elif line.startswith("data:"):
-            data_lines.append(line[5:].lstrip(" "))
-    if data_lines:
-        payload = "\n".join(data_lines)
-        if payload.strip() != "[DONE]":
-            try:
-                yield event or "message", json.loads(payload)
-            except ValueError as exc:
-                raise errors.malformed(payload, "the stream was cut inside an event") from exc
+    parser = SSEParser(reply_byte_cap())
+    chunks = response.aiter_bytes()
+    async for chunk in chunks:
+        for item in parser.feed(chunk):
+            yield item
+        if parser.done:
+            await drain(chunks, parser)
+            return
+    for item in parser.close():
+        yield item
+
+
+async def drain(chunks: AsyncIterator[bytes], parser: SSEParser) -> None:
+    """Read the body to its end (within the cap and the call's deadline): a response closed
+    before its end closes its connection, so each streamed call would open a new one."""
+    async for rest in chunks:
+        parser.feed(rest)

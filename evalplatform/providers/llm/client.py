@@ -182,7 +182,10 @@ class ProviderClient:
             retryable=True,
         )
 
-    async def _once(self, request: LLMRequest) -> LLMResponse:
+    async def _once(
+        self, request: LLMRequest, on_text: Callable[[str], None] | None = None
+    ) -> LLMResponse:
+        """One attempt; with ``on_text``, the reply streams through it."""
         # The slot is held for the call only, never while waiting to retry.
         async with self._semaphore:
             if self.limiter is not None:
@@ -190,7 +193,10 @@ class ProviderClient:
             try:
                 try:
                     async with asyncio.timeout(self.deadline_s):
-                        response = await self.adapter.complete(request)
+                        if on_text is None:
+                            response = await self.adapter.complete(request)
+                        else:
+                            response = await self.adapter.stream_into(request, on_text)
                 except TimeoutError as exc:
                     raise self._past_deadline() from exc
             except ProviderError as error:
@@ -227,20 +233,11 @@ class ProviderClient:
         """Like ``complete``, but the reply streams through ``on_text`` as it arrives. Any
         failure, even part-way through the text, retries the whole call by the schedule;
         ``on_attempt`` runs before each attempt (the text starts again from empty)."""
-        once_only = RetryPolicy(max_retries=0)
 
         async def attempt() -> LLMResponse:
             if on_attempt is not None:
                 on_attempt()
-            async with contextlib.aclosing(self.stream(request, retry=once_only)) as items:
-                async for item in items:
-                    if isinstance(item, str):
-                        on_text(item)
-                    else:
-                        return item
-            raise ProviderError(
-                "The stream ended without a reply.", kind="malformed", retryable=True
-            )
+            return await self._once(request, on_text)
 
         attempts = Attempts()
         try:
