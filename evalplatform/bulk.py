@@ -18,13 +18,15 @@ into the SQL text; every value is a parameter.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, cast
 
 from django.db import connections, models
 
 # Rows per statement (PostgreSQL's VALUES list) and per executemany or COPY block.
 CHUNK = 1000
+# At most this much text in one PostgreSQL UPDATE ... FROM (VALUES ...) statement.
+STATEMENT_BYTES = 8 * 1024 * 1024
 
 # Field types whose database value is the Python value itself (of the field's own type).
 _PLAIN = frozenset(
@@ -78,13 +80,15 @@ def _prepared(
 def _prepared_column(prepare: Callable[[Any], Any], column: Sequence[Any]) -> list[Any]:
     """``prepare`` of each value, once per distinct value (a column often repeats a few:
     the time now, a price, zero)."""
-    done: dict[Any, Any] = {}
+    done: dict[tuple[type, Any], Any] = {}
     prepared = []
     for value in column:
+        # Keyed by type too: True, 1 and 1.0 are equal keys but not the same JSON.
+        key = (type(value), value)
         try:
-            prepared.append(done[value])
+            prepared.append(done[key])
         except KeyError:
-            prepared.append(done.setdefault(value, prepare(value)))
+            prepared.append(done.setdefault(key, prepare(value)))
         except TypeError:  # not hashable (JSON)
             prepared.append(prepare(value))
     return prepared
@@ -92,6 +96,26 @@ def _prepared_column(prepare: Callable[[Any], Any], column: Sequence[Any]) -> li
 
 def _first(row: Sequence[Any]) -> Any:
     return row[0]
+
+
+def _cast_type(field: models.Field, connection: Any) -> str:
+    db_type = str(field.db_type(connection))
+    return "varchar" if db_type.startswith("varchar(") else db_type
+
+
+def _by_size(rows: list[list[Any]]) -> Iterator[list[list[Any]]]:
+    """``rows`` in runs of at most ``STATEMENT_BYTES`` of text and bytes values (about what
+    one statement's text holds), at least one row each: a thousand long replies would
+    otherwise make one statement of hundreds of megabytes."""
+    start, size = 0, 0
+    for index, row in enumerate(rows):
+        weight = sum(len(v) for v in row if isinstance(v, str | bytes))
+        if index > start and size + weight > STATEMENT_BYTES:
+            yield rows[start:index]
+            start, size = index, 0
+        size += weight
+    if start < len(rows):
+        yield rows[start:]
 
 
 def insert(
@@ -161,25 +185,28 @@ def update(
     with connection.cursor() as cursor:
         while chunk := list(itertools.islice(iterator, CHUNK)):
             # In the table's order: neighbouring rows share pages (results come back in any
-            # order), and concurrent writers lock rows in one order.
+            # order).
             chunk.sort(key=_first)
             prepared = _prepared(chunk, preparers)
             if connection.vendor == "postgresql":
                 # Each value is cast to its column's type: a VALUES column of NULLs or of
-                # text literals is text until told otherwise.
+                # text literals is text until told otherwise. A varchar(n) column's values
+                # are cast to varchar (a cast to varchar(n) would cut a longer value where
+                # the assignment refuses it, as any other UPDATE does).
                 aliases = ["pk", *(f"v{n}" for n in range(len(given)))]
                 assignments = ", ".join(
-                    f"{quote(str(f.column))} = v.{alias}::{f.db_type(connection)}"
+                    f"{quote(str(f.column))} = v.{alias}::{_cast_type(f, connection)}"
                     for f, alias in zip(given, aliases[1:], strict=True)
                 )
                 marks = "(" + ", ".join(["%s"] * (len(given) + 1)) + ")"
                 pk_type = pk_field.db_type(connection)
-                sql = (
-                    f"UPDATE {table} SET {assignments} FROM (VALUES "  # noqa: S608
-                    + ", ".join([marks] * len(prepared))
-                    + f") AS v({', '.join(aliases)}) WHERE {table}.{pk} = v.pk::{pk_type}"
-                )
-                cursor.execute(sql, [value for row in prepared for value in row])
+                for part in _by_size(prepared):
+                    sql = (
+                        f"UPDATE {table} SET {assignments} FROM (VALUES "  # noqa: S608
+                        + ", ".join([marks] * len(part))
+                        + f") AS v({', '.join(aliases)}) WHERE {table}.{pk} = v.pk::{pk_type}"
+                    )
+                    cursor.execute(sql, [value for row in part for value in row])
             else:
                 assignments = ", ".join(f"{quote(str(f.column))} = %s" for f in given)
                 sql = f"UPDATE {table} SET {assignments} WHERE {pk} = %s"  # noqa: S608

@@ -84,3 +84,25 @@ def test_updates_of_more_rows_than_a_chunk_all_land(creator, setup, monkeypatch)
     assert set(job.outputs.values_list("error_kind", flat=True)) == {
         f"k{n}" for n in range(len(pks))
     }
+
+
+@pytest.mark.django_db
+def test_long_values_and_equal_json_scalars_are_written_as_given(creator, setup):
+    job = _job(creator, setup)
+    cells = list(job.outputs.order_by("pk"))
+    # Forty replies of 400,000 characters: more than one statement's worth of text on
+    # PostgreSQL (bulk.STATEMENT_BYTES), each written whole.
+    texts = {c.pk: f"{c.pk}:" + "x" * 400_000 for c in cells[:40]}
+    assert sum(map(len, texts.values())) > bulk.STATEMENT_BYTES
+    bulk.update(GenerationOutput, ["content"], [(pk, text) for pk, text in texts.items()])
+    stored = dict(GenerationOutput.objects.filter(pk__in=texts).values_list("pk", "content"))
+    assert stored == texts
+    # True, 1 and 1.0 are equal as keys but distinct JSON values.
+    values = [True, 1, 1.0, False, 0]
+    bulk.insert(
+        GenerationItem,
+        ["job_id", "position", "item_id", "data"],
+        [(job.pk, 200 + n, f"scalar-{n}", v) for n, v in enumerate(values)],
+    )
+    read = [GenerationItem.objects.get(job=job, item_id=f"scalar-{n}").data for n in range(5)]
+    assert [(type(v), v) for v in read] == [(type(v), v) for v in values]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import json
@@ -17,6 +18,7 @@ from django.conf import settings
 
 from evalplatform.providers.llm import errors
 from evalplatform.providers.llm.types import LLMRequest, LLMResponse
+from evalplatform.validation import INT_MAX
 
 StreamItem = str | LLMResponse
 UNCAPPED_TOKENS = 4096  # a request without max_tokens: its reply is capped as if it had these
@@ -151,6 +153,9 @@ def join_url(base_url: str, version_prefix: str, path: str) -> str:
 # socket whether it has expired): one pool of 128 connections costs several times the CPU per
 # call of sixteen pools of eight (bench/provider_overhead.py, bench/generation_throughput.py).
 POOL_SHARD = 8
+# What is read of a finished stream's body after ``[DONE]`` (``drain``), at most.
+DRAIN_S = 1.0
+DRAIN_BYTES = 64 * 1024
 
 
 @functools.cache
@@ -174,13 +179,19 @@ class HTTPPool:
         shard: int = POOL_SHARD,
     ):
         count = 1 if transport is not None else max(1, math.ceil(max_connections / shard))
-        per = math.ceil(max_connections / count)
-        limits = httpx.Limits(max_connections=per, max_keepalive_connections=per)
+        # max_connections split exactly: the first clients take one more when it does not
+        # divide (9 over 2: 5 and 4).
+        sizes = [
+            max(1, max_connections // count + (i < max_connections % count)) for i in range(count)
+        ]
         self.clients = [
             httpx.AsyncClient(
-                timeout=timeout, limits=limits, transport=transport, verify=tls_context()
+                timeout=timeout,
+                limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
+                transport=transport,
+                verify=tls_context(),
             )
-            for _ in range(count)
+            for size in sizes
         ]
         self._load = [0] * count
 
@@ -209,8 +220,13 @@ class HTTPPool:
             self._load[index] -= 1
 
     async def aclose(self) -> None:
-        for client in self.clients:
-            await client.aclose()
+        """Close every client, even when closing one fails (the first error is raised)."""
+        results = await asyncio.gather(
+            *(client.aclose() for client in self.clients), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
 
 
 class Adapter(ABC):
@@ -392,7 +408,7 @@ class HTTPAdapter(Adapter):
                 async for chunk in chunks:
                     events = parser.feed(chunk)
                     if parser.done:
-                        await drain(chunks, parser)
+                        await drain(chunks)
                     self._deliver(state, events, cap, on_text)
                     if parser.done:
                         break
@@ -469,12 +485,17 @@ def reported(adapter: HTTPAdapter, data: Any) -> tuple[str, int | None]:
         model_version, reasoning_tokens = adapter.details(data)
     except (KeyError, IndexError, TypeError, AttributeError, ValueError):
         return "", None
-    tokens = reasoning_tokens if isinstance(reasoning_tokens, int) else None
-    return str(model_version or "")[:200], tokens if tokens is None or tokens >= 0 else None
+    return str(model_version or "")[:200], _int_or_none(reasoning_tokens)
 
 
 def _int_or_none(value: Any) -> int | None:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """A count a reply reports, or None when it is not a count (negative, not finite, not a
+    number): it is reported, never a reason to lose the reply or to fail its write."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return min(int(value), INT_MAX) if value >= 0 else None
 
 
 async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
@@ -485,14 +506,23 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, Any]]
         for item in parser.feed(chunk):
             yield item
         if parser.done:
-            await drain(chunks, parser)
+            await drain(chunks)
             return
     for item in parser.close():
         yield item
 
 
-async def drain(chunks: AsyncIterator[bytes], parser: SSEParser) -> None:
-    """Read the body to its end (within the cap and the call's deadline): a response closed
-    before its end closes its connection, so each streamed call would open a new one."""
-    async for rest in chunks:
-        parser.feed(rest)
+async def drain(chunks: AsyncIterator[bytes]) -> None:
+    """Read what is left of a finished stream's body, so that its connection can serve the
+    next call (a response closed before its end closes its connection). Best effort: the
+    reply is complete at ``[DONE]``, so a body that goes on past ``DRAIN_BYTES``, stalls
+    past ``DRAIN_S`` or breaks only costs the connection, never the reply or a retry."""
+    left = DRAIN_BYTES
+    try:
+        async with asyncio.timeout(DRAIN_S):
+            async for rest in chunks:
+                left -= len(rest)
+                if left < 0:
+                    return
+    except (TimeoutError, httpx.HTTPError):
+        return
