@@ -9,12 +9,17 @@
    time to the first byte, rows/s, and the server's resident memory (VmRSS, sampled every
    5 ms) at its peak while streaming against its idle figure. Targets: first byte within 1 s,
    50,000 rows/s or more, peak within 50 MB of idle.
-3. Over HTTP: a JSONL upload of ``--upload-mb`` megabytes sent to the estimate endpoint
+3. A scenario's judgments (``--judgments``, a comparison scenario answered by people, one
+   CSV row a judgment): in process, the row-by-row reference export (the one before the
+   column-wise reading, ``tests/evaluations/scenario_export_reference.py``) and the
+   platform's, timed in the same run (rows/s) and their bytes compared (sha256); over HTTP,
+   CSV and JSON with the outputs' targets (first byte, rows/s, server memory over idle).
+4. Over HTTP: a JSONL upload of ``--upload-mb`` megabytes sent to the estimate endpoint
    (parsed and planned, nothing written): the server's peak memory over idle, which is the
    parsed items (the file itself stays on disk), against the file's size.
 
     python bench/export.py [--small 10000] [--large 100000] [--text-bytes 1000]
-                           [--upload-mb 150] [--in-process]
+                           [--upload-mb 150] [--judgments 100000] [--in-process]
 
 The machine's load average is in the report: on a shared machine the wall-clock rates fall
 with it, while rows per server CPU second do not. Last line: one JSON object of the figures.
@@ -54,6 +59,7 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=100_000)
     parser.add_argument("--text-bytes", type=int, default=1_000)
     parser.add_argument("--upload-mb", type=int, default=150, help="0: no upload measurement")
+    parser.add_argument("--judgments", type=int, default=100_000, help="0: no scenario export")
     parser.add_argument("--in-process", action="store_true", help="tracemalloc figures too")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
@@ -155,19 +161,127 @@ def run(args: argparse.Namespace, database: str) -> dict[str, Any]:
         ratio = peak / results[("small", fmt)][3]
         summary[f"inprocess_{fmt}_peak_ratio_large_over_small"] = round(ratio, 2)
 
+    scenario = None
+    if args.judgments:
+        scenario = judged_scenario(args, user)
+        summary |= scenario_in_process(args, scenario)
+
     key = token_create(user=user, name="bench")[1]
     db_connection.close()  # the server has the database to itself while it streams
     summary["load_average_before"] = round(os.getloadavg()[0], 2)
-    summary |= over_http(args, jobs, key, model, version)
+    summary |= over_http(args, jobs, key, model, version, scenario)
     summary["load_average_after"] = round(os.getloadavg()[0], 2)
     summary["ok"] = all(v for k, v in summary.items() if k.endswith("_meets_targets"))
     return summary
 
 
+# --- a scenario's judgments ---------------------------------------------------------------
+
+
+def judged_scenario(args: argparse.Namespace, user: Any) -> Any:
+    """A comparison scenario of ``args.judgments // 10`` pairs, each answered by ten people
+    (a rationale and a comment each, some hostile to spreadsheets); ``user`` its manager."""
+    from django.contrib.auth import get_user_model
+    from setup_data import comparison_scenario
+
+    from evalplatform.accounts.models import Membership
+    from evalplatform.accounts.roles import Role
+    from evaluations.models import Judgment, RaterKind
+
+    started = time.perf_counter()
+    membership = Membership.objects.get(user=user)
+    Membership.objects.filter(pk=membership.pk).update(role=Role.ADMIN)
+    user = get_user_model().objects.get(pk=user.pk)  # its roles read afresh
+    raters = 10
+    pairs = -(-args.judgments // raters)
+    scenario = comparison_scenario(owner=user, team=membership.team, tasks=pairs, overlap=1)
+    users = get_user_model().objects.bulk_create(
+        [get_user_model()(username=f"rater{n}") for n in range(raters)]
+    )
+    tasks = list(scenario.tasks.order_by("pk").values_list("pk", "variant_a_id", "variant_b_id"))
+    made = 0
+    batch: list[Judgment] = []
+    for n, (task, a, b) in enumerate(tasks):
+        for r, rater in enumerate(users):
+            if made == args.judgments:
+                break
+            batch.append(
+                Judgment(
+                    scenario=scenario,
+                    task_id=task,
+                    rater_kind=RaterKind.HUMAN,
+                    evaluator=rater,
+                    presented=[a, b],
+                    payload={"winner": "AB"[(n + r) % 2]},
+                    rationale=("=A is clearer, and " if r == 0 else "A is clearer, ") * 3,
+                    comment="fine" if r % 3 else "",
+                    time_spent_ms=1000 + r,
+                )
+            )
+            made += 1
+        if len(batch) >= 5000:
+            Judgment.objects.bulk_create(batch)
+            batch = []
+    Judgment.objects.bulk_create(batch)
+    print(
+        f"scenario: {len(tasks):,} pairs, {made:,} judgments made in "
+        f"{time.perf_counter() - started:.1f} s",
+        flush=True,
+    )
+    return scenario
+
+
+def scenario_in_process(args: argparse.Namespace, scenario: Any) -> dict[str, Any]:
+    """The reference (row-by-row) export and the platform's, each format timed in this
+    process, one after the other, and their bytes compared."""
+    import hashlib
+
+    from evaluations.manager import exports
+    from tests.evaluations import scenario_export_reference as reference
+
+    head = {"id": scenario.pk, "name": scenario.name}
+    figures: dict[str, Any] = {}
+    for fmt in ("csv", "json"):
+        digests = {}
+        for label, module in (("reference", reference), ("platform", exports)):
+            chunks = (
+                module.csv_chunks(scenario) if fmt == "csv" else module.json_chunks(scenario, head)
+            )
+            digest = hashlib.sha256()
+            started = time.perf_counter()
+            for chunk in chunks:
+                digest.update(chunk.encode())
+            seconds = time.perf_counter() - started
+            digests[label] = digest.hexdigest()
+            rate = args.judgments / seconds
+            print(
+                f"in process: scenario {fmt.upper()} of {args.judgments:,} judgments, {label}: "
+                f"{seconds:.2f} s ({rate:,.0f} rows/s)",
+                flush=True,
+            )
+            figures[f"scenario_{fmt}_{label}_inprocess_rows_per_s"] = round(rate)
+        speedup = (
+            figures[f"scenario_{fmt}_platform_inprocess_rows_per_s"]
+            / figures[f"scenario_{fmt}_reference_inprocess_rows_per_s"]
+        )
+        figures[f"scenario_{fmt}_inprocess_speedup"] = round(speedup, 2)
+        figures[f"scenario_{fmt}_same_bytes_as_reference"] = (
+            digests["reference"] == digests["platform"]
+        )
+        print(
+            f"in process: scenario {fmt.upper()}: {speedup:.2f}x the reference's rows/s, "
+            f"same bytes: {digests['reference'] == digests['platform']}",
+            flush=True,
+        )
+    return figures
+
+
 # --- over HTTP --------------------------------------------------------------------------------
 
 
-def over_http(args: argparse.Namespace, jobs: dict[str, Any], key: str, model, version):
+def over_http(
+    args: argparse.Namespace, jobs: dict[str, Any], key: str, model, version, scenario=None
+):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     headers = {"Authorization": f"Token {key}"}
@@ -210,8 +324,45 @@ def over_http(args: argparse.Namespace, jobs: dict[str, Any], key: str, model, v
                 and rows_per_s >= TARGET_ROWS_PER_S
                 and over <= TARGET_RSS_OVER_IDLE_MB,
             }
+        if scenario is not None:
+            figures |= scenario_over_http(args, server, port, key, scenario)
         if args.upload_mb:
             figures |= upload(args, http, server, model, version)
+    return figures
+
+
+def scenario_over_http(args: argparse.Namespace, server, port: int, key: str, scenario):
+    figures: dict[str, Any] = {}
+    for fmt in ("csv", "json"):
+        path = f"/api/scenarios/{scenario.pk}/export/{fmt}"
+        idle = rss_mb(server.pid)
+        cpu = cpu_s(server.pid)
+        with peak_rss(server.pid) as peak:
+            ttfb, seconds, size = download(port, path, key)
+        rows_per_s = args.judgments / seconds
+        rows_per_cpu_s = args.judgments / max(cpu_s(server.pid) - cpu, 0.01)
+        over = peak["mb"] - idle
+        print(
+            f"over HTTP: scenario {fmt.upper()} of {args.judgments:,} judgments: "
+            f"{size / 1e6:.1f} MB in {seconds:.2f} s ({rows_per_s:,.0f} rows/s, target "
+            f"{TARGET_ROWS_PER_S:,}; {rows_per_cpu_s:,.0f} rows per server CPU second), first "
+            f"byte after {ttfb * 1000:.0f} ms (target {TARGET_TTFB_S * 1000:.0f}); server "
+            f"memory {idle:.0f} MB idle, {peak['mb']:.0f} MB at peak (+{over:.1f} MB, target "
+            f"+{TARGET_RSS_OVER_IDLE_MB:.0f})",
+            flush=True,
+        )
+        figures |= {
+            f"scenario_{fmt}_ttfb_ms": round(ttfb * 1000),
+            f"scenario_{fmt}_rows_per_s": round(rows_per_s),
+            f"scenario_{fmt}_rows_per_server_cpu_s": round(rows_per_cpu_s),
+            f"scenario_{fmt}_mb": round(size / 1e6, 1),
+            f"scenario_{fmt}_server_idle_rss_mb": round(idle, 1),
+            f"scenario_{fmt}_server_peak_rss_mb": round(peak["mb"], 1),
+            f"scenario_{fmt}_server_rss_over_idle_mb": round(over, 1),
+            f"scenario_{fmt}_meets_targets": ttfb <= TARGET_TTFB_S
+            and rows_per_s >= TARGET_ROWS_PER_S
+            and over <= TARGET_RSS_OVER_IDLE_MB,
+        }
     return figures
 
 

@@ -4,12 +4,10 @@ alike: ``evalplatform.api.uploads.StreamedResponse``), shared by the API and adm
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
-from decimal import Decimal
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
-from types import NoneType
+from collections.abc import Iterator
 from typing import Any
 
+from evalplatform import exporting
 from evalplatform.api import uploads
 from generation import selectors
 from generation.models import GenerationJob
@@ -31,32 +29,10 @@ def json_chunks(job: GenerationJob, head: dict[str, Any]) -> Iterator[str]:
     record = "{" + ", ".join(f"{json.dumps(c)}: %s" for c in selectors.JSON_COLUMNS) + "}"
     separator = ""
     for columns in selectors.export_record_column_batches(job):
-        texts = [_json_column(column) for column in columns]
+        texts = [exporting.json_column(column) for column in columns]
         yield separator + ",".join([record % values for values in zip(*texts, strict=True)])
         separator = ","
     yield "]}"
-
-
-def _json_column(column: Sequence[Any]) -> Iterable[str]:
-    """A column's values as JSON text, with no call per cell where the column's type allows."""
-    kinds = set(map(type, column))
-    if kinds == {str}:
-        return map(encode_basestring_ascii, column)
-    if kinds == {int}:
-        return map(int.__repr__, column)
-    if kinds == {Decimal}:
-        return map(encode_basestring_ascii, map(str, column))
-    if kinds <= {int, NoneType}:
-        return map(_int_or_null, column)
-    return map(_json_value, column)
-
-
-def _int_or_null(value: int | None) -> str:
-    return "null" if value is None else int.__repr__(value)
-
-
-def _json_value(value: Any) -> str:
-    return json.dumps(value, default=str)
 
 
 def csv_response(job: GenerationJob) -> uploads.StreamedResponse:

@@ -2,16 +2,13 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, tzinfo
+from collections.abc import Iterator
 from decimal import Decimal
-from functools import partial
 from typing import Any
 
-from django.db import connections
-from django.db.models import CharField, Func, QuerySet
-from django.db.models.sql.constants import MULTI
+from django.db.models import QuerySet
 
+from evalplatform import exporting
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import GENERATION_VIEW
 from evalplatform.runs.models import ProviderBatch
@@ -54,98 +51,14 @@ def outputs(job: GenerationJob | None = None) -> QuerySet[GenerationOutput]:
     return qs.filter(job=job) if job is not None else qs.select_related("job__team")
 
 
-# Rows read and written per step of an export: a block of the download (about 1 MB at 1 KB
-# of text an output; memory stays flat, whatever the job's size).
-EXPORT_BATCH = 1000
-
-
-def _iso_datetime(tz: tzinfo | None) -> Callable[[Any], str]:
-    """A datetime column's value as the export writes it: ISO 8601 with its offset, "" for
-    NULL. The database's value (on SQLite, text or a naive datetime) is read with
-    ``datetime.fromisoformat`` and a naive one taken in the connection's time zone (none
-    without ``USE_TZ``), as Django's converter would, at a fraction of the cost."""
-    utc = tz is UTC
-
-    def iso(value: Any) -> str:
-        if value is None:
-            return ""
-        if isinstance(value, str):
-            value = datetime.fromisoformat(value)
-        if value.tzinfo is None and tz is not None:
-            if utc:  # the same text as value.replace(tzinfo=UTC).isoformat(), sooner
-                return value.isoformat() + "+00:00"
-            value = value.replace(tzinfo=tz)
-        return value.isoformat()
-
-    return iso
-
-
-# Rows fetched per round trip of a PostgreSQL export's server-side cursor (written out
-# ``EXPORT_BATCH`` at a time): fewer trips, a few MB held.
-EXPORT_FETCH = 5000
-
-
-class _IsoUtcText(Func):
-    """A timestamp as ``datetime.isoformat`` writes it in UTC (microseconds only when there
-    are any), "" for NULL: made by PostgreSQL, where reading it as a datetime costs the
-    export more than all else (Django's time-zone-aware loader parses each in Python)."""
-
-    template = (
-        "COALESCE(CASE WHEN date_trunc('second', %(expressions)s) = %(expressions)s "
-        "THEN to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"+00:00\"') "
-        "ELSE to_char(%(expressions)s AT TIME ZONE 'UTC', "
-        "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"') END, '')"
-    )
-    output_field = CharField()
-
-
 _DATETIME_FIELDS = ("created_at", "completed_at")
 
 
 def _column_batches(job: GenerationJob, fields: list[tuple[str, str]]) -> Iterator[list[Any]]:
-    """The job's outputs in batches of up to ``EXPORT_BATCH``, each batch a sequence of
-    values per field of ``fields``: one SELECT of those columns, read in chunks (a
-    server-side cursor on PostgreSQL: flat memory), converted a column at a time and only
-    where the backend needs it (Django's own converters, except for datetimes: written by
-    PostgreSQL itself (``_IsoUtcText``) where the connection is in UTC, else
-    ``_iso_datetime``)."""
-    names = [field for _, field in fields]
+    """The job's outputs in batches, each batch a list of values per field of ``fields``
+    (``evalplatform.exporting.column_batches``: one SELECT, flat memory)."""
     queryset = GenerationOutput.objects.filter(job=job).order_by("pk")
-    connection = connections[queryset.db]
-    in_sql = connection.vendor == "postgresql" and connection.timezone_name == "UTC"
-    if in_sql:
-        queryset = queryset.annotate(
-            **{f"{name}_iso": _IsoUtcText(name) for name in _DATETIME_FIELDS}
-        )
-        names = [f"{name}_iso" if name in _DATETIME_FIELDS else name for name in names]
-    queryset = queryset.values_list(*names)
-    compiler = queryset.query.get_compiler(using=queryset.db)
-    chunked = not connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
-    fetch = EXPORT_FETCH if connection.vendor == "postgresql" else EXPORT_BATCH
-    results = compiler.execute_sql(MULTI, chunked_fetch=chunked, chunk_size=fetch)
-    selected = [column[0] for column in compiler.select[: compiler.col_count]]
-    # Per converted column, the functions applied in turn to each of its values.
-    converters: dict[int, list[Callable[[Any], Any]]] = {}
-    for index, (functions, expression) in compiler.get_converters(selected).items():
-        converters[index] = [
-            partial(_django_converted, function, expression, connection) for function in functions
-        ]
-    if not in_sql:
-        iso = _iso_datetime(connection.timezone)
-        for name in _DATETIME_FIELDS:
-            converters[names.index(name)] = [iso]
-    for fetched in results:
-        for start in range(0, len(fetched), EXPORT_BATCH):
-            chunk = fetched[start : start + EXPORT_BATCH]
-            columns: list[Any] = list(zip(*chunk, strict=True))
-            for index, functions in converters.items():
-                for function in functions:
-                    columns[index] = list(map(function, columns[index]))
-            yield columns
-
-
-def _django_converted(function: Callable[..., Any], expression, connection, value: Any) -> Any:
-    return function(value, expression, connection)
+    return exporting.column_batches(queryset, [f for _, f in fields], _DATETIME_FIELDS)
 
 
 def export_column_batches(job: GenerationJob) -> Iterator[list[Any]]:

@@ -6,6 +6,11 @@ the task's adjudicated answer in the row's terms (empty without one;
 ``evaluations.review.answers.export_cell``). JSON holds the scenario (configuration
 included), its variants, every judgment (each with its task's ``adjudicated`` answer) and
 every flag.
+
+Both are read a column at a time (``evalplatform.exporting``, as the generation outputs
+export is): one SELECT of the judgments' plain columns and their joins' (no model instance
+a row), a server-side cursor on PostgreSQL, timestamps written as text by PostgreSQL; the
+bytes are those the row-by-row export wrote (``tests/evaluations/test_scenario_exports.py``).
 """
 
 from __future__ import annotations
@@ -14,9 +19,11 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.http import StreamingHttpResponse
 
-from evalplatform.api.uploads import csv_chunks as csv_stream
+from evalplatform import exporting
+from evalplatform.api import uploads
 from evalplatform.api.uploads import download
 from evaluations.models import Adjudication, Judgment, ParseStatus, TaskFlag
 from evaluations.review import answers
@@ -43,6 +50,22 @@ _JUDGE = [
 _FEEDBACK = ["comment", "flag"]
 _TAIL = ["rationale", "time_spent_ms", "created_at", *_JUDGE, *_FEEDBACK]
 _ADJUDICATED = "adjudicated"
+# A JSON judgment's keys before ``adjudicated``: a person's, and a judge's (with its call).
+_PERSON_KEYS = [
+    "id",
+    "task",
+    "item_id",
+    "rater",
+    "rater_kind",
+    "presented",
+    "payload",
+    "rationale",
+    "time_spent_ms",
+    "created_at",
+    "revised_at",
+    "comment",
+]
+_JUDGE_KEYS = [*_PERSON_KEYS, *_JUDGE, "judge", "parse_error", "raw_reply"]
 
 
 def columns(scenario: Scenario) -> list[str]:
@@ -51,46 +74,143 @@ def columns(scenario: Scenario) -> list[str]:
     return [*_COMMON, *registry.of(scenario).export_columns, *_TAIL, _ADJUDICATED]
 
 
-def _judgments(scenario: Scenario):
-    return (
-        Judgment.objects.filter(scenario=scenario)
-        .select_related(
-            "task__item",
-            "evaluator",
-            "external_rater",
-            "judge__llm_model",
-            "judge__prompt_version__template",
-            "output",
-        )
-        .order_by("pk")
-        .iterator(chunk_size=2000)
-    )
+# The judgments' fields an export reads, in one SELECT (``evalplatform.exporting``): no
+# model instance a row.
+_FIELDS = [
+    "pk",
+    "task_id",
+    "task__item__item_id",
+    "task__reverse_of_id",
+    "evaluator_id",
+    f"evaluator__{get_user_model().USERNAME_FIELD}",
+    "judge_id",
+    "judge__name",
+    "external_rater__name",
+    "rater_kind",
+    "presented",
+    "payload",
+    "rationale",
+    "time_spent_ms",
+    "created_at",
+    "revised_at",
+    "comment",
+    "judge__llm_model__model_id",
+    "judge__prompt_version__template__name",
+    "judge__prompt_version__number",
+    "repetition",
+    "temperature",
+    "swapped",
+    "parse_status",
+    "parse_error",
+    "output_id",
+    "output__input_tokens",
+    "output__output_tokens",
+    "output__cost_usd",
+]
+# The JSON export also gives a judge's raw reply.
+_JSON_FIELDS = [*_FIELDS, "output__content"]
+_DATETIMES = ("created_at", "revised_at")
 
 
-def _rater(judgment: Judgment) -> str:
-    if judgment.evaluator is not None:
-        return judgment.evaluator.get_username()
-    if judgment.judge is not None:
-        return judgment.judge.name
-    return judgment.external_rater.name if judgment.external_rater is not None else ""
+class _Judgments:
+    """A batch of judgments, a list of values per field (``_FIELDS``), with the columns
+    both exports derive from them."""
+
+    def __init__(self, columns: list[Any]) -> None:
+        (
+            self.pk,
+            self.task_id,
+            self.item_id,
+            self.reverse_of_id,
+            self.evaluator_id,
+            self.username,
+            self.judge_id,
+            self.judge_name,
+            self.external_name,
+            self.rater_kind,
+            self.presented,
+            self.payload,
+            self.rationale,
+            self.time_spent_ms,
+            self.created_at,
+            self.revised_at,
+            self.comment,
+            self.judge_model,
+            self.template_name,
+            self.version_number,
+            self.repetition,
+            self.temperature,
+            self.swapped,
+            self.parse_status,
+            self.parse_error,
+            self.output_id,
+            self.input_tokens,
+            self.output_tokens,
+            self.cost_usd,
+        ) = columns[: len(_FIELDS)]
+        # A judge's raw replies (read for the JSON export only).
+        self.content: list[Any] = columns[len(_FIELDS)] if len(columns) > len(_FIELDS) else []
+        self.rater = [
+            username
+            if evaluator is not None
+            else judge_name
+            if judge is not None
+            else (external if external is not None else "")
+            for evaluator, username, judge, judge_name, external in zip(
+                self.evaluator_id,
+                self.username,
+                self.judge_id,
+                self.judge_name,
+                self.external_name,
+                strict=True,
+            )
+        ]
+        self.judge_prompt = [
+            "" if judge is None else f"{name} v{number}"
+            for judge, name, number in zip(
+                self.judge_id, self.template_name, self.version_number, strict=True
+            )
+        ]
+        # A judge's call figures, "" for a judgment without its call's output.
+        has_output = [output is not None for output in self.output_id]
+        self.call_input_tokens = _where(has_output, self.input_tokens)
+        self.call_output_tokens = _where(has_output, self.output_tokens)
+        self.call_cost = [
+            str(cost) if has else "" for has, cost in zip(has_output, self.cost_usd, strict=True)
+        ]
+
+    def judge_columns(self) -> list[list[Any]]:
+        """``_JUDGE``'s columns, for every judgment (a person's are read as blanks)."""
+        return [
+            self.judge_model,
+            self.judge_prompt,
+            self.repetition,
+            self.temperature,
+            self.swapped,
+            self.parse_status,
+            self.call_input_tokens,
+            self.call_output_tokens,
+            self.call_cost,
+        ]
 
 
-def _judge_fields(j: Judgment) -> dict[str, Any]:
-    if j.judge is None:
-        return dict.fromkeys(_JUDGE, "")
-    version = j.judge.prompt_version
-    output = j.output
-    return {
-        "judge_model": j.judge.llm_model.model_id,
-        "judge_prompt": f"{version.template.name} v{version.number}",
-        "repetition": j.repetition,
-        "temperature": j.temperature,
-        "swapped": j.swapped,
-        "parse_status": j.parse_status,
-        "input_tokens": output.input_tokens if output else "",
-        "output_tokens": output.output_tokens if output else "",
-        "cost_usd": str(output.cost_usd) if output else "",
-    }
+def _where(keep: list[bool], values: list[Any]) -> list[Any]:
+    return [value if kept else "" for kept, value in zip(keep, values, strict=True)]
+
+
+def _batches(scenario: Scenario, fields: list[str]) -> Iterator[_Judgments]:
+    queryset = Judgment.objects.filter(scenario=scenario).order_by("pk")
+    for columns in exporting.column_batches(queryset, fields, _DATETIMES):
+        yield _Judgments(columns)
+
+
+class _Task:
+    """What a scenario type's ``export_rows`` reads of a task (``TaskLike``)."""
+
+    __slots__ = ("reverse_of_id",)
+
+    def __init__(self, reverse_of_id: Any) -> None:
+        self.reverse_of_id = reverse_of_id
 
 
 def _flags(scenario: Scenario) -> dict[tuple[int, int], TaskFlag]:
@@ -119,38 +239,83 @@ def rows(scenario: Scenario) -> Iterator[list[Any]]:
         row = dict(zip(kind.export_columns, cells, strict=True))
         return answers.export_cell(kind.analysis, found.payload, found.presented, row, variant_ids)
 
-    for j in _judgments(scenario):
-        task = j.task
-        head = [
-            j.pk,
-            task.item.item_id if task.item else "",
-            task.pk,
-            _rater(j),
-            j.rater_kind,
-        ]
-        flag = flags.get((j.task_id, j.evaluator_id)) if j.evaluator_id else None
-        tail = [
-            j.rationale,
-            j.time_spent_ms,
-            j.created_at.isoformat(),
-            *_judge_fields(j).values(),
-            j.comment,
-            _flag_text(flag),
-        ]
-        shown = [variants[pk] for pk in j.presented if pk in variants]
-        if j.parse_status == ParseStatus.FAILED:  # a judge's reply that was no verdict
-            blanks = [""] * len(kind.export_columns)
-            yield [*head, *blanks, *tail, adjudicated(task.pk, blanks)]
-        else:
+    blanks = [""] * len(kind.export_columns)
+    judge_blanks = [""] * len(_JUDGE)
+    for batch in _batches(scenario, _FIELDS):
+        judge_rows = zip(*batch.judge_columns(), strict=True)
+        for (
+            pk,
+            task_id,
+            item_id,
+            reverse_of_id,
+            evaluator_id,
+            rater,
+            rater_kind,
+            presented,
+            payload,
+            rationale,
+            time_spent_ms,
+            created_at,
+            comment,
+            judge_id,
+            judge_row,
+            parse_status,
+        ) in zip(
+            batch.pk,
+            batch.task_id,
+            batch.item_id,
+            batch.reverse_of_id,
+            batch.evaluator_id,
+            batch.rater,
+            batch.rater_kind,
+            batch.presented,
+            batch.payload,
+            batch.rationale,
+            batch.time_spent_ms,
+            batch.created_at,
+            batch.comment,
+            batch.judge_id,
+            judge_rows,
+            batch.parse_status,
+            strict=True,
+        ):
+            head = [pk, "" if item_id is None else item_id, task_id, rater, rater_kind]
+            flag = flags.get((task_id, evaluator_id)) if evaluator_id else None
+            tail = [
+                rationale,
+                time_spent_ms,
+                created_at,
+                *(judge_blanks if judge_id is None else judge_row),
+                comment,
+                _flag_text(flag),
+            ]
+            if parse_status == ParseStatus.FAILED:  # a judge's reply that was no verdict
+                yield [*head, *blanks, *tail, adjudicated(task_id, blanks)]
+                continue
+            shown = [variants[v] for v in presented if v in variants]
+            task = _Task(reverse_of_id)
             for cells in kind.export_rows(
-                payload=j.payload, shown=shown, variants=variants, task=task
+                payload=payload, shown=shown, variants=variants, task=task
             ):
-                yield [*head, *cells, *tail, adjudicated(task.pk, list(cells))]
+                yield [*head, *cells, *tail, adjudicated(task_id, list(cells))]
+
+
+def _row_batches(rows: Iterator[list[Any]]) -> Iterator[list[list[Any]]]:
+    batch: list[list[Any]] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= exporting.EXPORT_BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def csv_chunks(scenario: Scenario) -> Iterator[str]:
-    """Formula-safe, in blocks."""
-    return csv_stream(columns(scenario), rows(scenario))
+    """Formula-safe (``uploads.csv_lines``), a batch of rows a block."""
+    yield uploads.csv_line(columns(scenario))
+    for batch in _row_batches(rows(scenario)):
+        yield uploads.csv_lines(batch)
 
 
 def _adjudicated_record(found: Adjudication | None) -> dict[str, Any] | None:
@@ -184,31 +349,46 @@ def json_chunks(scenario: Scenario, head: dict[str, Any]) -> Iterator[str]:
     )
     flags = _flags(scenario)
     yield ', "judgments": ['
-    first = True
-    for j in _judgments(scenario):
-        record = {
-            "id": j.pk,
-            "task": j.task_id,
-            "item_id": j.task.item.item_id if j.task.item else None,
-            "rater": _rater(j),
-            "rater_kind": j.rater_kind,
-            "presented": j.presented,
-            "payload": j.payload,
-            "rationale": j.rationale,
-            "time_spent_ms": j.time_spent_ms,
-            "created_at": j.created_at,
-            "revised_at": j.revised_at,
-            "comment": j.comment,
-        }
-        if j.judge is not None:
-            record |= _judge_fields(j) | {
-                "judge": j.judge_id,
-                "parse_error": j.parse_error,
-                "raw_reply": j.output.content if j.output else None,
-            }
-        record["adjudicated"] = _adjudicated_record(adjudications.get(j.task_id))
-        yield ("" if first else ",") + json.dumps(record, default=str)
-        first = False
+    adjudicated = {
+        task_id: json.dumps(_adjudicated_record(found), default=str)
+        for task_id, found in adjudications.items()
+    }
+    # Each judgment the text ``json.dumps(record, default=str)`` gives, made from the batch's
+    # values a column at a time: a person's record, or a judge's with its call's fields.
+    person = ", ".join(f"{json.dumps(key)}: %s" for key in _PERSON_KEYS)
+    judge = ", ".join(f"{json.dumps(key)}: %s" for key in _JUDGE_KEYS)
+    separator = ""
+    for batch in _batches(scenario, _JSON_FIELDS):
+        has_output = [output is not None for output in batch.output_id]
+        columns = [
+            batch.pk,
+            batch.task_id,
+            batch.item_id,
+            batch.rater,
+            batch.rater_kind,
+            batch.presented,
+            batch.payload,
+            batch.rationale,
+            batch.time_spent_ms,
+            list(map(_json_datetime, batch.created_at)),
+            list(map(_json_datetime, batch.revised_at)),
+            batch.comment,
+            *batch.judge_columns(),
+            batch.judge_id,
+            batch.parse_error,
+            [c if has else None for has, c in zip(has_output, batch.content, strict=True)],
+        ]
+        texts = list(zip(*map(exporting.json_column, columns), strict=True))
+        records = []
+        for judge_id, task_id, values in zip(batch.judge_id, batch.task_id, texts, strict=True):
+            found = adjudicated.get(task_id, "null")
+            if judge_id is None:
+                records.append("{" + person % values[: len(_PERSON_KEYS)] + ', "adjudicated": ')
+            else:
+                records.append("{" + judge % values + ', "adjudicated": ')
+            records[-1] += found + "}"
+        yield separator + ",".join(records)
+        separator = ","
     # Every flag, answered tasks' and given-back ones' alike.
     yield '], "flags": '
     yield json.dumps(
@@ -226,6 +406,11 @@ def json_chunks(scenario: Scenario, head: dict[str, Any]) -> Iterator[str]:
         default=str,
     )
     yield "}"
+
+
+def _json_datetime(text: str) -> str | None:
+    """An ISO 8601 timestamp as ``str(datetime)`` writes it (what ``default=str`` gave)."""
+    return text[:10] + " " + text[11:] if text else None
 
 
 def csv_response(scenario: Scenario) -> StreamingHttpResponse:
