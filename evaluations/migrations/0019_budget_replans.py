@@ -5,10 +5,24 @@ from django.conf import settings
 from django.db import migrations, models
 
 
+def schedule(apps, schema_editor):
+    Schedule = apps.get_model("django_q", "Schedule")
+    Schedule.objects.update_or_create(
+        name="evaluations-replan-sweep",
+        defaults={"func": "evaluations.planner.replan.sweep", "schedule_type": "I",
+                  "minutes": 1, "repeats": -1},
+    )
+
+
+def unschedule(apps, schema_editor):
+    apps.get_model("django_q", "Schedule").objects.filter(name="evaluations-replan-sweep").delete()
+
+
 class Migration(migrations.Migration):
 
     dependencies = [
         ('evaluations', '0018_budget_plans'),
+        ('django_q', '0018_task_success_index'),
         ('scenarios', '0007_bounded_numbers'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
@@ -66,4 +80,6 @@ class Migration(migrations.Migration):
             model_name='budgetplan',
             constraint=models.UniqueConstraint(condition=models.Q(('chain__isnull', False), ('status', 'proposed')), fields=('chain',), name='budget_plan_one_pending_replan'),
         ),
+        # The sweep that re-plans chains as people's answers arrive (every minute).
+        migrations.RunPython(schedule, unschedule),
     ]

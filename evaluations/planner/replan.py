@@ -4,10 +4,12 @@ left, stored as a new ``BudgetPlan`` of the chain (``chain``: its first plan; ``
 accepted plan it follows). It is a proposal only: nobody's work is submitted until a manager
 accepts it.
 
-When: a judge run of an accepted plan completes (``GenerationJob`` saved as completed), or
-people's answers on its tasks come in, at most once per ``PLANNER_REPLAN_EVERY_ANSWERS``
-verdicts of the chain since the last re-plan. Either queues ``replan`` (a django-q2 task
-within the team's share of the workers) once the transaction commits.
+When: a judge run of an accepted plan completes (``GenerationJob`` saved as completed: a
+signal, queued once the transaction commits), or people's answers on its tasks come in,
+debounced by ``sweep``, a task scheduled every minute: at most once per
+``PLANNER_REPLAN_EVERY_ANSWERS`` verdicts of the chain since its last re-plan, or after
+``PLANNER_REPLAN_IDLE_MINUTES`` for fewer. Either queues ``replan`` (a django-q2 task within
+the team's share of the workers); submitting an answer costs no query more.
 
 Bounded: one pending re-plan per chain (a constraint; a newer re-plan refreshes the pending
 one in place), nothing computed when no verdict of the chain arrived since the last one, and
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -31,17 +34,21 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q, Sum
 from django.db.models.signals import post_save
+from django.utils import timezone
 
 from evalplatform.runs import fairshare
 from evaluations.models import BudgetPlan, JudgeRun, Judgment, PlanStatus, RaterKind
 from evaluations.planner import selectors, services
 from evaluations.planner.design import HUMAN
 from generation.models import GenerationJob, JobStatus
-from scenarios.models import Scenario, ScenarioStatus
+from scenarios.models import ScenarioStatus
 
 logger = logging.getLogger(__name__)
 
 EVERY_ANSWERS = 20  # default of settings.PLANNER_REPLAN_EVERY_ANSWERS
+IDLE_MINUTES = 10.0  # default of settings.PLANNER_REPLAN_IDLE_MINUTES
+ACTIVE_DAYS = 30
+SWEEP_CHAINS = 200
 EPS = 1e-9
 REASONS = {
     "budget_exhausted": "The chain's budget is spent.",
@@ -228,26 +235,46 @@ def job_saved(sender: Any, instance: GenerationJob, update_fields: Any = None, *
             return
 
 
-def judgment_saved(sender: Any, instance: Judgment, created: bool = False, **_: Any) -> None:
-    """People answered a task of an accepted plan: re-plan its chain once every
-    ``PLANNER_REPLAN_EVERY_ANSWERS`` verdicts of the chain since the last re-plan."""
-    if not created or instance.rater_kind != RaterKind.HUMAN:
-        return
-    plans = _chains_of_scenario(instance.scenario_id)
-    hit = next((p for p in plans if instance.task_id in _tasks([p])[1]), None)
-    if hit is None:
-        return
-    root = root_of(hit)
-    chain = [p for p in plans if root_of(p) == root]
-    tasks = _tasks(chain)[0]
-    if _verdicts(instance.scenario_id, tasks) - _last_seen(root, chain) >= every_answers():
-        team = Scenario.objects.filter(pk=instance.scenario_id).values_list("team_id", flat=True)
-        queue(root, team.first() or 0, "answers")
+def sweep() -> list[int]:
+    """The scheduled task (every minute, migration 0019): re-plan the chains whose people's
+    tasks got at least ``PLANNER_REPLAN_EVERY_ANSWERS`` verdicts since their last re-plan,
+    or any once ``PLANNER_REPLAN_IDLE_MINUTES`` passed since it (the last few answers are
+    not left out). Reads the ``SWEEP_CHAINS`` chains with people's work accepted most
+    recently (within ``ACTIVE_DAYS``); answering costs nothing more. The chains queued."""
+    since = timezone.now() - timedelta(days=ACTIVE_DAYS)
+    accepted = list(
+        BudgetPlan.objects.filter(status=PlanStatus.ACCEPTED, accepted_at__gte=since)
+        .select_related("scenario")
+        .order_by("-accepted_at", "-pk")[: SWEEP_CHAINS * 4]
+    )
+    chains: dict[int, list[BudgetPlan]] = {}
+    for plan in accepted:
+        chains.setdefault(root_of(plan), []).append(plan)
+    idle = timezone.now() - timedelta(
+        minutes=float(getattr(settings, "PLANNER_REPLAN_IDLE_MINUTES", IDLE_MINUTES))
+    )
+    queued = []
+    for root, plans in list(chains.items())[:SWEEP_CHAINS]:
+        people = _tasks(plans)[1]
+        if not people:
+            continue
+        latest = (
+            BudgetPlan.objects.filter(chain_id=root)
+            .exclude(status=PlanStatus.ACCEPTED)
+            .order_by("-created_at", "-pk")
+            .values_list("created_at", flat=True)
+            .first()
+        )
+        last = max([p.accepted_at for p in plans if p.accepted_at] + ([latest] if latest else []))
+        new = _verdicts(plans[0].scenario_id, _tasks(plans)[0]) - _last_seen(root, plans)
+        if new >= every_answers() or (new > 0 and last < idle):
+            queue(root, plans[0].scenario.team_id, "answers")
+            queued.append(root)
+    return queued
 
 
 def connect() -> None:
     post_save.connect(job_saved, sender=GenerationJob, dispatch_uid="planner-replan-job")
-    post_save.connect(judgment_saved, sender=Judgment, dispatch_uid="planner-replan-judgment")
 
 
 def reason_text(code: str) -> str:

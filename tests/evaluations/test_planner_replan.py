@@ -12,6 +12,7 @@ from django.test import Client
 from django_q.conf import Conf
 
 from evaluations.models import Assignment, BudgetPlan, JudgeRun, Judgment, PlanStatus
+from evaluations.planner import replan
 from generation.models import GenerationJob
 from scenarios import services as scenario_services
 from tests.evaluations.test_judges import create_judge, make_scenario, run
@@ -149,27 +150,36 @@ def test_people_answering_re_plans_once_per_n_answers(api, people, judged, setti
     }
     plan = manager.post(url, body, format="json").json()
     accepted = manager.post(f"{url}/{plan['id']}/accept").json()
-    assert len(accepted["submitted"]["tasks"]["human"]) >= 4
+    assert len(accepted["submitted"]["tasks"]["human"]) >= 5
     monkeypatch.setattr(Conf, "SYNC", True)
+    assert replan.sweep() == []  # no answer yet
     answer(api, people["evaluator"], scenario, 1)
-    assert replans(plan["id"]) == []  # fewer than 2 new verdicts
+    assert replan.sweep() == [] and replans(plan["id"]) == []  # fewer than 2 new verdicts
     answer(api, people["evaluator"], scenario, 1)
+    assert replans(plan["id"]) == []  # answering itself computes nothing
+    assert replan.sweep() == [plan["id"]]
     (first,) = replans(plan["id"])
     assert (first.trigger, first.new_verdicts, first.replans_id) == ("answers", 2, plan["id"])
     assert first.status == PlanStatus.PROPOSED and first.verdicts_seen == 2
+    assert replan.sweep() == []  # nothing new since
     answer(api, people["evaluator"], scenario, 1)
-    (same,) = replans(plan["id"])  # debounced: one more is not enough
-    assert same.verdicts_seen == 2
+    assert replan.sweep() == []  # debounced: one more is not enough
     answer(api, people["evaluator"], scenario, 1)
+    assert replan.sweep() == [plan["id"]]
     (refreshed,) = replans(plan["id"])  # one pending re-plan per chain: refreshed in place
     assert refreshed.pk == first.pk and refreshed.new_verdicts == 2
     assert refreshed.verdicts_seen == 4 and refreshed.status == PlanStatus.PROPOSED
+    # Fewer than 2 new verdicts are re-planned once the chain has been idle long enough.
+    answer(api, people["evaluator"], scenario, 1)
+    settings.PLANNER_REPLAN_IDLE_MINUTES = 0
+    assert replan.sweep() == [plan["id"]]
+    assert replans(plan["id"])[0].verdicts_seen == 5
     spending = manager.get(f"{url}/{first.pk}").json()["chain"]["spending"]
-    # Four answers of 40 s spent; the plan's projected hours committed.
-    assert spending["spent"]["hours"] == round(4 * 40 / 3600, 4)
+    # Five answers of 40 s spent; the plan's projected hours committed.
+    assert spending["spent"]["hours"] == round(5 * 40 / 3600, 4)
     committed = plan["proposal"]["cost"]["human_hours"]
     assert spending["committed"]["hours"] == committed
-    assert spending["remaining"]["hours"] == round(1.0 - max(committed, 4 * 40 / 3600), 4)
+    assert spending["remaining"]["hours"] == round(1.0 - max(committed, 5 * 40 / 3600), 4)
 
 
 def test_a_spent_budget_records_why_nothing_was_re_planned(
@@ -184,6 +194,7 @@ def test_a_spent_budget_records_why_nothing_was_re_planned(
     manager.post(f"{url}/{plan['id']}/accept")
     monkeypatch.setattr(Conf, "SYNC", True)
     answer(api, people["evaluator"], scenario, 2, seconds=600)  # 20 minutes: over 0.2 h
+    assert replan.sweep() == [plan["id"]]
     (skipped,) = replans(plan["id"])
     shown = manager.get(f"{url}/{skipped.pk}").json()
     assert shown["status"] == "skipped"
