@@ -16,6 +16,7 @@ from evaluations.judges import services as judges
 from evaluations.models import (
     Adjudication,
     Assignment,
+    BudgetPlan,
     Invitation,
     JudgeBatch,
     JudgeFile,
@@ -169,3 +170,19 @@ class JudgeFileAdmin(ReadOnlyTeamScopedAdmin):
     list_select_related = ["team"]
     search_fields = ["public_id", "filename"]
     readonly_fields = [f.name for f in JudgeFile._meta.fields]
+
+
+@admin.register(BudgetPlan)
+class BudgetPlanAdmin(ReadOnlyTeamScopedAdmin):
+    """The budget scheduler's proposals and re-plans, read only: they are proposed and
+    accepted on the plan page or through the API (checked there; an accepted plan's
+    tasks and judge runs are made with it, all or nothing)."""
+
+    view_feature = EVALUATIONS_VIEW_ALL
+    change_feature = SCENARIOS_MANAGE
+    list_display = ["pk", "scenario", "status", "chain", "replans", "trigger", "new_verdicts",
+                    "reason", "created_by", "created_at", "accepted_at"]  # fmt: skip
+    list_filter = ["status", "trigger", ("scenario", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["scenario__name", "created_by__username"]
+    list_select_related = ["scenario", "created_by", "chain", "replans"]
+    readonly_fields = [f.name for f in BudgetPlan._meta.fields]

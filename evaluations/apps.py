@@ -21,6 +21,10 @@ class EvaluationsConfig(AppConfig):
         from generation.models import SourceKind
 
         results.register(SourceKind.JUDGE_FILE, JudgeFileResults())
+        # The budget scheduler re-plans as an accepted plan's results arrive.
+        from evaluations.planner import replan
+
+        replan.connect()
         # The home page's "Your open tasks".
         from evalplatform.web import home
         from evaluations.workspace import selectors as workspace

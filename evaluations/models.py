@@ -711,6 +711,9 @@ class JudgeVerdict(models.Model):
 class PlanStatus(models.TextChoices):
     PROPOSED = "proposed", "Proposed"
     ACCEPTED = "accepted", "Accepted"
+    # A re-plan not proposed (``reason``): the remaining budget is spent, the target is
+    # reached, or nothing more fits.
+    SKIPPED = "skipped", "Skipped"
 
 
 class BudgetPlan(models.Model):
@@ -743,13 +746,33 @@ class BudgetPlan(models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
     )
+    # Re-plans (``evaluations.planner.replan``): computed when an accepted plan's results
+    # arrive, for the ``chain``'s question (its first plan) with the budget it has left;
+    # ``replans``: the accepted plan it follows. Never accepted by themselves.
+    chain = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="chain_plans"
+    )
+    replans = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="replanned_by"
+    )
+    trigger = models.CharField(max_length=20, blank=True, default="")  # judge_run or answers
+    new_verdicts = models.PositiveIntegerField(default=0)
+    verdicts_seen = models.PositiveIntegerField(default=0)  # the chain's verdicts then
+    reason = models.CharField(max_length=40, blank=True, default="")  # why skipped
+    spending = models.JSONField(null=True, blank=True)  # spent, committed, remaining
 
     class Meta:
         ordering = ["-created_at", "-pk"]
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(status__in=PlanStatus.values), name="budget_plan_status_valid"
-            )
+            ),
+            # One pending re-plan per chain at a time.
+            models.UniqueConstraint(
+                fields=["chain"],
+                condition=models.Q(status="proposed", chain__isnull=False),
+                name="budget_plan_one_pending_replan",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -20,7 +20,7 @@ from evalplatform.api.parsers import JSONParser
 from evalplatform.errors import FieldErrors, NotFound
 from evalplatform.throttling import expensive
 from evaluations.models import BudgetPlan, PlanStatus
-from evaluations.planner import selectors, services
+from evaluations.planner import replan, selectors, services
 from scenarios.models import Scenario
 
 LISTED = 50
@@ -67,6 +67,22 @@ def plan_json(plan: BudgetPlan, *, stamp: str | None = None) -> dict[str, Any]:
         "created_by": plan.created_by.username if plan.created_by else None,
         "created_at": plan.created_at.isoformat(),
         "accepted_at": plan.accepted_at.isoformat() if plan.accepted_at else None,
+        "chain": chain_json(plan),
+    }
+
+
+def chain_json(plan: BudgetPlan) -> dict[str, Any]:
+    """Where the plan stands in its chain: its first plan (``root``), the accepted plan it
+    re-plans (``predecessor``, None for a first plan), what triggered it, how many new
+    verdicts, the chain's spending, and why it was skipped (``reason``)."""
+    return {
+        "root": plan.chain_id or plan.pk,
+        "predecessor": plan.replans_id,
+        "trigger": plan.trigger or None,
+        "new_verdicts": plan.new_verdicts,
+        "spending": plan.spending,
+        "reason": plan.reason or None,
+        "reason_text": replan.reason_text(plan.reason) if plan.reason else None,
     }
 
 

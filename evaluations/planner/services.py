@@ -348,6 +348,8 @@ def _propose(
             "human_hours": round(chosen.hours, 4),
         },
         "tasks": len(chosen.picks),
+        # The question's target (target_width, or tau for a ranking) is met already.
+        "reached": bool(design.reached(asked, chosen.before, budget["target_width"])),
         "verdicts": sum(offered[r].verdicts_per_task for _, r in chosen.picks),
         "raters": described,
         "work": work,
@@ -416,6 +418,8 @@ def plan_accept(*, user: Any, plan: BudgetPlan) -> BudgetPlan:
         scenario = Scenario.objects.select_for_update().get(pk=scenario.pk)
         plan = BudgetPlan.objects.select_for_update().get(pk=plan.pk)
         plan.scenario = scenario
+        if plan.status == PlanStatus.SKIPPED:
+            raise Conflict("This re-plan was skipped: there is nothing to accept.")
         if plan.status != PlanStatus.PROPOSED:
             raise Conflict("This proposal was accepted already.")
         if scenario.status == ScenarioStatus.CLOSED:

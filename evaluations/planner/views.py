@@ -15,7 +15,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_VIEW_ALL, SCENARIOS_MANAGE
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
-from evaluations.planner import selectors, services
+from evaluations.planner import replan, selectors, services
 from evaluations.planner.api import plan_for, scenario_for
 
 QUESTION_NAMES = {
@@ -80,6 +80,7 @@ def _render(request, scenario, plan, errors, status) -> HttpResponse:
             "scenario": scenario,
             "plan": plan,
             "stale": plan is not None and services.is_stale(plan),
+            "reason_text": replan.reason_text(plan.reason) if plan is not None else "",
             "question_name": QUESTION_NAMES.get(str((plan.question or {}).get("kind")), "")
             if plan
             else "",

@@ -454,6 +454,7 @@ ADMIN_MODELS: dict[str, dict[str, Any]] = {
     "evaluations.trustgate": {"view": "AMS", "add": "", "change": "", "delete": ""},
     "evaluations.judgebatch": {"view": "AMS", "add": "", "change": "", "delete": ""},
     "evaluations.judgefile": {"view": "AMS", "add": "", "change": "", "delete": ""},
+    "evaluations.budgetplan": {"view": "AMS", "add": "", "change": "", "delete": ""},
 }
 
 CONSOLE = "AMS"

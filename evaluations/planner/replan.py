@@ -1,0 +1,281 @@
+"""Re-planning as results arrive (issue 21, point 4): when an accepted plan's work produces
+verdicts, a fresh proposal for the same question is computed with the budget the chain has
+left, stored as a new ``BudgetPlan`` of the chain (``chain``: its first plan; ``replans``: the
+accepted plan it follows). It is a proposal only: nobody's work is submitted until a manager
+accepts it.
+
+When: a judge run of an accepted plan completes (``GenerationJob`` saved as completed: a
+signal, queued once the transaction commits), or people's answers on its tasks come in,
+debounced by ``sweep``, a task scheduled every minute: at most once per
+``PLANNER_REPLAN_EVERY_ANSWERS`` verdicts of the chain since its last re-plan, or after
+``PLANNER_REPLAN_IDLE_MINUTES`` for fewer. Either queues ``replan`` (a django-q2 task within
+the team's share of the workers); submitting an answer costs no query more.
+
+Bounded: one pending re-plan per chain (a constraint; a newer re-plan refreshes the pending
+one in place), nothing computed when no verdict of the chain arrived since the last one, and
+a re-plan is recorded as skipped, with its ``reason``, when the remaining budget is spent,
+the question's target is already reached, nothing more fits, or the scenario is closed.
+
+Spending of a chain, over its accepted plans: ``committed`` is their projected cost,
+``spent`` the cost of their judges' runs and people's time on their tasks (at the hourly rate
+of the budget); each is charged at the larger of the two, and ``remaining`` is the chain's
+budget (its first plan's) less that, never below zero.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q, Sum
+from django.db.models.signals import post_save
+from django.utils import timezone
+
+from evalplatform.runs import fairshare
+from evaluations.models import BudgetPlan, JudgeRun, Judgment, PlanStatus, RaterKind
+from evaluations.planner import selectors, services
+from evaluations.planner.design import HUMAN
+from generation.models import GenerationJob, JobStatus
+from scenarios.models import ScenarioStatus
+
+logger = logging.getLogger(__name__)
+
+EVERY_ANSWERS = 20  # default of settings.PLANNER_REPLAN_EVERY_ANSWERS
+IDLE_MINUTES = 10.0  # default of settings.PLANNER_REPLAN_IDLE_MINUTES
+ACTIVE_DAYS = 30
+SWEEP_CHAINS = 200
+EPS = 1e-9
+REASONS = {
+    "budget_exhausted": "The chain's budget is spent.",
+    "target_reached": "The question's target is already reached.",
+    "nothing_fits": "No more work fits the remaining budget.",
+    "scenario_closed": "The scenario is closed.",
+    "too_many_verdicts": f"More than {services.MAX_VERDICTS:,} verdicts: too many to plan from.",
+}
+
+
+def every_answers() -> int:
+    return max(1, int(getattr(settings, "PLANNER_REPLAN_EVERY_ANSWERS", EVERY_ANSWERS)))
+
+
+def root_of(plan: BudgetPlan) -> int:
+    return plan.chain_id or plan.pk
+
+
+# --- reads of a chain ---------------------------------------------------------------------------
+def _accepted(root_id: int) -> list[BudgetPlan]:
+    return list(
+        BudgetPlan.objects.filter(Q(pk=root_id) | Q(chain_id=root_id))
+        .filter(status=PlanStatus.ACCEPTED)
+        .order_by("accepted_at", "pk")
+    )
+
+
+def _tasks(plans: list[BudgetPlan]) -> tuple[set[int], set[int]]:
+    """The chain's tasks: all, and those for people."""
+    every: set[int] = set()
+    people: set[int] = set()
+    for plan in plans:
+        for key, ids in ((plan.submitted or {}).get("tasks") or {}).items():
+            every.update(ids)
+            if key == HUMAN:
+                people.update(ids)
+    return every, people
+
+
+def _verdicts(scenario_id: int, tasks: set[int]) -> int:
+    return Judgment.objects.filter(scenario_id=scenario_id, task_id__in=tasks).count()
+
+
+def _last_seen(root_id: int, accepted: list[BudgetPlan]) -> int:
+    """The chain's verdicts when it was last re-planned (0 before its first re-plan)."""
+    later = (
+        BudgetPlan.objects.filter(chain_id=root_id)
+        .exclude(status=PlanStatus.ACCEPTED)
+        .values_list("verdicts_seen", flat=True)
+    )
+    return max([p.verdicts_seen for p in accepted] + list(later) + [0])
+
+
+def spending(root: BudgetPlan, accepted: list[BudgetPlan]) -> dict[str, Any]:
+    """What the chain's accepted plans committed and spent, and what is left of its budget."""
+    budget = root.budget or {}
+    rate = float(budget.get("hourly_rate_usd") or 0.0)
+    committed_usd = sum(Decimal(str(p.proposal.get("cost", {}).get("usd", "0"))) for p in accepted)
+    committed_hours = sum(float(p.proposal.get("cost", {}).get("human_hours", 0)) for p in accepted)
+    runs = [r["run"] for p in accepted for r in (p.submitted or {}).get("judge_runs", [])]
+    judge_usd = JudgeRun.objects.filter(pk__in=runs).aggregate(s=Sum("job__cost_usd"))["s"]
+    _, people = _tasks(accepted)
+    ms = Judgment.objects.filter(
+        scenario_id=root.scenario_id, task_id__in=people, rater_kind=RaterKind.HUMAN
+    ).aggregate(s=Sum("time_spent_ms"))["s"]
+    spent_hours = (ms or 0) / 3_600_000
+    spent_usd = Decimal(judge_usd or 0) + Decimal(str(spent_hours * rate))
+    charged_usd = max(spent_usd, committed_usd)
+    charged_hours = max(spent_hours, committed_hours)
+    remaining_usd = max(Decimal(0), Decimal(str(budget.get("usd") or 0)) - charged_usd)
+    remaining_hours = max(0.0, float(budget.get("hours") or 0) - charged_hours)
+    return {
+        "budget": {
+            "usd": services._usd(float(budget.get("usd") or 0)),
+            "hours": budget.get("hours"),
+        },
+        "committed": {
+            "usd": services._usd(float(committed_usd)),
+            "hours": round(committed_hours, 4),
+        },
+        "spent": {"usd": services._usd(float(spent_usd)), "hours": round(spent_hours, 4)},
+        "remaining": {
+            "usd": services._usd(float(remaining_usd)),
+            "hours": round(remaining_hours, 4),
+        },
+    }
+
+
+# --- the task -----------------------------------------------------------------------------------
+def queue(root_id: int, team_id: int, trigger: str) -> None:
+    """Queue a re-plan of the chain once the transaction commits."""
+    transaction.on_commit(
+        lambda: fairshare.submit(
+            team_id=team_id,
+            func="evaluations.planner.replan.replan",
+            args=[root_id, trigger],
+            key=f"replan-{root_id}",
+            name=f"replan-{root_id}-{time.time_ns()}",
+        )
+    )
+
+
+def replan(root_id: int, trigger: str) -> int | None:
+    """The task: re-plan the chain from its first plan ``root_id``; the re-plan's id (None
+    when nothing new arrived since the last one)."""
+    with transaction.atomic():
+        root = (
+            BudgetPlan.objects.select_for_update().select_related("scenario").filter(pk=root_id)
+        ).first()
+        if root is None:
+            return None
+        accepted = _accepted(root_id)
+        if not accepted:
+            return None
+        scenario = root.scenario
+        every, _ = _tasks(accepted)
+        seen = _verdicts(scenario.pk, every)
+        later = BudgetPlan.objects.filter(chain_id=root_id).exclude(status=PlanStatus.ACCEPTED)
+        last_seen = _last_seen(root_id, accepted)
+        if seen <= last_seen:
+            return None
+        pending = later.filter(status=PlanStatus.PROPOSED).first()
+        skipped = later.order_by("-created_at", "-pk").first()
+        row = pending or (skipped if skipped and skipped.status == PlanStatus.SKIPPED else None)
+        row = row or BudgetPlan(scenario=scenario, chain_id=root_id, question=root.question)
+        row.replans = accepted[-1]
+        row.trigger = trigger
+        row.new_verdicts = seen - last_seen
+        row.verdicts_seen = seen
+        row.spending = spending(root, accepted)
+        remaining = row.spending["remaining"]
+        budget = {
+            **(root.budget or {}),
+            "usd": float(remaining["usd"]),
+            "hours": float(remaining["hours"]),
+        }
+        judges = {
+            f"judge:{pk}" for pk in selectors.usable_judges(scenario).values_list("pk", flat=True)
+        }
+        budget["raters"] = [r for r in budget.get("raters", []) if r == HUMAN or r in judges]
+        row.budget = budget
+        row.fingerprint = selectors.fingerprint(scenario)
+        row.reason, row.proposal = "", {}
+        if scenario.status == ScenarioStatus.CLOSED:
+            row.reason = "scenario_closed"
+        elif budget["usd"] <= EPS and budget["hours"] <= EPS:
+            row.reason = "budget_exhausted"
+        elif selectors.verdict_count(scenario) > services.MAX_VERDICTS:
+            row.reason = "too_many_verdicts"
+        else:
+            found = selectors.planning_data(scenario)
+            row.proposal = services._propose(scenario, found, root.question, budget)
+            if row.proposal.get("reached"):
+                row.reason = "target_reached"
+            elif not row.proposal.get("work"):
+                row.reason = "nothing_fits"
+        row.status = PlanStatus.SKIPPED if row.reason else PlanStatus.PROPOSED
+        row.save()
+        logger.info("re-plan %s of chain %s: %s", row.pk, root_id, row.reason or "proposed")
+    return row.pk
+
+
+# --- when results arrive ------------------------------------------------------------------------
+def _chains_of_scenario(scenario_id: int) -> list[BudgetPlan]:
+    return list(
+        BudgetPlan.objects.filter(scenario_id=scenario_id, status=PlanStatus.ACCEPTED).only(
+            "pk", "chain_id", "submitted", "verdicts_seen", "scenario_id"
+        )
+    )
+
+
+def job_saved(sender: Any, instance: GenerationJob, update_fields: Any = None, **_: Any) -> None:
+    """A judge run of an accepted plan completed: re-plan its chain."""
+    if instance.status != JobStatus.COMPLETED or (
+        update_fields is not None and "status" not in update_fields
+    ):
+        return
+    run = JudgeRun.objects.filter(job_id=instance.pk).values("pk", "judge__scenario_id").first()
+    if run is None:
+        return
+    for plan in _chains_of_scenario(run["judge__scenario_id"]):
+        if any(r.get("run") == run["pk"] for r in (plan.submitted or {}).get("judge_runs", [])):
+            queue(root_of(plan), instance.team_id, "judge_run")
+            return
+
+
+def sweep() -> list[int]:
+    """The scheduled task (every minute, migration 0019): re-plan the chains whose people's
+    tasks got at least ``PLANNER_REPLAN_EVERY_ANSWERS`` verdicts since their last re-plan,
+    or any once ``PLANNER_REPLAN_IDLE_MINUTES`` passed since it (the last few answers are
+    not left out). Reads the ``SWEEP_CHAINS`` chains with people's work accepted most
+    recently (within ``ACTIVE_DAYS``); answering costs nothing more. The chains queued."""
+    since = timezone.now() - timedelta(days=ACTIVE_DAYS)
+    accepted = list(
+        BudgetPlan.objects.filter(status=PlanStatus.ACCEPTED, accepted_at__gte=since)
+        .select_related("scenario")
+        .order_by("-accepted_at", "-pk")[: SWEEP_CHAINS * 4]
+    )
+    chains: dict[int, list[BudgetPlan]] = {}
+    for plan in accepted:
+        chains.setdefault(root_of(plan), []).append(plan)
+    idle = timezone.now() - timedelta(
+        minutes=float(getattr(settings, "PLANNER_REPLAN_IDLE_MINUTES", IDLE_MINUTES))
+    )
+    queued = []
+    for root, plans in list(chains.items())[:SWEEP_CHAINS]:
+        people = _tasks(plans)[1]
+        if not people:
+            continue
+        latest = (
+            BudgetPlan.objects.filter(chain_id=root)
+            .exclude(status=PlanStatus.ACCEPTED)
+            .order_by("-created_at", "-pk")
+            .values_list("created_at", flat=True)
+            .first()
+        )
+        last = max([p.accepted_at for p in plans if p.accepted_at] + ([latest] if latest else []))
+        new = _verdicts(plans[0].scenario_id, _tasks(plans)[0]) - _last_seen(root, plans)
+        if new >= every_answers() or (new > 0 and last < idle):
+            queue(root, plans[0].scenario.team_id, "answers")
+            queued.append(root)
+    return queued
+
+
+def connect() -> None:
+    post_save.connect(job_saved, sender=GenerationJob, dispatch_uid="planner-replan-job")
+
+
+def reason_text(code: str) -> str:
+    return REASONS.get(code, code)
