@@ -152,7 +152,11 @@ class ScenarioJudgesView(APIView):
         data = _body(request)
         if "grid" in data:
             made = judges.judge_grid(user=request.user, scenario=scenario, data=data)
-            return Response(JudgeSerializer(made, many=True).data, status=status.HTTP_201_CREATED)
+            context = {"trust": trust.stored_trust(scenario)}  # once, not once per judge
+            return Response(
+                JudgeSerializer(made, many=True, context=context).data,
+                status=status.HTTP_201_CREATED,
+            )
         judge = judges.judge_create(user=request.user, scenario=scenario, data=data)
         return Response(JudgeSerializer(judge).data, status=status.HTTP_201_CREATED)
 
