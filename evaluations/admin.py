@@ -23,6 +23,7 @@ from evaluations.models import (
     JudgeRun,
     Judgment,
     LLMJudge,
+    TeamTrustGate,
     TrustGate,
 )
 
@@ -142,6 +143,19 @@ class TrustGateAdmin(ReadOnlyTeamScopedAdmin):
                     "max_parse_failure_rate", "include_untrusted", "updated_at"]  # fmt: skip
     list_select_related = ["scenario", "updated_by"]
     readonly_fields = [f.name for f in TrustGate._meta.fields]
+
+
+@admin.register(TeamTrustGate)
+class TeamTrustGateAdmin(ReadOnlyTeamScopedAdmin):
+    """Teams' default trust gates, read only: they are set on the team's trust gate page or
+    through the API, where they are validated and audited."""
+
+    view_feature = EVALUATIONS_VIEW_ALL
+    change_feature = SCENARIOS_MANAGE
+    list_display = ["team", "min_kappa", "min_shared_items", "max_flip_rate",
+                    "max_parse_failure_rate", "include_untrusted", "updated_at"]  # fmt: skip
+    list_select_related = ["team", "updated_by"]
+    readonly_fields = [f.name for f in TeamTrustGate._meta.fields]
 
 
 @admin.register(JudgeBatch)

@@ -418,16 +418,11 @@ class RaterExclusion(models.Model):
         return f"{self.evaluator} excluded from {self.scenario}"
 
 
-class TrustGate(models.Model):
-    """A scenario's thresholds for trusting its LLM judges (docs/analytics.md, "Trust
-    gates"): a judge whose card falls below any of them is untrusted, and its verdicts are
-    left out of the scenario's rankings and of regression reports unless a manager opts in
-    (``include_untrusted`` here for every judge of the scenario, or the judge's own). A
-    threshold left empty is not checked."""
+class GateThresholds(models.Model):
+    """The thresholds of a trust gate (docs/analytics.md, "Trust gates"), a scenario's own
+    (``TrustGate``) or its team's default (``TeamTrustGate``). A threshold left empty is
+    not checked."""
 
-    team_lookup = "scenario__team"
-
-    scenario = models.OneToOneField(Scenario, on_delete=models.CASCADE, related_name="trust_gate")
     min_kappa = models.FloatField(
         null=True, blank=True, validators=validation.bounded(-1.0, 1.0),
         help_text="Least chance-corrected agreement with people (Cohen's kappa).",
@@ -460,8 +455,33 @@ class TrustGate(models.Model):
     )
     updated_at = models.DateTimeField(auto_now=True)
 
+    class Meta:
+        abstract = True
+
+
+class TrustGate(GateThresholds):
+    """A scenario's thresholds for trusting its LLM judges (docs/analytics.md, "Trust
+    gates"): a judge whose card falls below any of them is untrusted, and its verdicts are
+    left out of the scenario's rankings and of regression reports unless a manager opts in
+    (``include_untrusted`` here for every judge of the scenario, or the judge's own). It
+    overrides its team's default gate (``TeamTrustGate``) entirely."""
+
+    team_lookup = "scenario__team"
+
+    scenario = models.OneToOneField(Scenario, on_delete=models.CASCADE, related_name="trust_gate")
+
     def __str__(self) -> str:
         return f"trust gate of {self.scenario}"
+
+
+class TeamTrustGate(GateThresholds):
+    """A team's default trust gate: the thresholds of every scenario of the team that has
+    no gate of its own."""
+
+    team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="trust_gate")
+
+    def __str__(self) -> str:
+        return f"default trust gate of {self.team}"
 
 
 class AnalysisStatus(models.TextChoices):

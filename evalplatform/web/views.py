@@ -5,7 +5,7 @@ from django.views.decorators.http import require_POST
 
 from evalplatform import validation
 from evalplatform.accounts.models import Notification
-from evalplatform.accounts.roles import ACCOUNTS_VIEW, ADMIN_ACCESS, FEATURES
+from evalplatform.accounts.roles import ACCOUNTS_VIEW, ADMIN_ACCESS, EVALUATIONS_VIEW_ALL, FEATURES
 from evalplatform.accounts.selectors import me_summary
 from evalplatform.accounts.services import notifications_dismiss
 from evalplatform.web.home import sections_for
@@ -19,6 +19,8 @@ def home(request):
         team["feature_rows"] = [(code, FEATURES[code]) for code in team["features"]]
         team["admin"] = ADMIN_ACCESS in team["features"]
         team["groups"] = ACCOUNTS_VIEW in team["features"]
+        # The team's default trust gate for its LLM judges (the evaluations app's page).
+        team["trust_gate"] = EVALUATIONS_VIEW_ALL in team["features"]
     unread = Notification.objects.filter(user=request.user, read_at__isnull=True)
     return render(
         request,

@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 
 from evalplatform import validation
 from evalplatform.accounts import audit, policy
+from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import (
     EVALUATIONS_EXPORT,
     EVALUATIONS_VIEW_ALL,
@@ -29,7 +30,7 @@ from evalplatform.errors import FieldErrors, NotFound
 from evalplatform.throttling import expensive
 from evaluations.analytics import cards, results, tables, trust
 from evaluations.analytics.analyze import default_raters, rater_filter
-from evaluations.models import AnalysisStatus, TrustGate
+from evaluations.models import AnalysisStatus, GateThresholds, TeamTrustGate
 from scenarios.models import Scenario
 
 MAX_RESAMPLES = 10_000
@@ -118,7 +119,7 @@ def with_cards_now(scenario: Scenario, result: dict[str, Any]) -> dict[str, Any]
     judges = list(
         scenario.judges.select_related("llm_model__connection", "prompt_version__template")
     )
-    gate = TrustGate.objects.filter(scenario=scenario).first()
+    gate = cards.gate_for(scenario)
     found = cards.refresh(result.get("judge_cards") or [], judges, gate)
     return result | {"judge_cards": found}
 
@@ -205,12 +206,14 @@ class AdaptiveTasksView(APIView):
         )
 
 
-def gate_object(gate: TrustGate | None) -> dict[str, Any]:
-    """A scenario's gate as the API shows it (``gate: null`` without one)."""
+def gate_object(gate: GateThresholds | None) -> dict[str, Any]:
+    """A gate as the API shows it (``gate: null`` without one), with ``source``: which
+    gate applies ("scenario": the scenario's own; "team": its team's default; null)."""
     if gate is None:
-        return {"gate": None}
+        return {"gate": None, "source": None}
     return {
         "gate": cards.gate_of(gate),
+        "source": cards.source_of(gate),
         "updated_by": gate.updated_by.username if gate.updated_by else None,
         "updated_at": gate.updated_at.isoformat(),
     }
@@ -218,15 +221,17 @@ def gate_object(gate: TrustGate | None) -> dict[str, Any]:
 
 class TrustGateView(APIView):
     """``/api/scenarios/{id}/trust-gate``: the thresholds the scenario's judges are held to
-    (docs/analytics.md, "Trust gates"). GET (``feature:evaluations:view_all``); PUT sets the
-    whole gate and DELETE removes it (``feature:scenarios:manage``), both audited."""
+    (docs/analytics.md, "Trust gates"). GET (``feature:evaluations:view_all``) answers the
+    gate that applies: the scenario's own, else its team's default (``source``); PUT sets the
+    scenario's own whole gate and DELETE removes it (``feature:scenarios:manage``), both
+    audited."""
 
     parser_classes = [JSONParser]
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, pk: int):
         scenario = scenario_for(request.user, pk, EVALUATIONS_VIEW_ALL)
-        return Response(gate_object(TrustGate.objects.filter(scenario=scenario).first()))
+        return Response(gate_object(cards.gate_for(scenario)))
 
     @extend_schema(request=bodies.TRUST_GATE, responses=OpenApiTypes.OBJECT)
     def put(self, request, pk: int):
@@ -240,4 +245,40 @@ class TrustGateView(APIView):
     def delete(self, request, pk: int):
         scenario = scenario_for(request.user, pk, SCENARIOS_MANAGE)
         trust.trust_gate_delete(user=request.user, scenario=scenario)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def team_for(user: Any, slug: str, feature: str) -> Team:
+    """A team by slug among those whose analytics the user may see; another team's is a
+    404 like a missing one, and a seen one without ``feature`` a 403."""
+    return policy.access(
+        user, feature, Team.objects.all(), view_feature=EVALUATIONS_VIEW_ALL, slug=slug
+    )
+
+
+class TeamTrustGateView(APIView):
+    """``/api/teams/{slug}/trust-gate``: the team's default gate, held by every scenario of
+    the team without its own (docs/analytics.md, "Trust gates"). GET
+    (``feature:evaluations:view_all`` in the team); PUT sets the whole gate and DELETE
+    removes it (``feature:scenarios:manage`` in the team), both audited."""
+
+    parser_classes = [JSONParser]
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request, slug: str):
+        team = team_for(request.user, slug, EVALUATIONS_VIEW_ALL)
+        found = TeamTrustGate.objects.filter(team=team).select_related("updated_by").first()
+        return Response(gate_object(found) | {"team": team.slug})
+
+    @extend_schema(request=bodies.TRUST_GATE, responses=OpenApiTypes.OBJECT)
+    def put(self, request, slug: str):
+        """Thresholds left out are not checked (``min_shared_items``: 0)."""
+        team = team_for(request.user, slug, SCENARIOS_MANAGE)
+        gate = trust.team_gate_set(user=request.user, team=team, data=request.data)
+        return Response(gate_object(gate) | {"team": team.slug})
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, slug: str):
+        team = team_for(request.user, slug, SCENARIOS_MANAGE)
+        trust.team_gate_delete(user=request.user, team=team)
         return Response(status=status.HTTP_204_NO_CONTENT)

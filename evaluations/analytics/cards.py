@@ -13,8 +13,9 @@ the provider reported). It records what it was measured with (``measured_with``:
 configuration each judge run recorded when it started, and the model snapshots the provider
 reported), and is ``stale`` when the judge's configuration now differs.
 
-``trust`` holds a card to its scenario's ``TrustGate``; a card below it is untrusted, and
-its verdicts are left out of the rankings unless a manager opted in (the gate's
+``trust`` holds a card to its scenario's gate (``gate_for``: the scenario's own
+``TrustGate``, else its team's default ``TeamTrustGate``); a card below it is untrusted,
+and its verdicts are left out of the rankings unless a manager opted in (the gate's
 ``include_untrusted``, or the judge's).
 """
 
@@ -32,7 +33,8 @@ from evaluations.analytics.adjudicated import held_to
 from evaluations.analytics.agreement import Bootstrap, Reading, names_of, unit_values, versus
 from evaluations.analytics.agreement_stats import rounded
 from evaluations.analytics.data import AnalysisData, Row
-from evaluations.models import LLMJudge, RaterKind, TrustGate
+from evaluations.analytics.data import gate_for as gate_for  # the gate a scenario holds to
+from evaluations.models import GateThresholds, LLMJudge, RaterKind, TeamTrustGate
 
 MAX_RESAMPLES = 1000  # the bootstrap resamples of a card's agreement intervals, at most
 GATE_FIELDS = (
@@ -437,12 +439,21 @@ def _measured_with(
 
 
 # --- trust --------------------------------------------------------------------------------------
-def gate_of(gate: TrustGate | None) -> dict[str, Any] | None:
-    """A gate's thresholds and the scenario-wide opt-in, as the JSON shows them."""
+def source_of(gate: GateThresholds | None) -> str | None:
+    """Which gate it is: "scenario", "team", or None without one."""
+    if gate is None:
+        return None
+    return "team" if isinstance(gate, TeamTrustGate) else "scenario"
+
+
+def gate_of(gate: GateThresholds | None) -> dict[str, Any] | None:
+    """A gate's thresholds, its opt-in for every judge, and its ``source`` (the
+    scenario's own or the team's default), as the JSON shows them."""
     if gate is None:
         return None
     return {name: getattr(gate, name) for name in GATE_FIELDS} | {
-        "include_untrusted": gate.include_untrusted
+        "include_untrusted": gate.include_untrusted,
+        "source": source_of(gate),
     }
 
 
@@ -515,7 +526,7 @@ def trust(card: Mapping[str, Any], gate: Mapping[str, Any] | None, *, judge_opt_
     untrusted = bool(reasons)
     opt_in = None
     if untrusted and gate.get("include_untrusted"):
-        opt_in = "scenario"
+        opt_in = gate.get("source") or "scenario"
     elif untrusted and judge_opt_in:
         opt_in = "judge"
     return {
@@ -553,7 +564,7 @@ def judge_trust(cards: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 def refresh(
     cards: list[dict[str, Any]],
     judges: Iterable[LLMJudge],
-    gate: TrustGate | None,
+    gate: GateThresholds | None,
 ) -> list[dict[str, Any]]:
     """Stored cards as of now: ``stale`` against each judge's configuration now, and their
     trust under the gate and opt-ins now (a stored analysis keeps what it was computed

@@ -19,12 +19,14 @@ from django.db.models import QuerySet
 
 from evaluations.models import (
     Adjudication,
+    GateThresholds,
     JudgeRun,
     Judgment,
     LLMJudge,
     ParseStatus,
     RaterExclusion,
     RaterKind,
+    TeamTrustGate,
     TrustGate,
 )
 from scenarios import selectors as scenario_selectors
@@ -169,7 +171,7 @@ class AnalysisData:
     # recorded when it started, by its generation job's id; the scenario's trust gate.
     failures: dict[tuple[int, float | None], int] = field(default_factory=dict)
     run_configurations: dict[int, dict[str, Any]] = field(default_factory=dict)
-    gate: TrustGate | None = None
+    gate: GateThresholds | None = None
 
 
 def load(scenario: Scenario) -> AnalysisData:
@@ -185,7 +187,7 @@ def load(scenario: Scenario) -> AnalysisData:
         run_configurations=dict(
             JudgeRun.objects.filter(judge__scenario=scenario).values_list("job_id", "configuration")
         ),
-        gate=TrustGate.objects.filter(scenario=scenario).first(),
+        gate=gate_for(scenario),
         variants=scenario_selectors.variants_by_pk(scenario),
         judges=list(
             scenario.judges.select_related("llm_model__connection", "prompt_version__template")
@@ -207,3 +209,14 @@ def adjudications(scenario: Scenario) -> dict[int, Reference]:
 def variant_items(scenario: Scenario) -> list[tuple[int, int]]:
     """The scenario's variants as (id, item id), for the adaptive design."""
     return list(Variant.objects.filter(scenario=scenario).values_list("pk", "item_id"))
+
+
+def gate_for(scenario: Scenario) -> GateThresholds | None:
+    """The gate a scenario's judges are held to: its own (``source`` "scenario"), which
+    overrides its team's default entirely, else the team's (``source`` "team"), else None."""
+    own = TrustGate.objects.filter(scenario=scenario).select_related("updated_by").first()
+    if own is not None:
+        return own
+    return (
+        TeamTrustGate.objects.filter(team_id=scenario.team_id).select_related("updated_by").first()
+    )

@@ -26,8 +26,8 @@ from django.utils import timezone
 from evalplatform.runs import fairshare
 from evaluations.analytics import data
 from evaluations.analytics.analyze import DEFAULTS, ELO_ROUNDS, analyze
-from evaluations.analytics.cards import GATE_FIELDS
-from evaluations.models import Adjudication, AnalysisStatus, LLMJudge, StoredAnalysis, TrustGate
+from evaluations.analytics.cards import GATE_FIELDS, source_of
+from evaluations.models import Adjudication, AnalysisStatus, LLMJudge, StoredAnalysis
 from scenarios.models import Scenario
 
 logger = logging.getLogger(__name__)
@@ -103,7 +103,17 @@ def fingerprint(scenario: Scenario) -> tuple[str, int]:
             "include_untrusted",
         )
     )
-    gate = TrustGate.objects.filter(scenario=scenario).values(*GATE_FIELDS, "include_untrusted")
+    # The gate the judges are held to: the scenario's own, else its team's default (a
+    # change of the team's gate makes every analysis of its scenarios without one stale).
+    held_to = data.gate_for(scenario)
+    gate = (
+        []
+        if held_to is None
+        else [
+            {name: getattr(held_to, name) for name in (*GATE_FIELDS, "include_untrusted")}
+            | {"source": source_of(held_to)}
+        ]
+    )
     # Gold tasks, excluded evaluators and adjudications change what is read without a new
     # judgment.
     left_out = data.left_out(scenario)
@@ -111,7 +121,7 @@ def fingerprint(scenario: Scenario) -> tuple[str, int]:
         n=Count("pk"), last=Max("set_at")
     )
     shown = json.dumps(
-        [scenario.name, scenario.config, judges, left_out, adjudicated, list(gate)],
+        [scenario.name, scenario.config, judges, left_out, adjudicated, gate],
         sort_keys=True,
         default=str,
     )

@@ -1,8 +1,9 @@
 """Trust gates and the managers' opt-ins (writes), and the judge cards as of now (reads).
 
 A scenario's ``TrustGate`` holds its judges to thresholds (docs/analytics.md, "Trust
-gates"); ``trust_gate_set`` validates a whole gate before writing it, and every change of a
-gate or an opt-in is audited as the other managers' actions are. ``scenario_cards`` reads the
+gates"), or, when it has none, its team's default ``TeamTrustGate``; ``trust_gate_set`` and
+``team_gate_set`` validate a whole gate before writing it, and every change of a gate or an
+opt-in is audited as the other managers' actions are. ``scenario_cards`` reads the
 cards of the scenario's stored analysis (computed when it is small, the last one otherwise)
 and brings their staleness and trust up to date (``cards.refresh``).
 """
@@ -16,11 +17,12 @@ from django.db import transaction
 
 from evalplatform import validation
 from evalplatform.accounts import audit, policy
+from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import SCENARIOS_MANAGE
 from evalplatform.errors import FieldErrors, Forbidden
 from evaluations.analytics import cards, results
 from evaluations.analytics.analyze import default_raters
-from evaluations.models import LLMJudge, TrustGate
+from evaluations.models import LLMJudge, TeamTrustGate, TrustGate
 from scenarios.models import Scenario
 
 FRACTIONS = {
@@ -100,6 +102,36 @@ def trust_gate_set(*, user: Any, scenario: Scenario, data: Any) -> TrustGate:
     return gate
 
 
+def team_gate_set(*, user: Any, team: Team, data: Any) -> TeamTrustGate:
+    """Set the team's whole default gate (made if it has none): the gate of every scenario
+    of the team without its own. The same right as a scenario's gate, in the team
+    (``feature:scenarios:manage``); audited with its values."""
+    if not policy.has_feature(user, SCENARIOS_MANAGE, team):
+        raise Forbidden()
+    values = gate_values(data)
+    with transaction.atomic():
+        gate, made = TeamTrustGate.objects.select_for_update().get_or_create(
+            team=team, defaults=values | {"updated_by": user}
+        )
+        if not made:
+            for name, value in values.items():
+                setattr(gate, name, value)
+            gate.updated_by = user
+            gate.save()
+        audit.record(user=user, team=team, action="team.trust_gate.set", target=team, **values)
+    return gate
+
+
+def team_gate_delete(*, user: Any, team: Team) -> None:
+    """Remove the team's default gate (audited when there was one)."""
+    if not policy.has_feature(user, SCENARIOS_MANAGE, team):
+        raise Forbidden()
+    with transaction.atomic():
+        deleted, _ = TeamTrustGate.objects.filter(team=team).delete()
+        if deleted:
+            audit.record(user=user, team=team, action="team.trust_gate.delete", target=team)
+
+
 def trust_gate_delete(*, user: Any, scenario: Scenario) -> None:
     """Remove the gate: every judge is ungated again (audited when there was one)."""
     _manage(user, scenario)
@@ -151,7 +183,7 @@ def scenario_cards(scenario: Scenario) -> tuple[results.State, list[dict[str, An
     judges = list(
         scenario.judges.select_related("llm_model__connection", "prompt_version__template")
     )
-    gate = TrustGate.objects.filter(scenario=scenario).first()
+    gate = cards.gate_for(scenario)
     return state, cards.refresh(stored.get("judge_cards") or [], judges, gate)
 
 
@@ -185,7 +217,7 @@ def stored_trust(scenario: Scenario) -> dict[int, dict[str, Any]]:
     judges = list(
         scenario.judges.select_related("llm_model__connection", "prompt_version__template")
     )
-    gate = TrustGate.objects.filter(scenario=scenario).first()
+    gate = cards.gate_for(scenario)
     found = cards.refresh(latest if isinstance(latest, list) else [], judges, gate)
     return {
         j.pk: cards.judge_trust(c for c in found if c["judge"] == j.pk)

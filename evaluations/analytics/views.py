@@ -17,9 +17,9 @@ from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_EXPORT, EVALUATIONS_VIEW_ALL, SCENARIOS_MANAGE
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
 from evalplatform.web.fields import number_or_text
-from evaluations.analytics import results, tables, trust
-from evaluations.analytics.api import options_from, scenario_for, with_cards_now
-from evaluations.models import TrustGate
+from evaluations.analytics import cards, results, tables, trust
+from evaluations.analytics.api import options_from, scenario_for, team_for, with_cards_now
+from evaluations.models import TeamTrustGate, TrustGate
 
 
 def _versus_rows(versus: dict[str, Any]) -> list[dict[str, Any]]:
@@ -158,6 +158,7 @@ def analytics_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
     state = results.current(scenario, options)
     result = state.analysis.result
     query = request.GET.urlencode()
+    gate = cards.gate_for(scenario)
     if result is None:
         return render(
             request,
@@ -179,7 +180,8 @@ def analytics_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
             ).order_by("pk"),
             "judge_cards": with_cards_now(scenario, result)["judge_cards"],
             "trust": result.get("trust"),
-            "gate": TrustGate.objects.filter(scenario=scenario).first(),
+            "gate": gate,
+            "gate_source": cards.source_of(gate),
             "can_manage": policy.may(request.user, SCENARIOS_MANAGE, scenario),
             "tables": [t for t in tables.TABLES if tables.rows(result, t)],
             "query": f"?{query}" if query else "",
@@ -256,11 +258,9 @@ def trust_gate(request: HttpRequest, scenario_id: int) -> HttpResponse:
             trust.trust_gate_delete(user=request.user, scenario=scenario)
             messages.success(request, "Trust gate removed: every judge counts again.")
         else:
-            data: dict[str, Any] = {
-                name: number_or_text(request.POST.get(name)) for name in GATE_FORM_FIELDS
-            }
-            data["include_untrusted"] = request.POST.get("include_untrusted") == "1"
-            trust.trust_gate_set(user=request.user, scenario=scenario, data=data)
+            trust.trust_gate_set(
+                user=request.user, scenario=scenario, data=_gate_form_data(request)
+            )
             messages.success(request, "Trust gate saved: the analytics are computed again.")
     except NotFound as exc:
         raise Http404 from exc
@@ -273,3 +273,59 @@ def trust_gate(request: HttpRequest, scenario_id: int) -> HttpResponse:
             + "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.errors.items()),
         )
     return redirect(f"/scenarios/{scenario_id}/analytics#judge-cards")
+
+
+def _gate_form_data(request: HttpRequest) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        name: number_or_text(request.POST.get(name)) for name in GATE_FORM_FIELDS
+    }
+    data["include_untrusted"] = request.POST.get("include_untrusted") == "1"
+    return data
+
+
+@login_required
+def team_trust_gate(request: HttpRequest, team: str) -> HttpResponse:
+    """The team's trust gate page (``/teams/<slug>/trust-gate``): its default gate, held by
+    every scenario of the team without its own, and which scenarios have their own. Those
+    who may see the team's analytics read it; managers (``feature:scenarios:manage``) save
+    or remove it, through the same service as the API. Another team's page is a 404."""
+    try:
+        found = team_for(request.user, team, EVALUATIONS_VIEW_ALL)
+    except NotFound as exc:
+        raise Http404 from exc
+    may_manage = policy.has_feature(request.user, SCENARIOS_MANAGE, found)
+    if request.method == "POST":
+        if not may_manage:
+            raise PermissionDenied
+        try:
+            if request.POST.get("action") == "delete":
+                trust.team_gate_delete(user=request.user, team=found)
+                messages.success(request, "The team's gate removed.")
+            else:
+                trust.team_gate_set(user=request.user, team=found, data=_gate_form_data(request))
+                messages.success(
+                    request, "The team's gate saved: the analytics of its scenarios are "
+                    "computed again.",
+                )  # fmt: skip
+        except FieldErrors as exc:
+            messages.error(
+                request,
+                "The gate was not saved. "
+                + "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.errors.items()),
+            )
+        return redirect("analytics:team-trust-gate", team=found.slug)
+    own = (
+        TrustGate.objects.filter(scenario__team=found)
+        .select_related("scenario")
+        .order_by("scenario__name")[:200]
+    )
+    return render(
+        request,
+        "evaluations/team_trust_gate.html",
+        {
+            "team": found,
+            "gate": TeamTrustGate.objects.filter(team=found).select_related("updated_by").first(),
+            "own": list(own),
+            "may_manage": may_manage,
+        },
+    )

@@ -9,12 +9,15 @@ import math
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from django.db.models import Avg, Count, Max, QuerySet
 
 from evalplatform.providers.estimate import CHARS_PER_TOKEN
 from evaluations.analytics import data
+from evaluations.analytics.cards import judge_trust
+from evaluations.analytics.trust import scenario_cards
 from evaluations.judges import selectors as judge_selectors
 from evaluations.models import BudgetPlan, Judgment, LLMJudge, ParseStatus, RaterKind
 from evaluations.planner.design import HUMAN
@@ -70,8 +73,39 @@ def entity_list(scenario: Scenario) -> list[str]:
 
 
 def usable_judges(scenario: Scenario) -> QuerySet[LLMJudge]:
-    """The judges a proposal may use: those whose model is active."""
-    return LLMJudge.objects.filter(scenario=scenario, llm_model__active=True).order_by("pk")
+    """The judges a proposal may use: those whose model is active and that are not
+    untrusted under the scenario's trust gate (its own, else its team's), unless a manager
+    opted in (the judge's ``include_untrusted`` or the gate's). ``judges_left_out`` says
+    which are not, and why."""
+    untrusted = [row["judge"] for row in judges_left_out(scenario) if row["reason"] == "untrusted"]
+    return (
+        LLMJudge.objects.filter(scenario=scenario, llm_model__active=True)
+        .exclude(pk__in=untrusted)
+        .order_by("pk")
+    )
+
+
+def judges_left_out(scenario: Scenario) -> list[dict[str, Any]]:
+    """The scenario's judges a proposal may not use, each with its ``reason``
+    ("model_inactive", or "untrusted" with the gate's ``reasons``): the trust of the judge
+    cards as the judge pages show them (``trust.scenario_cards``: the stored analysis,
+    computed when small); a judge with no card yet is not held back."""
+    _, stored = scenario_cards(scenario)
+    found_cards = stored or []
+    trusted = {
+        pk: judge_trust(c for c in found_cards if c["judge"] == pk)
+        for pk in {c["judge"] for c in found_cards}
+    }
+    found: list[dict[str, Any]] = []
+    rows = LLMJudge.objects.filter(scenario=scenario).order_by("pk")
+    for pk, name, active in rows.values_list("pk", "name", "llm_model__active"):
+        held = trusted.get(pk) or {}
+        if not active:
+            found.append({"judge": pk, "name": name, "reason": "model_inactive", "reasons": []})
+        elif held.get("state") == "untrusted" and not held.get("counted_in_rankings"):
+            reasons = list(held.get("reasons") or [])
+            found.append({"judge": pk, "name": name, "reason": "untrusted", "reasons": reasons})
+    return found
 
 
 def fingerprint(scenario: Scenario) -> str:

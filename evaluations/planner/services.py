@@ -183,6 +183,9 @@ def plan_propose(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> B
         raise FieldErrors({"scenario": f"At most {MAX_ENTITIES} models can be planned for."})
     checked = check_request(data, found.entities, [c.judge for c in found.judges])
     proposal = _propose(scenario, found, checked["question"], checked["budget"])
+    # The judges planned for none of the work, and why (an inactive model; untrusted under
+    # the trust gate with no manager's opt-in).
+    proposal["judges_left_out"] = selectors.judges_left_out(scenario)
     return BudgetPlan.objects.create(
         scenario=scenario,
         created_by=user,

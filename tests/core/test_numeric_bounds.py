@@ -221,6 +221,11 @@ BASES: dict[tuple[str, str], Base] = {
         {"min_kappa": 0.6, "min_shared_items": 100},
         url,
     ),
+    ("put", "/api/teams/{slug}/trust-gate"): lambda w, c: (
+        "/api/teams/fuzz/trust-gate",
+        {"min_kappa": 0.6, "min_shared_items": 100, "max_flip_rate": 0.1},
+        "/api/teams/fuzz/trust-gate",
+    ),
 }
 
 PLACEHOLDER = "__walked_value__"

@@ -54,7 +54,14 @@ from evalplatform.routing import socketio_topics, websocket_urlpatterns
 from evalplatform.runs.models import ProviderBatch
 from evaluations.invitations import services as invitations
 from evaluations.judges import services as judges
-from evaluations.models import BudgetPlan, JudgeBatch, JudgeFile, JudgeFileLine, TrustGate
+from evaluations.models import (
+    BudgetPlan,
+    JudgeBatch,
+    JudgeFile,
+    JudgeFileLine,
+    TeamTrustGate,
+    TrustGate,
+)
 from evaluations.quality import attention
 from evaluations.review import services as review
 from evaluations.workspace import services as evaluation_services
@@ -174,6 +181,10 @@ TABLE: list[Row] = [
     # Trust gates (docs/analytics.md): read with the analytics, set and removed by managers.
     R("api/scenarios/<pk>/trust-gate",
       {"GET": "ok=AMCVS", "PUT": "ok=AMS 403=CV", "DELETE": "ok=AMS 403=CV"}, params=SCN),
+    # The team's default gate: the same rights, in the team (another team's slug: 404).
+    R("api/teams/<slug>/trust-gate",
+      {"GET": "ok=AMCVS", "PUT": "ok=AMS 403=CV", "DELETE": "ok=AMS 403=CV"},
+      params={"slug": "@team_slug"}),
     # Quality control: who evaluates, gold tasks, per-evaluator figures, exclusions.
     R("api/scenarios/<pk>/assignees", {"GET": "ok=AMS 403=CV", "PUT": "ok=AMS 403=CV"},
       params=SCN),
@@ -274,6 +285,8 @@ TABLE: list[Row] = [
       params={"pk": "@group", "user": "@group_member"}),
     R("teams/<team>/groups", {"GET": "ok=AMCVS", "POST": "ok=AMS 403=CV"},
       params={"team": "@team_slug"}, body="form", form=(("action", "create"),)),
+    R("teams/<team>/trust-gate", {"GET": "ok=AMCVS", "POST": "ok=AMS 403=CV"},
+      params={"team": "@team_slug"}, body="form"),
     # --- pages: scenarios, judges, invitations ---
     R("scenarios/", {"GET": SIGNED_IN}),
     R("scenarios/new", {"GET": "ok=AMCS 403=EVI", "POST": "ok=AMCS 403=EVI"}, body="form"),
@@ -452,6 +465,7 @@ ADMIN_MODELS: dict[str, dict[str, Any]] = {
     "evaluations.llmjudge": {"view": "AMS", "add": "", "change": "", "delete": ""},
     "evaluations.judgerun": {"view": "AMS", "add": "", "change": "", "delete": ""},
     "evaluations.trustgate": {"view": "AMS", "add": "", "change": "", "delete": ""},
+    "evaluations.teamtrustgate": {"view": "AMS", "add": "", "change": "", "delete": ""},
     "evaluations.judgebatch": {"view": "AMS", "add": "", "change": "", "delete": ""},
     "evaluations.judgefile": {"view": "AMS", "add": "", "change": "", "delete": ""},
     "evaluations.budgetplan": {"view": "AMS", "add": "", "change": "", "delete": ""},
@@ -773,6 +787,9 @@ def build_world() -> World:
             (key, "evaluations.judgerun"): judge_run,
             (key, "evaluations.trustgate"): TrustGate.objects.create(
                 scenario=scenario, min_kappa=0.6, min_shared_items=100
+            ),
+            (key, "evaluations.teamtrustgate"): TeamTrustGate.objects.create(
+                team=team, max_flip_rate=0.1
             ),
             (key, "evaluations.invitation"): invitation,
             (key, "runs.providerbatch"): batch,

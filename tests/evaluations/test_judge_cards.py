@@ -240,7 +240,10 @@ def test_a_judge_that_always_picks_the_first_shown_is_gated_out_until_a_manager_
     assert both["judge_cards"][0]["trust"]["opt_in"] == "scenario"
     # No gate at all: ungated, counted.
     assert manager.delete(f"/api/scenarios/{scenario.pk}/trust-gate").status_code == 204
-    assert viewer.get(f"/api/scenarios/{scenario.pk}/trust-gate").json() == {"gate": None}
+    assert viewer.get(f"/api/scenarios/{scenario.pk}/trust-gate").json() == {
+        "gate": None,
+        "source": None,
+    }
     assert viewer.get(url).json()["judge_cards"][0]["trust"]["state"] == "ungated"
 
 
@@ -274,7 +277,7 @@ def test_bad_gates_are_refused_field_by_field_and_write_nothing(api, people, tea
 def test_the_gate_is_a_managers_and_another_teams_scenario_is_missing(api, people, team_a):
     scenario = make_scenario(people, team_a, "comparison", {"ties": False})
     url = f"/api/scenarios/{scenario.pk}/trust-gate"
-    assert api(people["viewer"]).get(url).json() == {"gate": None}
+    assert api(people["viewer"]).get(url).json() == {"gate": None, "source": None}
     assert api(people["viewer"]).put(url, {"min_kappa": 0.6}, format="json").status_code == 403
     assert api(people["outsider"]).get(url).status_code == 404
     assert api(people["outsider"]).put(url, {"min_kappa": 0.6}, format="json").status_code == 404
