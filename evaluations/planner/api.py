@@ -60,6 +60,7 @@ def plan_json(plan: BudgetPlan, *, stamp: str | None = None) -> dict[str, Any]:
         "scenario": plan.scenario_id,
         "status": plan.status,
         "stale": stale,
+        "fingerprint": plan.fingerprint,
         "question": plan.question,
         "budget": plan.budget,
         "proposal": plan.proposal,
@@ -146,8 +147,12 @@ class PlanAcceptView(APIView):
     @expensive
     def post(self, request, pk: int, plan_id: int):
         """Submit the proposal: its people's tasks are added to the scenario, its judges run
-        over theirs. 409 when it is stale (propose again), accepted already, or the
-        scenario is closed."""
+        over theirs. Optional body ``{"fingerprint": ...}``: the proposal's ``fingerprint``
+        as you read it (a pending re-plan is computed again in place; a different one is a
+        409). 409 when it is stale (propose again), accepted already, the scenario is
+        closed, or judges' tasks wait for a draft scenario to open."""
         plan = plan_for(request.user, pk, plan_id, SCENARIOS_MANAGE)
-        plan = services.plan_accept(user=request.user, plan=plan)
+        body = request.data if isinstance(request.data, dict) else {}
+        seen = body.get("fingerprint")
+        plan = services.plan_accept(user=request.user, plan=plan, seen=seen)
         return Response(plan_json(plan))

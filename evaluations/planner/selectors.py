@@ -5,6 +5,8 @@ stale, and the stored proposals."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import statistics
 from collections import Counter, defaultdict
@@ -16,7 +18,7 @@ from django.db.models import Avg, Count, Max, QuerySet
 
 from evalplatform.providers.estimate import CHARS_PER_TOKEN
 from evaluations.analytics import data
-from evaluations.analytics.cards import judge_trust
+from evaluations.analytics.cards import configuration, judge_trust
 from evaluations.analytics.trust import scenario_cards
 from evaluations.judges import selectors as judge_selectors
 from evaluations.models import BudgetPlan, Judgment, LLMJudge, ParseStatus, RaterKind
@@ -110,15 +112,30 @@ def judges_left_out(scenario: Scenario) -> list[dict[str, Any]]:
 
 def fingerprint(scenario: Scenario) -> str:
     """What a proposal is computed from: the valid verdicts (count, newest), the tasks
-    (count, newest) and the judges. Any change makes a stored proposal stale."""
+    (count, newest), and the judges: each one's configuration (``cards.configuration``:
+    model, prompt, parameters, temperatures, repetitions, both orders), its model's prices,
+    and whether a proposal may use it (trust, an active model). Any change makes a stored
+    proposal stale: accepting it would run work at a cost or by a judge it never priced."""
     verdicts = data.judgments(scenario).aggregate(n=Count("pk"), last=Max("pk"))
     tasks = Task.objects.filter(scenario=scenario).aggregate(n=Count("pk"), last=Max("pk"))
-    judges = ",".join(
-        str(pk) for pk in LLMJudge.objects.filter(scenario=scenario).values_list("pk", flat=True)
-    )
-    return (
-        f"v{verdicts['n']}:{verdicts['last'] or 0}/t{tasks['n']}:{tasks['last'] or 0}/j{judges}"
-    )[:100]
+    left_out = {row["judge"]: row["reason"] for row in judges_left_out(scenario)}
+    judges = [
+        (
+            judge.pk,
+            configuration(judge),
+            str(judge.llm_model.input_price_per_mtok),
+            str(judge.llm_model.output_price_per_mtok),
+            str(judge.llm_model.batch_discount),
+            judge.llm_model.supports_batch,
+            left_out.get(judge.pk),
+        )
+        for judge in LLMJudge.objects.filter(scenario=scenario)
+        .select_related("llm_model__connection", "prompt_version__template")
+        .order_by("pk")
+    ]
+    text = json.dumps(judges, sort_keys=True, default=str)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return f"v{verdicts['n']}:{verdicts['last'] or 0}/t{tasks['n']}:{tasks['last'] or 0}/j{digest}"
 
 
 def verdict_count(scenario: Scenario) -> int:

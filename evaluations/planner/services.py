@@ -409,9 +409,15 @@ def is_stale(plan: BudgetPlan) -> bool:
     )
 
 
-def plan_accept(*, user: Any, plan: BudgetPlan) -> BudgetPlan:
+def plan_accept(*, user: Any, plan: BudgetPlan, seen: str | None = None) -> BudgetPlan:
     """Submit a proposal: its tasks are made and its judges run over theirs, all or
-    nothing. Refused (409) once accepted, when the scenario is closed, or when it is stale."""
+    nothing. Refused (409) once accepted, when the scenario is closed, when it is stale,
+    when ``seen`` (the fingerprint of the proposal as its reader saw it) is not the
+    proposal's now (a pending re-plan is refreshed in place), and for judges' tasks unless
+    the scenario is open (they hold every place of the overlap, which a draft's settings
+    may still raise, opening them to people)."""
+    if seen is not None and not isinstance(seen, str):
+        raise FieldErrors({"fingerprint": "The fingerprint of the proposal you read."})
     scenario = plan.scenario
     _may_manage(user, scenario)
     judge_keys = {w["rater"] for w in plan.proposal.get("work", [])} - {HUMAN}
@@ -427,13 +433,20 @@ def plan_accept(*, user: Any, plan: BudgetPlan) -> BudgetPlan:
             raise Conflict("This proposal was accepted already.")
         if scenario.status == ScenarioStatus.CLOSED:
             raise Conflict("The scenario is closed.")
+        if seen is not None and seen != plan.fingerprint:
+            raise Conflict(
+                "This proposal was computed again since you read it: read it again.",
+                extra={"stale": True},
+            )
         if plan.fingerprint != selectors.fingerprint(scenario):
             raise Conflict(
-                "The verdicts or tasks changed since this proposal: propose again.",
+                "The verdicts, tasks or judges changed since this proposal: propose again.",
                 extra={"stale": True},
             )
         if not plan.proposal.get("work"):
             raise Conflict("This proposal has no work to submit.")
+        if judge_keys and scenario.status != ScenarioStatus.OPEN:
+            raise Conflict("Open the scenario first: its judges' tasks wait for it to open.")
         judges = {
             f"judge:{j.pk}": j
             for j in LLMJudge.objects.filter(scenario=scenario).select_related(

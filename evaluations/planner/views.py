@@ -119,7 +119,8 @@ def _again(plan) -> dict[str, Any]:
 def plan_accept(request: HttpRequest, scenario_id: int, plan_id: int) -> HttpResponse:
     try:
         plan = plan_for(request.user, scenario_id, plan_id, SCENARIOS_MANAGE)
-        plan = services.plan_accept(user=request.user, plan=plan)
+        seen = request.POST.get("fingerprint")
+        plan = services.plan_accept(user=request.user, plan=plan, seen=seen)
     except NotFound as exc:
         raise Http404 from exc
     except Forbidden as exc:

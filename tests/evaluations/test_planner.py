@@ -375,3 +375,75 @@ def test_the_list_of_proposals_reads_a_constant_number_of_queries(api, people, j
         counts.append(len(queries))
     assert len(listed.json()["plans"]) == 6
     assert counts[0] == counts[1]
+
+
+def test_a_proposal_goes_stale_when_a_judge_or_its_price_changes(api, people, judged):
+    """A proposal is priced from its judges' configuration and prices: when either changes,
+    accepting it would run work it never priced (409, nothing made); the fingerprint the
+    reader saw must be the proposal's; judges' tasks wait for a draft to open."""
+    from evalplatform.providers.models import LLMModel
+    from evaluations.models import LLMJudge
+
+    scenario, judge = judged
+    manager = api(people["manager"])
+    url = f"/api/scenarios/{scenario.pk}/plan"
+    body = {
+        "question": "pair",
+        "a": "model-good",
+        "b": "model-ok",
+        "budget_usd": 0.005,
+        "budget_hours": 0,
+        "hourly_rate_usd": 0,
+    }
+    before = Task.objects.filter(scenario=scenario).count()
+
+    plan = manager.post(url, body, format="json").json()
+    assert plan["proposal"]["work"] and plan["stale"] is False
+    LLMJudge.objects.filter(pk=judge["id"]).update(repetitions=3)
+    assert manager.get(f"{url}/{plan['id']}").json()["stale"] is True
+    refused = manager.post(f"{url}/{plan['id']}/accept", {}, format="json")
+    assert refused.status_code == 409 and "propose again" in refused.json()["detail"]
+
+    plan = manager.post(url, body, format="json").json()
+    LLMModel.objects.filter(pk=LLMJudge.objects.get(pk=judge["id"]).llm_model_id).update(
+        output_price_per_mtok=Decimal("99")
+    )
+    assert manager.post(f"{url}/{plan['id']}/accept", {}, format="json").status_code == 409
+
+    plan = manager.post(url, body, format="json").json()
+    seen = manager.post(
+        f"{url}/{plan['id']}/accept", {"fingerprint": "v0:0/t0:0/jx"}, format="json"
+    )
+    assert seen.status_code == 409 and "since you read it" in seen.json()["detail"]
+    assert Task.objects.filter(scenario=scenario).count() == before
+
+    # The same proposal accepted with the fingerprint it was read with.
+    ok = manager.post(
+        f"{url}/{plan['id']}/accept", {"fingerprint": plan["fingerprint"]}, format="json"
+    )
+    assert ok.status_code == 200, ok.json()
+    assert Task.objects.filter(scenario=scenario).count() > before
+
+
+def test_judges_tasks_wait_for_a_draft_scenario_to_open(api, people, team_a, mock_judge):
+    scenario = make_scenario(people, team_a, "comparison", {})
+    manager = api(people["manager"])
+    judge = create_judge(api, people["manager"], scenario, name="J", model=mock_judge.pk)
+    url = f"/api/scenarios/{scenario.pk}/plan"
+    body = {
+        "question": "pair",
+        "a": "model-good",
+        "b": "model-ok",
+        "budget_usd": 0.005,
+        "budget_hours": 0,
+        "hourly_rate_usd": 0,
+        "raters": [f"judge:{judge['id']}"],
+    }
+    made = manager.post(url, body, format="json")
+    assert made.status_code == 201, made.json()
+    plan = made.json()
+    assert plan["proposal"]["work"]
+    before = Task.objects.filter(scenario=scenario).count()
+    refused = manager.post(f"{url}/{plan['id']}/accept", {}, format="json")
+    assert refused.status_code == 409 and "Open the scenario" in refused.json()["detail"]
+    assert Task.objects.filter(scenario=scenario).count() == before
