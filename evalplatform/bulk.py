@@ -18,6 +18,7 @@ into the SQL text; every value is a parameter.
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, cast
 
@@ -103,13 +104,24 @@ def _cast_type(field: models.Field, connection: Any) -> str:
     return "varchar" if db_type.startswith("varchar(") else db_type
 
 
+def _weight(value: Any) -> int:
+    """About how many bytes a prepared value adds to a statement's text: a string's or
+    bytes' length, a JSON value's (psycopg's ``Jsonb`` wrapper holds it in ``obj``)."""
+    if isinstance(value, str | bytes):
+        return len(value)
+    held = getattr(value, "obj", None)
+    if held is not None and not isinstance(held, int | float | bool):
+        return len(json.dumps(held, default=str))
+    return 8
+
+
 def _by_size(rows: list[list[Any]]) -> Iterator[list[list[Any]]]:
     """``rows`` in runs of at most ``STATEMENT_BYTES`` of text and bytes values (about what
     one statement's text holds), at least one row each: a thousand long replies would
     otherwise make one statement of hundreds of megabytes."""
     start, size = 0, 0
     for index, row in enumerate(rows):
-        weight = sum(len(v) for v in row if isinstance(v, str | bytes))
+        weight = sum(_weight(v) for v in row)
         if index > start and size + weight > STATEMENT_BYTES:
             yield rows[start:index]
             start, size = index, 0

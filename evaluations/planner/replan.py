@@ -56,6 +56,9 @@ REASONS = {
     "nothing_fits": "No more work fits the remaining budget.",
     "scenario_closed": "The scenario is closed.",
     "too_many_verdicts": f"More than {services.MAX_VERDICTS:,} verdicts: too many to plan from.",
+    "too_many_models": f"More than {services.MAX_ENTITIES} models: too many to plan for.",
+    "entity_gone": "A model the question names is no longer in the scenario.",
+    "error": "Computing the re-plan failed (logged); it is tried again when more results arrive.",
 }
 
 
@@ -153,62 +156,113 @@ def queue(root_id: int, team_id: int, trigger: str) -> None:
 
 def replan(root_id: int, trigger: str) -> int | None:
     """The task: re-plan the chain from its first plan ``root_id``; the re-plan's id (None
-    when nothing new arrived since the last one)."""
+    when nothing new arrived since the last one, or another re-plan or an accept came
+    first). The proposal is computed outside any lock (it may read 200,000 verdicts and run
+    the analysis the judges' trust comes from); a short transaction then re-checks that
+    nothing moved and writes it, refreshing a pending or skipped re-plan only while it is
+    still pending or skipped (an accept in between wins)."""
+    root = BudgetPlan.objects.select_related("scenario").filter(pk=root_id).first()
+    if root is None:
+        return None
+    accepted = _accepted(root_id)
+    if not accepted:
+        return None
+    scenario = root.scenario
+    every, _ = _tasks(accepted)
+    seen = _verdicts(scenario.pk, every)
+    last_seen = _last_seen(root_id, accepted)
+    if seen <= last_seen:
+        return None
+    values = _replanned(root, accepted, trigger, seen=seen, last_seen=last_seen)
     with transaction.atomic():
-        root = (
-            BudgetPlan.objects.select_for_update().select_related("scenario").filter(pk=root_id)
-        ).first()
-        if root is None:
-            return None
-        accepted = _accepted(root_id)
-        if not accepted:
-            return None
-        scenario = root.scenario
-        every, _ = _tasks(accepted)
-        seen = _verdicts(scenario.pk, every)
+        # The root alone is locked (re-plans of one chain take turns); not the scenario.
+        BudgetPlan.objects.select_for_update().filter(pk=root_id).first()
+        now_accepted = _accepted(root_id)
+        if [p.pk for p in now_accepted] != [p.pk for p in accepted]:
+            return None  # accepted meanwhile: its own results re-plan it
+        if _last_seen(root_id, now_accepted) >= seen:
+            return None  # another re-plan saw these verdicts
         later = BudgetPlan.objects.filter(chain_id=root_id).exclude(status=PlanStatus.ACCEPTED)
-        last_seen = _last_seen(root_id, accepted)
-        if seen <= last_seen:
-            return None
-        pending = later.filter(status=PlanStatus.PROPOSED).first()
-        skipped = later.order_by("-created_at", "-pk").first()
-        row = pending or (skipped if skipped and skipped.status == PlanStatus.SKIPPED else None)
-        row = row or BudgetPlan(scenario=scenario, chain_id=root_id, question=root.question)
-        row.replans = accepted[-1]
-        row.trigger = trigger
-        row.new_verdicts = seen - last_seen
-        row.verdicts_seen = seen
-        row.spending = spending(root, accepted)
-        remaining = row.spending["remaining"]
-        budget = {
-            **(root.budget or {}),
-            "usd": float(remaining["usd"]),
-            "hours": float(remaining["hours"]),
-        }
+        # The pending re-plan (one per chain), else the latest if it was skipped.
+        latest = later.order_by("-created_at", "-pk").first()
+        row = later.filter(status=PlanStatus.PROPOSED).first() or (
+            latest if latest and latest.status == PlanStatus.SKIPPED else None
+        )
+        if row is None:
+            row = BudgetPlan.objects.create(
+                scenario=scenario, chain_id=root_id, question=root.question, **values
+            )
+        else:
+            # Refreshed in place: its time is that of the proposal it now holds (the sweep
+            # debounces from it).
+            changed = BudgetPlan.objects.filter(
+                pk=row.pk, status__in=[PlanStatus.PROPOSED, PlanStatus.SKIPPED]
+            ).update(**values, created_at=timezone.now())
+            if not changed:
+                return None
+    logger.info("re-plan %s of chain %s: %s", row.pk, root_id, values["reason"] or "proposed")
+    return row.pk
+
+
+def _replanned(
+    root: BudgetPlan, accepted: list[BudgetPlan], trigger: str, *, seen: int, last_seen: int
+) -> dict[str, Any]:
+    """The fields of the chain's re-plan: the proposal with what is left of the budget, or
+    why there is none (``reason``; ``error`` when computing it failed, logged: the verdicts
+    are counted as seen all the same, so a failing chain is not re-planned every minute)."""
+    scenario = root.scenario
+    values: dict[str, Any] = {
+        "replans": accepted[-1],
+        "trigger": trigger,
+        "new_verdicts": seen - last_seen,
+        "verdicts_seen": seen,
+        "spending": spending(root, accepted),
+        "reason": "",
+        "proposal": {},
+    }
+    remaining = values["spending"]["remaining"]
+    budget = {
+        **(root.budget or {}),
+        "usd": float(remaining["usd"]),
+        "hours": float(remaining["hours"]),
+    }
+    values["budget"] = budget
+    try:
+        left_out = selectors.judges_left_out(scenario)
         judges = {
-            f"judge:{pk}" for pk in selectors.usable_judges(scenario).values_list("pk", flat=True)
+            f"judge:{pk}"
+            for pk in selectors.usable_judges(scenario, left_out).values_list("pk", flat=True)
         }
         budget["raters"] = [r for r in budget.get("raters", []) if r == HUMAN or r in judges]
-        row.budget = budget
-        row.fingerprint = selectors.fingerprint(scenario)
-        row.reason, row.proposal = "", {}
+        values["fingerprint"] = selectors.fingerprint(scenario, left_out)
         if scenario.status == ScenarioStatus.CLOSED:
-            row.reason = "scenario_closed"
+            values["reason"] = "scenario_closed"
         elif budget["usd"] <= EPS and budget["hours"] <= EPS:
-            row.reason = "budget_exhausted"
+            values["reason"] = "budget_exhausted"
         elif selectors.verdict_count(scenario) > services.MAX_VERDICTS:
-            row.reason = "too_many_verdicts"
+            values["reason"] = "too_many_verdicts"
         else:
-            found = selectors.planning_data(scenario)
-            row.proposal = services._propose(scenario, found, root.question, budget)
-            if row.proposal.get("reached"):
-                row.reason = "target_reached"
-            elif not row.proposal.get("work"):
-                row.reason = "nothing_fits"
-        row.status = PlanStatus.SKIPPED if row.reason else PlanStatus.PROPOSED
-        row.save()
-        logger.info("re-plan %s of chain %s: %s", row.pk, root_id, row.reason or "proposed")
-    return row.pk
+            found = selectors.planning_data(scenario, left_out)
+            question = root.question or {}
+            named = [question.get(k) for k in ("a", "b") if question.get(k) is not None]
+            if not 2 <= len(found.entities) <= services.MAX_ENTITIES:
+                values["reason"] = "too_many_models" if found.entities else "nothing_fits"
+            elif any(name not in found.entities for name in named):
+                values["reason"] = "entity_gone"
+            else:
+                proposal = services._propose(scenario, found, question, budget)
+                proposal["judges_left_out"] = left_out
+                values["proposal"] = proposal
+                if proposal.get("reached"):
+                    values["reason"] = "target_reached"
+                elif not proposal.get("work"):
+                    values["reason"] = "nothing_fits"
+    except Exception:
+        logger.exception("re-plan of chain %s failed", root.pk)
+        values["reason"], values["proposal"] = "error", {}
+        values.setdefault("fingerprint", "")
+    values["status"] = PlanStatus.SKIPPED if values["reason"] else PlanStatus.PROPOSED
+    return values
 
 
 # --- when results arrive ------------------------------------------------------------------------
@@ -257,6 +311,16 @@ def sweep() -> list[int]:
     for root, plans in list(chains.items())[:SWEEP_CHAINS]:
         people = _tasks(plans)[1]
         if not people:
+            continue
+        runs = [r["run"] for p in plans for r in (p.submitted or {}).get("judge_runs", [])]
+        if (
+            runs
+            and JudgeRun.objects.filter(pk__in=runs)
+            .exclude(job__status__in=[JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED])
+            .exists()
+        ):
+            # A judge run of the chain is still producing verdicts: its completion re-plans
+            # (``job_saved``); counting its verdicts as answers would re-plan every minute.
             continue
         latest = (
             BudgetPlan.objects.filter(chain_id=root)

@@ -74,12 +74,17 @@ def entity_list(scenario: Scenario) -> list[str]:
     return sorted(set(entity_names(list(Variant.objects.filter(scenario=scenario))).values()))
 
 
-def usable_judges(scenario: Scenario) -> QuerySet[LLMJudge]:
+def usable_judges(
+    scenario: Scenario, left_out: list[dict[str, Any]] | None = None
+) -> QuerySet[LLMJudge]:
     """The judges a proposal may use: those whose model is active and that are not
     untrusted under the scenario's trust gate (its own, else its team's), unless a manager
     opted in (the judge's ``include_untrusted`` or the gate's). ``judges_left_out`` says
-    which are not, and why."""
-    untrusted = [row["judge"] for row in judges_left_out(scenario) if row["reason"] == "untrusted"]
+    which are not, and why (``left_out``: its answer when the caller has it: it may run
+    the analysis the judges' cards come from)."""
+    if left_out is None:
+        left_out = judges_left_out(scenario)
+    untrusted = [row["judge"] for row in left_out if row["reason"] == "untrusted"]
     return (
         LLMJudge.objects.filter(scenario=scenario, llm_model__active=True)
         .exclude(pk__in=untrusted)
@@ -110,7 +115,7 @@ def judges_left_out(scenario: Scenario) -> list[dict[str, Any]]:
     return found
 
 
-def fingerprint(scenario: Scenario) -> str:
+def fingerprint(scenario: Scenario, left_out: list[dict[str, Any]] | None = None) -> str:
     """What a proposal is computed from: the valid verdicts (count, newest), the tasks
     (count, newest), and the judges: each one's configuration (``cards.configuration``:
     model, prompt, parameters, temperatures, repetitions, both orders), its model's prices,
@@ -118,7 +123,9 @@ def fingerprint(scenario: Scenario) -> str:
     proposal stale: accepting it would run work at a cost or by a judge it never priced."""
     verdicts = data.judgments(scenario).aggregate(n=Count("pk"), last=Max("pk"))
     tasks = Task.objects.filter(scenario=scenario).aggregate(n=Count("pk"), last=Max("pk"))
-    left_out = {row["judge"]: row["reason"] for row in judges_left_out(scenario)}
+    if left_out is None:
+        left_out = judges_left_out(scenario)
+    reasons = {row["judge"]: row["reason"] for row in left_out}
     judges = [
         (
             judge.pk,
@@ -127,7 +134,7 @@ def fingerprint(scenario: Scenario) -> str:
             str(judge.llm_model.output_price_per_mtok),
             str(judge.llm_model.batch_discount),
             judge.llm_model.supports_batch,
-            left_out.get(judge.pk),
+            reasons.get(judge.pk),
         )
         for judge in LLMJudge.objects.filter(scenario=scenario)
         .select_related("llm_model__connection", "prompt_version__template")
@@ -142,7 +149,7 @@ def verdict_count(scenario: Scenario) -> int:
     return data.judgments(scenario).exclude(parse_status=ParseStatus.FAILED).count()
 
 
-def planning_data(scenario: Scenario) -> PlanningData:
+def planning_data(scenario: Scenario, left_out: list[dict[str, Any]] | None = None) -> PlanningData:
     variants = list(
         Variant.objects.filter(scenario=scenario)
         .select_related("item")
@@ -208,19 +215,21 @@ def planning_data(scenario: Scenario) -> PlanningData:
         tasks_per_pair_item=counts,
         seconds_per_judgment=statistics.median(timed) / 1000 if timed else DEFAULT_SECONDS,
         seconds_measured=len(timed),
-        judges=judge_costs(scenario, variants),
+        judges=judge_costs(scenario, variants, left_out),
     )
     return found
 
 
-def judge_costs(scenario: Scenario, variants: list[Variant]) -> list[JudgeCost]:
+def judge_costs(
+    scenario: Scenario, variants: list[Variant], left_out: list[dict[str, Any]] | None = None
+) -> list[JudgeCost]:
     """Each usable judge (its model active) of the scenario, with its verdicts per task, the
     mode its tasks are sent in (batch where its model has a batch API) and the cost of a
     task: its model's prices in that mode x the typical tokens of a call x its calls per
     task. Typical tokens: the mean of its calls so far; before it has run, the default judge
     prompt with two outputs of the scenario's mean length (one token per four characters)
     and a 150-token reply."""
-    judges = usable_judges(scenario).select_related("llm_model__connection")
+    judges = usable_judges(scenario, left_out).select_related("llm_model__connection")
     mean_variant = sum(len(v.content) for v in variants) / max(1, len(variants))
     guessed_input = math.ceil((JUDGE_PROMPT_CHARS + 2 * mean_variant) / CHARS_PER_TOKEN)
     tokens = {

@@ -175,8 +175,10 @@ def plan_propose(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> B
         raise Conflict("The scenario is closed.")
     if selectors.verdict_count(scenario) > MAX_VERDICTS:
         raise Conflict(f"More than {MAX_VERDICTS:,} verdicts: too many to plan from here.")
-    stamp = selectors.fingerprint(scenario)
-    found = selectors.planning_data(scenario)
+    # Which judges may be used, once: it may run the analysis their cards come from.
+    left_out = selectors.judges_left_out(scenario)
+    stamp = selectors.fingerprint(scenario, left_out)
+    found = selectors.planning_data(scenario, left_out)
     if len(found.entities) < 2:
         raise FieldErrors({"scenario": "The scheduler needs at least two models to compare."})
     if len(found.entities) > MAX_ENTITIES:
@@ -185,7 +187,7 @@ def plan_propose(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> B
     proposal = _propose(scenario, found, checked["question"], checked["budget"])
     # The judges planned for none of the work, and why (an inactive model; untrusted under
     # the trust gate with no manager's opt-in).
-    proposal["judges_left_out"] = selectors.judges_left_out(scenario)
+    proposal["judges_left_out"] = left_out
     return BudgetPlan.objects.create(
         scenario=scenario,
         created_by=user,
@@ -420,13 +422,17 @@ def plan_accept(*, user: Any, plan: BudgetPlan, seen: str | None = None) -> Budg
         raise FieldErrors({"fingerprint": "The fingerprint of the proposal you read."})
     scenario = plan.scenario
     _may_manage(user, scenario)
-    judge_keys = {w["rater"] for w in plan.proposal.get("work", [])} - {HUMAN}
-    if judge_keys and not policy.may(user, EVALUATIONS_JUDGE, scenario):
-        raise Forbidden()
+    # The judges' trust, read before the locks (it may run the analysis their cards come
+    # from); the verdicts and tasks are compared under them.
+    left_out = selectors.judges_left_out(scenario)
     with transaction.atomic():
         scenario = Scenario.objects.select_for_update().get(pk=scenario.pk)
         plan = BudgetPlan.objects.select_for_update().get(pk=plan.pk)
         plan.scenario = scenario
+        # From the locked row: a pending re-plan may have been refreshed since it was read.
+        judge_keys = {w["rater"] for w in plan.proposal.get("work", [])} - {HUMAN}
+        if judge_keys and not policy.may(user, EVALUATIONS_JUDGE, scenario):
+            raise Forbidden()
         if plan.status == PlanStatus.SKIPPED:
             raise Conflict("This re-plan was skipped: there is nothing to accept.")
         if plan.status != PlanStatus.PROPOSED:
@@ -438,7 +444,7 @@ def plan_accept(*, user: Any, plan: BudgetPlan, seen: str | None = None) -> Budg
                 "This proposal was computed again since you read it: read it again.",
                 extra={"stale": True},
             )
-        if plan.fingerprint != selectors.fingerprint(scenario):
+        if plan.fingerprint != selectors.fingerprint(scenario, left_out):
             raise Conflict(
                 "The verdicts, tasks or judges changed since this proposal: propose again.",
                 extra={"stale": True},

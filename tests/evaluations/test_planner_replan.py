@@ -231,3 +231,42 @@ def test_the_admin_lists_only_the_plans_of_ones_teams(api, people, judged):
     listed = outsider.get("/admin/evaluations/budgetplan/").content.decode()
     assert f"/admin/evaluations/budgetplan/{plan_id}/change/" not in listed
     assert outsider.get(f"/admin/evaluations/budgetplan/{plan_id}/change/").status_code == 404
+
+
+def test_the_debounce_counts_from_the_latest_refresh(api, people, judged, settings, monkeypatch):
+    """A refreshed re-plan debounces from its refresh, not from when it was first made."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    settings.PLANNER_REPLAN_EVERY_ANSWERS = 2
+    settings.PLANNER_REPLAN_IDLE_MINUTES = 5
+    scenario, _ = judged
+    manager = api(people["manager"])
+    url = f"/api/scenarios/{scenario.pk}/plan"
+    body = {
+        "question": "pair",
+        "a": "model-good",
+        "b": "model-ok",
+        "target_width": 0.05,
+        "budget_hours": 1.0,
+        "hourly_rate_usd": 0,
+        "max_tasks": 6,
+        "raters": ["human"],
+    }
+    plan = manager.post(url, body, format="json").json()
+    manager.post(f"{url}/{plan['id']}/accept")
+    monkeypatch.setattr(Conf, "SYNC", True)
+    answer(api, people["evaluator"], scenario, 2)
+    assert replan.sweep() == [plan["id"]]
+    # Ten minutes pass; two more answers refresh the re-plan.
+    long_ago = timezone.now() - timedelta(minutes=10)
+    BudgetPlan.objects.filter(pk=plan["id"]).update(accepted_at=long_ago)
+    BudgetPlan.objects.filter(chain_id=plan["id"]).update(created_at=long_ago)
+    answer(api, people["evaluator"], scenario, 2)
+    assert replan.sweep() == [plan["id"]]
+    (refreshed,) = replans(plan["id"])
+    assert refreshed.created_at > long_ago + timedelta(minutes=9)
+    # One answer right after the refresh waits (not idle since the refresh).
+    answer(api, people["evaluator"], scenario, 1)
+    assert replan.sweep() == []
