@@ -111,7 +111,7 @@ def _body(request) -> dict[str, Any]:
 class PlansView(APIView):
     parser_classes = [JSONParser]
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(operation_id="api_scenarios_plan_list", responses=OpenApiTypes.OBJECT)
     def get(self, request, pk: int):
         """The scenario's proposals, newest first (at most 50), each with ``stale``: whether
         the verdicts or tasks changed since it was computed."""
@@ -134,7 +134,7 @@ class PlansView(APIView):
 
 
 class PlanView(APIView):
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(operation_id="api_scenarios_plan_retrieve", responses=OpenApiTypes.OBJECT)
     def get(self, request, pk: int, plan_id: int):
         """One proposal, with its projected cost and width, and what accepting it made."""
         return Response(plan_json(plan_for(request.user, pk, plan_id, EVALUATIONS_VIEW_ALL)))
