@@ -259,6 +259,8 @@ CACHES = {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "evalplatform:throttle",
+            # One pool per process (Django makes a cache object per request under ASGI).
+            "OPTIONS": {"pool_class": "evalplatform.redis_pool.SharedConnectionPool"},
         }
         if REDIS_URL
         else {

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,33 @@ def test_the_store_is_shared_never_a_process_own():
     assert not isinstance(store, LocMemCache)
     expected = "RedisCache" if os.environ.get("REDIS_URL") else "DatabaseCache"
     assert type(store).__name__ == expected
+
+
+@pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="the Redis store (scale mode)")
+def test_requests_through_the_asgi_server_share_the_processs_redis_connections(
+    rates, people, platform_server
+):
+    """Under ASGI each request has a cache object of its own: they must share one
+    connection pool, not open a Redis connection per request (as they did)."""
+    import httpx
+    import redis
+
+    rates(write="1000/hour")
+    server = redis.Redis.from_url(os.environ["REDIS_URL"])
+    opened = lambda: server.info("stats")["total_connections_received"]  # noqa: E731
+    headers = {"Authorization": f"Token {token_create(user=people['ann'], name='t')[1]}"}
+    with httpx.Client(base_url=f"http://{platform_server}", headers=headers, timeout=10) as http:
+        assert http.post(WRITE).status_code == 204  # the pool's first connection
+        before = opened()
+        for _ in range(30):
+            assert http.post(WRITE).status_code == 204
+        after = opened()
+    assert after - before <= 2, f"{after - before} Redis connections for 30 requests"
+    # ...and every request was counted there (the hour may have turned meanwhile).
+    key = caches[throttling.CACHE_ALIAS].make_and_validate_key
+    hour = int(time.time() // 3600)
+    counts = [server.get(key(f"write:user:{people['ann'].pk}:3600:{w}")) for w in (hour - 1, hour)]
+    assert sum(int(c or 0) for c in counts) == 31
 
 
 def test_over_the_write_rate_a_429_with_retry_after_and_reads_go_on(rates, people):
