@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
-from django.test import override_settings
+from django.db import connections, transaction
+from django.test import TransactionTestCase, override_settings
 from rest_framework.test import APIClient
 
 from evalplatform.accounts.roles import Role
@@ -26,6 +27,70 @@ def _no_api_throttling():
     that tests start (``tests/e2e``) keep the production rates."""
     with override_settings(API_THROTTLE_RATES={"write": "off", "expensive": "off"}):
         yield
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """PostgreSQL test connections commit without waiting for the write-ahead log to reach
+    the disk (``synchronous_commit=off``: a crash could lose the last commits, nothing
+    else): the suite commits tens of thousands of times."""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] == "django.db.backends.postgresql":
+        options = database.setdefault("OPTIONS", {})
+        options["options"] = f"{options.get('options', '')} -c synchronous_commit=off".strip()
+
+
+# The rows ``migrate`` makes through ``post_migrate`` (content types, permissions): kept when
+# a transactional test's database is emptied, as long as none was added or removed.
+_REFERENCE_TABLES = ("django_content_type", "auth_permission")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _quick_transactional_flush():
+    """After a transactional test (``transaction=True``), Django flushes every table and
+    sends ``post_migrate`` to make the content types and permissions again (about 200
+    queries). On PostgreSQL the flush is a ``TRUNCATE`` of every table, which makes new files
+    for each table and index: about 2 s a test on this machine under CI's load, most of the
+    PostgreSQL lane. Here the tables that have rows are emptied with ``DELETE`` (foreign keys
+    are deferred to the commit) and the reference rows stay; a test that changed those gets
+    Django's own flush. The database ends as Django's flush leaves it."""
+    original = TransactionTestCase._fixture_teardown
+    tables: dict[str, list[str]] = {}
+    reference: dict[str, tuple[int, ...]] = {}
+
+    def fixture_teardown(self):
+        if self.available_apps is not None or self.serialized_rollback:
+            return original(self)
+        for alias in self._databases_names(include_mirrors=False):
+            connection = connections[alias]
+            if alias not in tables:
+                names = connection.introspection.django_table_names(
+                    only_existing=True, include_views=False
+                )
+                tables[alias] = sorted(set(names) - set(_REFERENCE_TABLES))
+            quote = connection.ops.quote_name
+            counts = ", ".join(f"(SELECT COUNT(*) FROM {quote(t)})" for t in _REFERENCE_TABLES)
+            filled = " UNION ALL ".join(
+                f"SELECT {n} WHERE EXISTS (SELECT 1 FROM {quote(t)})"
+                for n, t in enumerate(tables[alias])
+            )
+            with transaction.atomic(using=alias), connection.cursor() as cursor:
+                cursor.execute(f"SELECT {counts}")
+                now = tuple(cursor.fetchone())
+                if reference.setdefault(alias, now) != now:
+                    break
+                cursor.execute(filled)
+                for (n,) in cursor.fetchall():
+                    cursor.execute(f"DELETE FROM {quote(tables[alias][n])}")
+        else:
+            return None
+        return original(self)
+
+    TransactionTestCase._fixture_teardown = fixture_teardown
+    yield
+    TransactionTestCase._fixture_teardown = original
 
 
 @pytest.fixture
