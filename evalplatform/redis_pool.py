@@ -1,12 +1,13 @@
-"""One Redis connection pool per process for Django's Redis cache.
+"""Django's Redis cache with one connection pool and one client per process.
 
 Django keeps a cache object per context, and under ASGI every request runs in a context of
 its own: each request built a new ``RedisCache``, its own connection pool and so a new
 connection (TCP set-up, the client's hello and health check, redis-py reading package
-metadata for its driver info). Measured under ``bench/load.py``, that was about a sixth of the
-web process's CPU. ``SharedConnectionPool.from_url`` hands every cache object of the process
-the same pool for the same URL and options; redis-py's pools are thread-safe and start afresh
-in a forked child (``_checkpid``).
+metadata for its driver info), then a new ``redis.Redis`` for every command (its table of
+reply callbacks built afresh). Measured under ``bench/load.py``, the connections were about a
+sixth of the web process's CPU. This backend hands every cache object of the process the same
+pool and the same client for the same servers and options; redis-py's pools and clients are
+thread-safe, and a pool starts afresh in a forked child (``_checkpid``).
 """
 
 from __future__ import annotations
@@ -14,20 +15,42 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from redis import ConnectionPool
+from django.core.cache.backends import redis as django_redis
 
-_pools: dict[tuple[str, str], ConnectionPool] = {}
+_shared: dict[tuple[str, str], Any] = {}
 _lock = threading.Lock()
 
 
-class SharedConnectionPool(ConnectionPool):
-    @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> Any:
-        key = (url, repr(sorted(kwargs.items())))
-        pool = _pools.get(key)
-        if pool is None:
-            with _lock:
-                pool = _pools.get(key)
-                if pool is None:
-                    pool = _pools[key] = super().from_url(url, **kwargs)
-        return pool
+def _once(key: tuple[str, str], make: Any) -> Any:
+    found = _shared.get(key)
+    if found is None:
+        with _lock:
+            found = _shared.get(key)
+            if found is None:
+                found = _shared[key] = make()
+    return found
+
+
+class SharedRedisCacheClient(django_redis.RedisCacheClient):
+    # Django's private attributes (``_servers``, ``_pool_options``, ...), not in its stubs.
+    def _get_connection_pool(self, write: bool) -> Any:
+        django_client: Any = self
+        index = django_client._get_connection_pool_index(write)
+        url, options = django_client._servers[index], django_client._pool_options
+        return _once(
+            ("pool", f"{url} {sorted(options.items())!r}"),
+            lambda: django_client._pool_class.from_url(url, **options),
+        )
+
+    def get_client(self, key: Any = None, *, write: bool = False) -> Any:
+        django_client: Any = self
+        pool = self._get_connection_pool(write)
+        return _once(("client", str(id(pool))), lambda: django_client._client(connection_pool=pool))
+
+
+class RedisCache(django_redis.RedisCache):
+    """``django.core.cache.backends.redis.RedisCache`` sharing its pools and clients."""
+
+    def __init__(self, server: Any, params: dict[str, Any]) -> None:
+        super().__init__(server, params)
+        self._class = SharedRedisCacheClient

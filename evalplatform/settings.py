@@ -256,11 +256,10 @@ CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "throttle": (
         {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            # Django's, with one pool and client per process (evalplatform/redis_pool.py).
+            "BACKEND": "evalplatform.redis_pool.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "evalplatform:throttle",
-            # One pool per process (Django makes a cache object per request under ASGI).
-            "OPTIONS": {"pool_class": "evalplatform.redis_pool.SharedConnectionPool"},
         }
         if REDIS_URL
         else {
