@@ -6,8 +6,9 @@ field for an update).
 ``insert(model, fields, rows)``: new rows, ``fields`` given per row and every other concrete
 field (the auto primary key aside) at its default, computed once. ``update(model, fields,
 rows)``: existing rows by primary key, each ``(pk, *values)``. On PostgreSQL an insert is a
-``COPY ... FROM STDIN`` and an update one ``UPDATE ... FROM (VALUES ...)`` per chunk of rows;
-on SQLite each is one prepared statement run with ``executemany``.
+``COPY ... FROM STDIN`` and an update one ``UPDATE ... FROM jsonb_to_recordset(...)`` per
+chunk of rows (the rows as one JSON parameter); on SQLite each is one prepared statement run
+with ``executemany``.
 
 Values are prepared by their fields (``get_db_prep_save``), except where the field's type
 takes the Python value as it is (integers, floats, text, booleans and keys to them): there
@@ -17,9 +18,12 @@ into the SQL text; every value is a parameter.
 
 from __future__ import annotations
 
+import datetime
+import functools
 import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from decimal import Decimal
 from typing import Any, cast
 
 from django.db import connections, models
@@ -104,24 +108,13 @@ def _cast_type(field: models.Field, connection: Any) -> str:
     return "varchar" if db_type.startswith("varchar(") else db_type
 
 
-def _weight(value: Any) -> int:
-    """About how many bytes a prepared value adds to a statement's text: a string's or
-    bytes' length, a JSON value's (psycopg's ``Jsonb`` wrapper holds it in ``obj``)."""
-    if isinstance(value, str | bytes):
-        return len(value)
-    held = getattr(value, "obj", None)
-    if held is not None and not isinstance(held, int | float | bool):
-        return len(json.dumps(held, default=str))
-    return 8
-
-
-def _by_size(rows: list[list[Any]]) -> Iterator[list[list[Any]]]:
-    """``rows`` in runs of at most ``STATEMENT_BYTES`` of text and bytes values (about what
-    one statement's text holds), at least one row each: a thousand long replies would
+def _by_size(rows: list[str]) -> Iterator[list[str]]:
+    """``rows`` (each a row's JSON) in runs of at most ``STATEMENT_BYTES`` of text (about
+    what one statement's text holds), at least one row each: a thousand long replies would
     otherwise make one statement of hundreds of megabytes."""
     start, size = 0, 0
     for index, row in enumerate(rows):
-        weight = sum(_weight(v) for v in row)
+        weight = len(row)
         if index > start and size + weight > STATEMENT_BYTES:
             yield rows[start:index]
             start, size = index, 0
@@ -185,13 +178,9 @@ def update(
     """Set ``fields`` (attnames) of existing rows: each row is ``(pk, *values)``. Returns
     how many rows were given. Runs in the caller's transaction."""
     connection = connections[using]
-    meta = model._meta
-    given = _fields(model, fields)
-    preparers = [None, *(_preparer(f, connection) for f in given)]
-    quote = connection.ops.quote_name
-    table = quote(meta.db_table)
-    pk_field = cast(models.Field, meta.pk)
-    pk = quote(str(pk_field.column))
+    preparers = [None, *(_preparer(f, connection) for f in _fields(model, fields))]
+    sql = _update_sql(model, tuple(fields), using)
+    aliases = _aliases(len(fields))
     count = 0
     iterator = iter(rows)
     with connection.cursor() as cursor:
@@ -201,27 +190,68 @@ def update(
             chunk.sort(key=_first)
             prepared = _prepared(chunk, preparers)
             if connection.vendor == "postgresql":
-                # Each value is cast to its column's type: a VALUES column of NULLs or of
-                # text literals is text until told otherwise. A varchar(n) column's values
-                # are cast to varchar (a cast to varchar(n) would cut a longer value where
-                # the assignment refuses it, as any other UPDATE does).
-                aliases = ["pk", *(f"v{n}" for n in range(len(given)))]
-                assignments = ", ".join(
-                    f"{quote(str(f.column))} = v.{alias}::{_cast_type(f, connection)}"
-                    for f, alias in zip(given, aliases[1:], strict=True)
-                )
-                marks = "(" + ", ".join(["%s"] * (len(given) + 1)) + ")"
-                pk_type = pk_field.db_type(connection)
-                for part in _by_size(prepared):
-                    sql = (
-                        f"UPDATE {table} SET {assignments} FROM (VALUES "  # noqa: S608
-                        + ", ".join([marks] * len(part))
-                        + f") AS v({', '.join(aliases)}) WHERE {table}.{pk} = v.pk::{pk_type}"
-                    )
-                    cursor.execute(sql, [value for row in part for value in row])
+                encoded = [_json_dumps(dict(zip(aliases, row, strict=True))) for row in prepared]
+                for part in _by_size(encoded):
+                    cursor.execute(sql, ["[" + ",".join(part) + "]"])
             else:
-                assignments = ", ".join(f"{quote(str(f.column))} = %s" for f in given)
-                sql = f"UPDATE {table} SET {assignments} WHERE {pk} = %s"  # noqa: S608
                 cursor.executemany(sql, [[*row[1:], row[0]] for row in prepared])
             count += len(prepared)
     return count
+
+
+def _aliases(count: int) -> list[str]:
+    """The names of a row's values in ``update``'s statement: ``pk``, then one a field."""
+    return ["pk", *(f"v{n}" for n in range(count))]
+
+
+@functools.lru_cache(maxsize=256)
+def _update_sql(model: type[models.Model], fields: tuple[str, ...], using: str) -> str:
+    """``update``'s statement for these fields, built once (quoting names and reading
+    column types costs more than running it for a few rows)."""
+    connection = connections[using]
+    meta = model._meta
+    given = _fields(model, fields)
+    quote = connection.ops.quote_name
+    table = quote(meta.db_table)
+    pk_field = cast(models.Field, meta.pk)
+    pk = quote(str(pk_field.column))
+    aliases = _aliases(len(given))
+    if connection.vendor == "postgresql":
+        # The rows go as one JSON parameter, read back as a set of typed rows: the text
+        # of the statement is the same whatever the number of rows, so psycopg parses it
+        # once (a VALUES list of a placeholder a value is parsed again on every call, and
+        # each value quoted on its own), and the JSON is written by ``json.dumps`` in C.
+        # A varchar(n) column's values are read as varchar (as varchar(n), a longer value
+        # would be cut where the assignment refuses it, as any other UPDATE does).
+        columns = ", ".join(
+            f"{alias} {_cast_type(f, connection)}"
+            for f, alias in zip([pk_field, *given], aliases, strict=True)
+        )
+        assignments = ", ".join(
+            f"{quote(str(f.column))} = v.{alias}"
+            for f, alias in zip(given, aliases[1:], strict=True)
+        )
+        return (
+            f"UPDATE {table} SET {assignments} "  # noqa: S608
+            f"FROM jsonb_to_recordset(%s::jsonb) AS v({columns}) WHERE {table}.{pk} = v.pk"
+        )
+    assignments = ", ".join(f"{quote(str(f.column))} = %s" for f in given)
+    return f"UPDATE {table} SET {assignments} WHERE {pk} = %s"  # noqa: S608
+
+
+def _json_value(value: Any) -> Any:
+    """A prepared value that JSON has no type for, as the text its column's type reads
+    (``jsonb_to_recordset`` reads a JSON string with the type's input function). PostgreSQL
+    only (where psycopg is installed)."""
+    from psycopg.types.json import Jsonb
+
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, Jsonb):  # a JSON field's value, written by the field's encoder
+        return json.loads((value.dumps or json.dumps)(value.obj))
+    raise TypeError(f"{type(value).__name__} values cannot be written by bulk.update")
+
+
+_json_dumps = json.JSONEncoder(default=_json_value, ensure_ascii=False, allow_nan=False).encode

@@ -106,3 +106,30 @@ def test_long_values_and_equal_json_scalars_are_written_as_given(creator, setup)
     )
     read = [GenerationItem.objects.get(job=job, item_id=f"scalar-{n}").data for n in range(5)]
     assert [(type(v), v) for v in read] == [(type(v), v) for v in values]
+
+
+@pytest.mark.django_db
+def test_updates_write_awkward_text_nulls_and_json_as_given(creator, setup):
+    job = _job(creator, setup)
+    cells = list(job.outputs.order_by("pk")[:6])
+    # Text an array literal would mistake for its own syntax, and a column of NULLs only.
+    texts = ["NULL", "null", '{a,"b"}', 'back\\slash \\" quote', "", "tab\tand 'single'"]
+    bulk.update(
+        GenerationOutput,
+        ["content", "completed_at", "reasoning_tokens", "temperature"],
+        [
+            (c.pk, text, None, None, 0.1 * n)
+            for n, (c, text) in enumerate(zip(cells, texts, strict=True))
+        ],
+    )
+    stored = dict(
+        GenerationOutput.objects.filter(pk__in=[c.pk for c in cells]).values_list("pk", "content")
+    )
+    assert stored == {c.pk: text for c, text in zip(cells, texts, strict=True)}
+    assert not job.outputs.filter(pk__in=stored, completed_at__isnull=False).exists()
+    temperatures = dict(job.outputs.filter(pk__in=stored).values_list("pk", "temperature"))
+    assert temperatures == {c.pk: 0.1 * n for n, c in enumerate(cells)}
+    items = list(job.items.order_by("pk")[:3])
+    data = [{"a": [1, None, "x"]}, [True, "NULL"], "plain"]
+    bulk.update(GenerationItem, ["data"], [(i.pk, d) for i, d in zip(items, data, strict=True)])
+    assert [GenerationItem.objects.get(pk=i.pk).data for i in items] == data
