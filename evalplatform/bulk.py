@@ -22,15 +22,17 @@ import datetime
 import functools
 import itertools
 import json
+import math
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any, cast
 
 from django.db import connections, models
 
-# Rows per statement (PostgreSQL's VALUES list) and per executemany or COPY block.
+# Rows per statement (PostgreSQL's JSON parameter) and per executemany or COPY block.
 CHUNK = 1000
-# At most this much text in one PostgreSQL UPDATE ... FROM (VALUES ...) statement.
+# At most this much JSON text in one PostgreSQL UPDATE ... FROM jsonb_to_recordset(...).
 STATEMENT_BYTES = 8 * 1024 * 1024
 
 # Field types whose database value is the Python value itself (of the field's own type).
@@ -190,7 +192,10 @@ def update(
             chunk.sort(key=_first)
             prepared = _prepared(chunk, preparers)
             if connection.vendor == "postgresql":
-                encoded = [_json_dumps(dict(zip(aliases, row, strict=True))) for row in prepared]
+                encoded = [
+                    _json_dumps(dict(zip(aliases, map(_finite, row), strict=True)))
+                    for row in prepared
+                ]
                 for part in _by_size(encoded):
                     cursor.execute(sql, ["[" + ",".join(part) + "]"])
             else:
@@ -222,13 +227,17 @@ def _update_sql(model: type[models.Model], fields: tuple[str, ...], using: str) 
         # once (a VALUES list of a placeholder a value is parsed again on every call, and
         # each value quoted on its own), and the JSON is written by ``json.dumps`` in C.
         # A varchar(n) column's values are read as varchar (as varchar(n), a longer value
-        # would be cut where the assignment refuses it, as any other UPDATE does).
+        # would be cut where the assignment refuses it, as any other UPDATE does). A JSON
+        # column's values come as their JSON text, read as jsonb in the assignment: read as
+        # jsonb by the record, a JSON null would be SQL NULL.
+        def read_as(field: models.Field) -> str:
+            return "text" if _is_json(field) else _cast_type(field, connection)
+
         columns = ", ".join(
-            f"{alias} {_cast_type(f, connection)}"
-            for f, alias in zip([pk_field, *given], aliases, strict=True)
+            f"{alias} {read_as(f)}" for f, alias in zip([pk_field, *given], aliases, strict=True)
         )
         assignments = ", ".join(
-            f"{quote(str(f.column))} = v.{alias}"
+            f"{quote(str(f.column))} = v.{alias}" + ("::jsonb" if _is_json(f) else "")
             for f, alias in zip(given, aliases[1:], strict=True)
         )
         return (
@@ -245,13 +254,28 @@ def _json_value(value: Any) -> Any:
     only (where psycopg is installed)."""
     from psycopg.types.json import Jsonb
 
-    if isinstance(value, Decimal):
+    if isinstance(value, Decimal | uuid.UUID):
         return str(value)
     if isinstance(value, datetime.datetime | datetime.date | datetime.time):
         return value.isoformat()
-    if isinstance(value, Jsonb):  # a JSON field's value, written by the field's encoder
-        return json.loads((value.dumps or json.dumps)(value.obj))
+    if isinstance(value, datetime.timedelta):
+        return f"{value.days} days {value.seconds} seconds {value.microseconds} microseconds"
+    if isinstance(value, bytes | bytearray | memoryview):
+        return "\\x" + bytes(value).hex()
+    if isinstance(value, Jsonb):  # a JSON field's value as its text, by the field's encoder
+        return (value.dumps or json.dumps)(value.obj)
     raise TypeError(f"{type(value).__name__} values cannot be written by bulk.update")
+
+
+def _finite(value: Any) -> Any:
+    """A float JSON has no number for (NaN, infinities) as the text ``float8`` reads."""
+    if type(value) is float and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def _is_json(field: models.Field) -> bool:
+    return field.get_internal_type() == "JSONField"
 
 
 _json_dumps = json.JSONEncoder(default=_json_value, ensure_ascii=False, allow_nan=False).encode

@@ -37,9 +37,14 @@ class SharedRedisCacheClient(django_redis.RedisCacheClient):
         django_client: Any = self
         index = django_client._get_connection_pool_index(write)
         url, options = django_client._servers[index], django_client._pool_options
+        pool_class = django_client._pool_class
         return _once(
-            ("pool", f"{url} {sorted(options.items())!r}"),
-            lambda: django_client._pool_class.from_url(url, **options),
+            (
+                "pool",
+                f"{pool_class.__module__}.{pool_class.__qualname__} {url} "
+                f"{sorted(options.items())!r}",
+            ),
+            lambda: pool_class.from_url(url, **options),
         )
 
     def get_client(self, key: Any = None, *, write: bool = False) -> Any:

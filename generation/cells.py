@@ -401,8 +401,8 @@ def _failed_event(cell: Finished, kind: str, message: str) -> tuple[str, dict[st
 
 def write(changes: Sequence[dict[str, Any]]) -> None:
     """Write cells (each change: ``pk`` and the fields to set): one set-based update per set
-    of fields (``evalplatform.bulk.update``: an UPDATE ... FROM (VALUES ...) on PostgreSQL,
-    a prepared UPDATE run with executemany on SQLite), where per-row ORM updates or
+    of fields (``evalplatform.bulk.update``: an UPDATE ... FROM jsonb_to_recordset(...) on
+    PostgreSQL, a prepared UPDATE run with executemany on SQLite), where per-row ORM updates or
     bulk_update (a CASE per field) cost far more (measured by bench/batch_scale.py)."""
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for change in changes:

@@ -43,8 +43,22 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
 
 
 # The rows ``migrate`` makes through ``post_migrate`` (content types, permissions): kept when
-# a transactional test's database is emptied, as long as none was added or removed.
+# a transactional test's database is emptied, as long as they are as the first such test
+# found them.
+_REFERENCE_ROWS = (
+    "SELECT id, app_label, model FROM django_content_type ORDER BY id",
+    "SELECT id, content_type_id, codename FROM auth_permission ORDER BY id",
+)
 _REFERENCE_TABLES = ("django_content_type", "auth_permission")
+
+
+def _reference_rows(connection) -> tuple:
+    with connection.cursor() as cursor:
+        found = []
+        for sql in _REFERENCE_ROWS:
+            cursor.execute(sql)
+            found.append(tuple(map(tuple, cursor.fetchall())))
+    return tuple(found)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -54,43 +68,50 @@ def _quick_transactional_flush():
     queries). On PostgreSQL the flush is a ``TRUNCATE`` of every table, which makes new files
     for each table and index: about 2 s a test on this machine under CI's load, most of the
     PostgreSQL lane. Here the tables that have rows are emptied with ``DELETE`` (foreign keys
-    are deferred to the commit) and the reference rows stay; a test that changed those gets
-    Django's own flush. The database ends as Django's flush leaves it."""
-    original = TransactionTestCase._fixture_teardown
+    are deferred to the commit) and the reference rows stay, when they are as they were
+    before the first transactional test ran; a test that changed them gets Django's own
+    flush. The database ends as Django's flush leaves it."""
+    original_setup = TransactionTestCase.__dict__["_fixture_setup"]  # a classmethod
+    original_teardown = TransactionTestCase._fixture_teardown
     tables: dict[str, list[str]] = {}
-    reference: dict[str, tuple[int, ...]] = {}
+    reference: dict[str, tuple] = {}
+
+    def fixture_setup(cls):
+        for alias in cls._databases_names(include_mirrors=False):
+            if alias not in reference:
+                reference[alias] = _reference_rows(connections[alias])
+        return original_setup.__func__(cls)
 
     def fixture_teardown(self):
         if self.available_apps is not None or self.serialized_rollback:
-            return original(self)
+            return original_teardown(self)
         for alias in self._databases_names(include_mirrors=False):
             connection = connections[alias]
+            if alias not in reference or _reference_rows(connection) != reference[alias]:
+                break
             if alias not in tables:
                 names = connection.introspection.django_table_names(
                     only_existing=True, include_views=False
                 )
                 tables[alias] = sorted(set(names) - set(_REFERENCE_TABLES))
             quote = connection.ops.quote_name
-            counts = ", ".join(f"(SELECT COUNT(*) FROM {quote(t)})" for t in _REFERENCE_TABLES)
             filled = " UNION ALL ".join(
                 f"SELECT {n} WHERE EXISTS (SELECT 1 FROM {quote(t)})"
                 for n, t in enumerate(tables[alias])
             )
             with transaction.atomic(using=alias), connection.cursor() as cursor:
-                cursor.execute(f"SELECT {counts}")
-                now = tuple(cursor.fetchone())
-                if reference.setdefault(alias, now) != now:
-                    break
                 cursor.execute(filled)
                 for (n,) in cursor.fetchall():
                     cursor.execute(f"DELETE FROM {quote(tables[alias][n])}")
         else:
             return None
-        return original(self)
+        return original_teardown(self)
 
+    TransactionTestCase._fixture_setup = classmethod(fixture_setup)
     TransactionTestCase._fixture_teardown = fixture_teardown
     yield
-    TransactionTestCase._fixture_teardown = original
+    TransactionTestCase._fixture_setup = original_setup
+    TransactionTestCase._fixture_teardown = original_teardown
 
 
 @pytest.fixture

@@ -3,10 +3,13 @@ what they write reads back exactly as the ORM would have written it, on both dat
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.db import connection
+from django.db.models import JSONField, Value
 from django.utils import timezone
 
 from evalplatform import bulk
@@ -133,3 +136,14 @@ def test_updates_write_awkward_text_nulls_and_json_as_given(creator, setup):
     data = [{"a": [1, None, "x"]}, [True, "NULL"], "plain"]
     bulk.update(GenerationItem, ["data"], [(i.pk, d) for i, d in zip(items, data, strict=True)])
     assert [GenerationItem.objects.get(pk=i.pk).data for i in items] == data
+    # JSON's own null stays JSON (not SQL NULL); floats JSON has no number for still go.
+    bulk.update(GenerationItem, ["data"], [(items[0].pk, Value(None, JSONField()))])
+    assert GenerationItem.objects.filter(pk=items[0].pk, data__isnull=False, data=None).exists()
+    odd = [math.nan, math.inf, -math.inf]
+    bulk.update(
+        GenerationOutput, ["temperature"], [(c.pk, t) for c, t in zip(cells, odd, strict=False)]
+    )
+    stored = [GenerationOutput.objects.get(pk=c.pk).temperature for c in cells[:3]]
+    assert stored[1:] == [math.inf, -math.inf]
+    if connection.vendor == "postgresql":  # SQLite keeps no NaN: any write stores NULL
+        assert math.isnan(stored[0])
