@@ -66,8 +66,8 @@ def _quick_transactional_flush():
     """After a transactional test (``transaction=True``), Django flushes every table and
     sends ``post_migrate`` to make the content types and permissions again (about 200
     queries). On PostgreSQL the flush is a ``TRUNCATE`` of every table, which makes new files
-    for each table and index: about 2 s a test on this machine under CI's load, most of the
-    PostgreSQL lane. Here the tables that have rows are emptied with ``DELETE`` (foreign keys
+    for each table and index: 1 to 5 s a test on this machine under CI's load, a large part
+    of the PostgreSQL lane. Here the tables that have rows are emptied with ``DELETE`` (foreign keys
     are deferred to the commit) and the reference rows stay, when they are as they were
     before the first transactional test ran; a test that changed them gets Django's own
     flush. The database ends as Django's flush leaves it."""
