@@ -4,10 +4,10 @@ Django keeps a cache object per context, and under ASGI every request runs in a 
 its own: each request built a new ``RedisCache``, its own connection pool and so a new
 connection (TCP set-up, the client's hello and health check, redis-py reading package
 metadata for its driver info), then a new ``redis.Redis`` for every command (its table of
-reply callbacks built afresh). Measured under ``bench/load.py``, the connections were about a
-sixth of the web process's CPU. This backend hands every cache object of the process the same
-pool and the same client for the same servers and options; redis-py's pools and clients are
-thread-safe, and a pool starts afresh in a forked child (``_checkpid``).
+reply callbacks built afresh). In a profile of the web process under ``bench/load.py``, the
+connections took about a sixth of the samples. This backend hands every cache object of the
+process the same pool and the same client for the same servers and options; redis-py's pools
+and clients are thread-safe, and a pool starts afresh in a forked child (``_checkpid``).
 """
 
 from __future__ import annotations
