@@ -21,24 +21,37 @@ pytestmark = pytest.mark.django_db(transaction=True)
 QUALITY = {"model-good": 2, "model-ok": 1, "model-bad": 0}
 
 
+# The question most tests ask, with no budget yet.
+PAIR = {"question": "pair", "a": "model-good", "b": "model-ok"}
+
+
+def answer_next(client, scenario, *, seconds=40) -> bool:
+    """The evaluator (``client``) answers the next task they are handed, the better model
+    winning; False when they are handed none."""
+    task = client.post(f"/api/evaluations/scenarios/{scenario.pk}/next")
+    if task.status_code != 200:
+        return False
+    assignment = Assignment.objects.select_related("task__variant_a", "task__variant_b").get(
+        pk=task.json()["assignment"]
+    )
+    a, b = assignment.task.variant_a.model_label, assignment.task.variant_b.model_label
+    done = client.post(
+        f"/api/evaluations/assignments/{assignment.pk}/submit",
+        {
+            "answer": {"winner": "A" if QUALITY[a] >= QUALITY[b] else "B"},
+            "time_spent_ms": seconds * 1000,
+        },
+        format="json",
+    )
+    assert done.status_code in (200, 201), done.content
+    return True
+
+
 def answer_all(api, user, scenario, *, seconds=40):
     """The evaluator answers every task they are handed, the better model winning."""
     client = api(user)
-    url = f"/api/evaluations/scenarios/{scenario.pk}/next"
-    while (task := client.post(url)).status_code == 200:
-        assignment = Assignment.objects.select_related("task__variant_a", "task__variant_b").get(
-            pk=task.json()["assignment"]
-        )
-        a, b = assignment.task.variant_a.model_label, assignment.task.variant_b.model_label
-        done = client.post(
-            f"/api/evaluations/assignments/{assignment.pk}/submit",
-            {
-                "answer": {"winner": "A" if QUALITY[a] >= QUALITY[b] else "B"},
-                "time_spent_ms": seconds * 1000,
-            },
-            format="json",
-        )
-        assert done.status_code in (200, 201), done.content
+    while answer_next(client, scenario, seconds=seconds):
+        pass
 
 
 @pytest.fixture
@@ -63,9 +76,7 @@ def test_a_proposal_is_priced_accepted_and_refused_once_stale(api, people, judge
     url = f"/api/scenarios/{scenario.pk}/plan"
     # A little money for the judge, people's hours unpaid: both kinds of work are bought.
     body = {
-        "question": "pair",
-        "a": "model-good",
-        "b": "model-ok",
+        **PAIR,
         "budget_usd": 0.005,
         "budget_hours": 0.1,
         "hourly_rate_usd": 0,
@@ -388,9 +399,7 @@ def test_a_proposal_goes_stale_when_a_judge_or_its_price_changes(api, people, ju
     manager = api(people["manager"])
     url = f"/api/scenarios/{scenario.pk}/plan"
     body = {
-        "question": "pair",
-        "a": "model-good",
-        "b": "model-ok",
+        **PAIR,
         "budget_usd": 0.005,
         "budget_hours": 0,
         "hourly_rate_usd": 0,
@@ -431,9 +440,7 @@ def test_judges_tasks_wait_for_a_draft_scenario_to_open(api, people, team_a, moc
     judge = create_judge(api, people["manager"], scenario, name="J", model=mock_judge.pk)
     url = f"/api/scenarios/{scenario.pk}/plan"
     body = {
-        "question": "pair",
-        "a": "model-good",
-        "b": "model-ok",
+        **PAIR,
         "budget_usd": 0.005,
         "budget_hours": 0,
         "hourly_rate_usd": 0,

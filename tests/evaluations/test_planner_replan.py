@@ -11,12 +11,12 @@ import pytest
 from django.test import Client
 from django_q.conf import Conf
 
-from evaluations.models import Assignment, BudgetPlan, JudgeRun, Judgment, PlanStatus
+from evaluations.models import BudgetPlan, JudgeRun, Judgment, PlanStatus
 from evaluations.planner import replan
 from generation.models import GenerationJob
 from scenarios import services as scenario_services
 from tests.evaluations.test_judges import create_judge, make_scenario, run
-from tests.evaluations.test_planner import QUALITY, answer_all
+from tests.evaluations.test_planner import PAIR, answer_all, answer_next
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,21 +25,26 @@ def answer(api, user, scenario, count, *, seconds=40):
     """The evaluator answers ``count`` tasks they are handed (the better model winning)."""
     client = api(user)
     for _ in range(count):
-        task = client.post(f"/api/evaluations/scenarios/{scenario.pk}/next")
-        assert task.status_code == 200, task.content
-        assignment = Assignment.objects.select_related("task__variant_a", "task__variant_b").get(
-            pk=task.json()["assignment"]
-        )
-        a, b = assignment.task.variant_a.model_label, assignment.task.variant_b.model_label
-        done = client.post(
-            f"/api/evaluations/assignments/{assignment.pk}/submit",
-            {
-                "answer": {"winner": "A" if QUALITY[a] >= QUALITY[b] else "B"},
-                "time_spent_ms": seconds * 1000,
-            },
-            format="json",
-        )
-        assert done.status_code in (200, 201), done.content
+        assert answer_next(client, scenario, seconds=seconds), "no task was handed out"
+
+
+def accept_people_plan(api, people, scenario):
+    """A manager proposes and accepts people's work on A vs B (unpaid hours, up to six
+    tasks): the manager's client, the plans' URL, the proposal and the accept's JSON."""
+    manager = api(people["manager"])
+    url = f"/api/scenarios/{scenario.pk}/plan"
+    body = {
+        **PAIR,
+        "target_width": 0.05,
+        "budget_hours": 1.0,
+        "hourly_rate_usd": 0,
+        "max_tasks": 6,
+        "raters": ["human"],
+    }
+    plan = manager.post(url, body, format="json").json()
+    accepted = manager.post(f"{url}/{plan['id']}/accept")
+    assert accepted.status_code == 200, accepted.content
+    return manager, url, plan, accepted.json()
 
 
 @pytest.fixture
@@ -136,20 +141,7 @@ def test_a_finished_judge_run_re_plans_with_the_remaining_budget(
 def test_people_answering_re_plans_once_per_n_answers(api, people, judged, settings, monkeypatch):
     settings.PLANNER_REPLAN_EVERY_ANSWERS = 2
     scenario, _ = judged
-    manager = api(people["manager"])
-    url = f"/api/scenarios/{scenario.pk}/plan"
-    body = {
-        "question": "pair",
-        "a": "model-good",
-        "b": "model-ok",
-        "target_width": 0.05,
-        "budget_hours": 1.0,
-        "hourly_rate_usd": 0,
-        "max_tasks": 6,
-        "raters": ["human"],
-    }
-    plan = manager.post(url, body, format="json").json()
-    accepted = manager.post(f"{url}/{plan['id']}/accept").json()
+    manager, url, plan, accepted = accept_people_plan(api, people, scenario)
     assert len(accepted["submitted"]["tasks"]["human"]) >= 5
     monkeypatch.setattr(Conf, "SYNC", True)
     assert replan.sweep() == []  # no answer yet
@@ -242,20 +234,7 @@ def test_the_debounce_counts_from_the_latest_refresh(api, people, judged, settin
     settings.PLANNER_REPLAN_EVERY_ANSWERS = 2
     settings.PLANNER_REPLAN_IDLE_MINUTES = 5
     scenario, _ = judged
-    manager = api(people["manager"])
-    url = f"/api/scenarios/{scenario.pk}/plan"
-    body = {
-        "question": "pair",
-        "a": "model-good",
-        "b": "model-ok",
-        "target_width": 0.05,
-        "budget_hours": 1.0,
-        "hourly_rate_usd": 0,
-        "max_tasks": 6,
-        "raters": ["human"],
-    }
-    plan = manager.post(url, body, format="json").json()
-    manager.post(f"{url}/{plan['id']}/accept")
+    _, _, plan, _ = accept_people_plan(api, people, scenario)
     monkeypatch.setattr(Conf, "SYNC", True)
     answer(api, people["evaluator"], scenario, 2)
     assert replan.sweep() == [plan["id"]]
