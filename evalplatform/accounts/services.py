@@ -15,6 +15,7 @@ from evalplatform.accounts.models import ApiToken, Notification, Team, TeamGroup
 from evalplatform.accounts.roles import SCENARIOS_MANAGE
 from evalplatform.accounts.signals import tokens_revoked
 from evalplatform.errors import Conflict, FieldErrors, Forbidden, NotFound
+from evalplatform.prepared import Prepared
 
 TOKEN_PREFIX_LEN = 8
 
@@ -44,19 +45,26 @@ def token_create_for_username(*, username: str, name: str = "default") -> tuple[
     return token_create(user=user, name=name)
 
 
-def token_authenticate(key: str) -> ApiToken | None:
-    """The live token of ``key`` with its user, None for none. The same query reads the
-    user's memberships (a row per membership, joined), handed to ``policy`` as the
-    request's grants: one query for who the caller is and what they may do."""
-    rows = list(
+# Compiled once per process (``evalplatform.prepared``): every API request runs it.
+_TOKEN_AND_GRANTS = Prepared(
+    lambda key_hash: (
         ApiToken.objects.select_related("user")
-        .filter(key_hash=hash_token_key(key), revoked_at__isnull=True)
+        .filter(key_hash=key_hash, revoked_at__isnull=True)
         .annotate(
             membership_team=F("user__memberships__team_id"),
             membership_role=F("user__memberships__role"),
         )
         .order_by()
-    )
+    ),
+    key_hash=str,
+)
+
+
+def token_authenticate(key: str) -> ApiToken | None:
+    """The live token of ``key`` with its user, None for none. The same query reads the
+    user's memberships (a row per membership, joined), handed to ``policy`` as the
+    request's grants: one query for who the caller is and what they may do."""
+    rows = _TOKEN_AND_GRANTS.objects(key_hash=hash_token_key(key))
     token = rows[0] if rows else None
     if token is None or not token.user.is_active:
         return None

@@ -27,12 +27,20 @@ from django.db.models import (
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_SUBMIT
 from evalplatform.errors import NotFound
+from evalplatform.prepared import Prepared
 from evaluations.models import Invitation
 from scenarios.models import Scenario, ScenarioAssignee, ScenarioAssigneeGroup
 
 
 def _invited(user: Any) -> QuerySet[Invitation]:
     return Invitation.objects.filter(accepted_by_id=user.pk, revoked_at__isnull=True)
+
+
+class Someone:
+    """A user's stand-in for building a query: its ``pk`` is a parameter's marker."""
+
+    def __init__(self, pk: Any) -> None:
+        self.pk = pk
 
 
 def evaluable(user: Any, queryset: QuerySet[Scenario] | None = None) -> QuerySet[Scenario]:
@@ -106,9 +114,9 @@ def may_evaluate(user: Any, scenario: Scenario) -> bool:
     return _invited(user).filter(scenario_id=scenario.pk).exists()
 
 
-def own_quota(user: Any, scenario: Scenario) -> Subquery:
+def own_quota(user_id: Any, scenario_id: Any) -> Subquery:
     """The user's own quota in the scenario as a subquery (to read it with another query)."""
-    rows = ScenarioAssignee.objects.filter(scenario_id=scenario.pk, user_id=user.pk)
+    rows = ScenarioAssignee.objects.filter(scenario_id=scenario_id, user_id=user_id)
     return Subquery(rows.values("quota")[:1])
 
 
@@ -129,14 +137,51 @@ def quotas(user: Any, scenarios: Any) -> dict[int, int | None]:
     return {s.pk: own.get(s.pk, s.default_quota) for s in scenarios}
 
 
-def scenario_to_evaluate(
-    user: Any, pk: Any, queryset: QuerySet[Scenario] | None = None
-) -> Scenario:
-    """One scenario the user may evaluate; ``NotFound`` for anything else (missing, another
-    team's, not invited)."""
+_INVITED_ANNOTATION = "evaluations_invited"
+# A scenario with its team, and whether it chose nobody or ``user`` (``_assigned_or_open``)
+# and whether ``user`` accepted an invitation to it: one query, compiled once per process.
+_SCENARIO_FOR = Prepared(
+    lambda pk, user: (
+        Scenario.objects.select_related("team")
+        .filter(pk=pk)
+        .annotate(
+            **{
+                _OPEN_TO_ANNOTATION: ExpressionWrapper(
+                    _assigned_or_open(Someone(user)), output_field=BooleanField()
+                ),
+                _INVITED_ANNOTATION: Exists(
+                    _invited(Someone(user)).filter(scenario_id=OuterRef("pk"))
+                ),
+            }
+        )[:1]
+    ),
+    pk=int,
+    user=int,
+)
+
+
+def scenario_to_evaluate(user: Any, pk: Any) -> Scenario:
+    """One scenario the user may evaluate, with its team; ``NotFound`` for anything else
+    (missing, another team's, not chosen, not invited). The rule is ``evaluable``'s, asked
+    of one scenario in one query."""
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        raise NotFound()
     try:
-        scenario = evaluable(user, queryset).get(pk=pk)
-    except (Scenario.DoesNotExist, ValueError, TypeError) as exc:
+        pk = int(pk)
+    except (ValueError, TypeError) as exc:
         raise NotFound() from exc
+    scenario = _SCENARIO_FOR.first(pk=pk, user=user.pk)
+    if scenario is None:
+        raise NotFound()
+    allowed = (
+        policy.is_superuser(user)
+        or (
+            scenario.team_id in policy.team_ids_with(user, EVALUATIONS_SUBMIT)
+            and getattr(scenario, _OPEN_TO_ANNOTATION)
+        )
+        or getattr(scenario, _INVITED_ANNOTATION)
+    )
+    if not allowed:
+        raise NotFound()
     setattr(scenario, _VETTED_FOR, user.pk)
     return scenario

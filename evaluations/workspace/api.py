@@ -27,7 +27,7 @@ from scenarios.models import Scenario
 
 
 def _open_scenario(user: Any, pk: int) -> Scenario:
-    return access.scenario_to_evaluate(user, pk, Scenario.objects.select_related("team"))
+    return access.scenario_to_evaluate(user, pk)
 
 
 def _assignment(user: Any, pk: int) -> Assignment:

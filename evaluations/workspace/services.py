@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from evalplatform import validation
 from evalplatform.errors import Conflict, FieldErrors, NotFound
+from evalplatform.prepared import Prepared
 from evaluations.models import Assignment, AssignmentStatus, Judgment, RaterKind
 from evaluations.workspace import access
 from evaluations.workspace.selectors import TASK_VIEW
@@ -93,27 +94,61 @@ def _reserve(user: Any, scenario: Scenario) -> Assignment | None:
         return _reserve_once(user, scenario)
 
 
+# The queries of every "next", compiled once per process (``evalplatform.prepared``):
+# the user's row locked, with their own quota in the scenario (``access.own_quota``) ...
+_LOCK_USER = Prepared(
+    lambda user, scenario: (
+        get_user_model()
+        .objects.select_for_update()
+        .filter(pk=user)
+        .annotate(own_quota=access.own_quota(user, scenario))
+        .values_list("own_quota")
+    ),
+    user=int,
+    scenario=int,
+)
+# ... their open reservation in the scenario, with its task as the task's view needs it ...
+_RESERVED = Prepared(
+    lambda user, scenario: (
+        Assignment.objects.filter(
+            scenario_id=scenario, evaluator_id=user, status=AssignmentStatus.RESERVED
+        )
+        .select_related(*(f"task__{name}" for name in TASK_VIEW))
+        .order_by("created_at")[:1]
+    ),
+    user=int,
+    scenario=int,
+)
+
+
+def _candidates(user: Any, scenario: Any, overlap: Any) -> Any:
+    """The tasks with a free place the user was never handed, gold aside, least taken first:
+    the first of them locked (skipping those locked by others) where the database can."""
+    gold = GoldTask.objects.filter(scenario_id=scenario).values("task_id")
+    candidates = (
+        Task.objects.filter(scenario_id=scenario, taken__lt=overlap)
+        .select_related(*TASK_VIEW)
+        .exclude(assignments__evaluator_id=user)
+        .exclude(pk__in=gold)
+        .order_by("taken", "position")
+    )
+    if connection.features.has_select_for_update_skip_locked:
+        candidates = candidates.select_for_update(skip_locked=True, of=("self",))
+    return candidates[:1]
+
+
+# ... and the next task to hand them.
+_CANDIDATE = Prepared(_candidates, user=int, scenario=int, overlap=int)
+
+
 def _reserve_once(user: Any, scenario: Scenario) -> Assignment | None:
     now = timezone.now()
     with transaction.atomic():
         # One evaluator's requests take turns (their user row is the lock), so concurrent
         # "next" requests find the reservation the first one made. The same query reads
-        # their own quota in the scenario (``access.own_quota``).
-        (own_quota,) = (
-            get_user_model()
-            .objects.select_for_update()
-            .filter(pk=user.pk)
-            .annotate(own_quota=access.own_quota(user, scenario))
-            .values_list("own_quota", flat=True)
-        )
-        current = (
-            Assignment.objects.filter(
-                scenario=scenario, evaluator=user, status=AssignmentStatus.RESERVED
-            )
-            .select_related(*(f"task__{name}" for name in TASK_VIEW))
-            .order_by("created_at")
-            .first()
-        )
+        # their own quota in the scenario.
+        ((own_quota,),) = _LOCK_USER.objects(user=user.pk, scenario=scenario.pk)
+        current = _RESERVED.first(user=user.pk, scenario=scenario.pk)
         if current is not None and current.expires_at <= now:
             # Past its time but not swept yet: it still holds its place, so it is renewed
             # (unless the sweep takes it meanwhile; then the evaluator gets another task).
@@ -130,17 +165,7 @@ def _reserve_once(user: Any, scenario: Scenario) -> Assignment | None:
             return None
         task = _gold_draw(user, scenario)
         if task is None:
-            gold = GoldTask.objects.filter(scenario=scenario).values("task_id")
-            candidates = (
-                Task.objects.filter(scenario=scenario, taken__lt=scenario.overlap)
-                .select_related(*TASK_VIEW)
-                .exclude(assignments__evaluator=user)
-                .exclude(pk__in=gold)
-                .order_by("taken", "position")
-            )
-            if connection.features.has_select_for_update_skip_locked:
-                candidates = candidates.select_for_update(skip_locked=True, of=("self",))
-            task = candidates.first()
+            task = _CANDIDATE.first(user=user.pk, scenario=scenario.pk, overlap=scenario.overlap)
             if task is None:
                 return None
             Task.objects.filter(pk=task.pk).update(taken=F("taken") + 1)
@@ -214,14 +239,25 @@ def own_locked(user: Any, assignment: Assignment) -> Assignment:
     return _own(user, assignment)
 
 
+# Only the assignment's row is locked (one answer, skip or flag at a time): its scenario is
+# held by ``_hold_scenario``, and its task needs no lock (a live reservation holds its place;
+# ``taken`` changes by atomic updates, and an expired one locks the task itself).
+_OWN_LOCKED = Prepared(
+    lambda pk, user: access.with_scenario_open_to(
+        access.Someone(user),
+        Assignment.objects.select_for_update(of=("self",))
+        .select_related("scenario", "task")
+        .filter(pk=pk, evaluator_id=user)
+        .order_by("pk"),
+    )[:1],
+    pk=int,
+    user=int,
+)
+
+
 def _own(user: Any, assignment: Assignment) -> Assignment:
     _hold_scenario(user, assignment)
-    # Only the assignment's row is locked (one answer, skip or flag at a time): its scenario
-    # is held by ``_hold_scenario``, and its task needs no lock (a live reservation holds its
-    # place; ``taken`` changes by atomic updates, and an expired one locks the task itself).
-    locked = Assignment.objects.select_for_update(of=("self",)).select_related("scenario", "task")
-    rows = access.with_scenario_open_to(user, locked.filter(pk=assignment.pk, evaluator=user))
-    found = access.scenario_open_to(user, rows.first())
+    found = access.scenario_open_to(user, _OWN_LOCKED.first(pk=assignment.pk, user=user.pk))
     if found is None:
         raise NotFound()
     _may_submit(user, found.scenario)
