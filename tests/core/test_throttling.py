@@ -47,6 +47,13 @@ def rates(settings):
 
 
 @pytest.fixture
+def one_window(monkeypatch):
+    """The clock stopped 15 s into a minute: a test's requests all fall in one window of a
+    per-minute rate (a real clock crossing a minute mid-test would reset the count)."""
+    monkeypatch.setattr(throttling.time, "time", lambda: 1_800_000_015.0)
+
+
+@pytest.fixture
 def people(team_a, member):
     return {
         "ann": member(team_a, Role.ADMIN, username="ann"),
@@ -119,7 +126,7 @@ def test_requests_through_the_asgi_server_share_the_processs_redis_connections(
     assert sum(int(c or 0) for c in counts) == 31
 
 
-def test_over_the_write_rate_a_429_with_retry_after_and_reads_go_on(rates, people):
+def test_over_the_write_rate_a_429_with_retry_after_and_reads_go_on(rates, people, one_window):
     rates(write="3/min")
     ann = with_token(people["ann"])
     for _ in range(3):
@@ -131,7 +138,7 @@ def test_over_the_write_rate_a_429_with_retry_after_and_reads_go_on(rates, peopl
     assert ann.get(CHEAP_JSON).status_code == 404
 
 
-def test_counted_per_user_across_their_tokens_and_session(rates, people):
+def test_counted_per_user_across_their_tokens_and_session(rates, people, one_window):
     rates(write="2/min")
     ann = with_token(people["ann"])
     assert ann.post(WRITE).status_code == 204
@@ -160,7 +167,7 @@ def test_the_next_window_lets_requests_through_again(rates, people, monkeypatch)
     assert ann.post(WRITE).status_code == 204
 
 
-def test_expensive_requests_have_their_own_lower_rate(rates, people):
+def test_expensive_requests_have_their_own_lower_rate(rates, people, one_window):
     rates(write="100/min", expensive="2/min")
     ann = with_token(people["ann"])
     assert ann.get(EXPENSIVE_CSV).status_code == 404
@@ -174,7 +181,7 @@ def test_expensive_requests_have_their_own_lower_rate(rates, people):
     assert with_token(people["bob"]).get(EXPENSIVE_CSV).status_code == 404
 
 
-def test_the_openai_api_answers_in_openais_shape(rates, people):
+def test_the_openai_api_answers_in_openais_shape(rates, people, one_window):
     rates(expensive="1/min")
     ann = with_token(people["ann"])
     assert ann.get("/v1/files/file-none/content").status_code == 404
