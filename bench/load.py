@@ -224,9 +224,12 @@ def stop_server(server: subprocess.Popen) -> None:
         server.wait(timeout=10)
 
 
-def group_cpu_s(pgid: int) -> float | None:
-    """CPU seconds (user + system) of the live processes of a process group (Linux), to
-    tell server work from a starved machine; None where /proc is not there."""
+def group_cpu_s(pgid: int | None = None, title: str | None = None) -> float | None:
+    """CPU seconds (user + system) of the live processes of a process group, or of those
+    whose command line holds ``title`` (Linux: PostgreSQL names a backend's database in its
+    title), to tell server work from a starved machine; None where /proc is not there. (A
+    process that exits meanwhile takes its CPU with it: the database's backends live as
+    long as their pooled connections.)"""
     proc = Path("/proc")
     if not proc.is_dir():
         return None
@@ -235,12 +238,32 @@ def group_cpu_s(pgid: int) -> float | None:
         if not entry.name.isdigit():
             continue
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            text = (entry / "stat").read_text()
         except OSError:
             continue  # gone meanwhile
-        if int(fields[2]) == pgid:  # pgrp; utime and stime follow at 11 and 12
+        fields = text.rsplit(")", 1)[1].split()
+        # pgrp is field 2; utime and stime follow at 11 and 12.
+        if pgid is not None and int(fields[2]) == pgid:
             total += int(fields[11]) + int(fields[12])
+        elif title is not None:
+            try:
+                line = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if line.startswith("postgres: ") and f" {title} " in line:
+                total += int(fields[11]) + int(fields[12])
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_s() -> tuple[float, float] | None:
+    """(busy, all) CPU seconds of the whole machine since boot (Linux), all CPUs summed."""
+    try:
+        values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle and iowait
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (sum(values[:8]) - idle) / ticks, sum(values[:8]) / ticks
 
 
 async def wait_ready(base: str, key: str, server: subprocess.Popen, timeout: float = 60) -> None:
@@ -458,11 +481,26 @@ def run(args: argparse.Namespace, database: str) -> dict[str, Any]:
             )
             say(args, f"{args.processes} server processes on {base}; load for {args.duration:g} s")
             server_cpu, client_cpu = group_cpu_s(server.pid), time.process_time()
+            database_name = database.split(" ", 1)[1] if "postgresql" in database else None
+            database_cpu = group_cpu_s(title=database_name) if database_name else None
+            machine = machine_busy_s()
             rec, wall = asyncio.run(drive(args, base, data))
             client_cpu = time.process_time() - client_cpu
             after = group_cpu_s(server.pid)
             server_cpu = (
                 after - server_cpu if after is not None and server_cpu is not None else None
+            )
+            database_after = group_cpu_s(title=database_name) if database_name else None
+            machine_after = machine_busy_s()
+            database_cpu = (
+                database_after - database_cpu
+                if database_cpu is not None and database_after is not None
+                else None
+            )
+            busy = (
+                (machine_after[0] - machine[0]) / (machine_after[1] - machine[1])
+                if machine and machine_after and machine_after[1] > machine[1]
+                else None
             )
         finally:
             stop_server(server)
@@ -499,6 +537,9 @@ def run(args: argparse.Namespace, database: str) -> dict[str, Any]:
         or checks["place_counter_mismatches"]
     )
 
+    def per_request(cpu_s: float | None) -> float | None:
+        return round(cpu_s * 1000 / requests, 2) if cpu_s is not None and requests else None
+
     if not args.json_only:
         print(f"\n{'route':48s} {'count':>7s} {'p50':>7s} {'p95':>7s} {'p99':>7s} {'max':>7s}  ms")
         for route, s in stats.items():
@@ -523,9 +564,12 @@ def run(args: argparse.Namespace, database: str) -> dict[str, Any]:
         )
         print(f"worst p95 {worst:.1f} ms (target {args.target_p95_ms:g} ms)")
         print(
-            f"CPU: server {server_cpu if server_cpu is not None else float('nan'):.1f} s, "
-            f"load generator {client_cpu:.1f} s, on {os.cpu_count()} CPUs; load average "
-            f"{load_before:.1f} before the run"
+            f"CPU: server {server_cpu if server_cpu is not None else float('nan'):.1f} s "
+            f"({per_request(server_cpu)} ms a request), database "
+            f"{database_cpu if database_cpu is not None else float('nan'):.1f} s "
+            f"({per_request(database_cpu)} ms a request), load generator {client_cpu:.1f} s, "
+            f"on {os.cpu_count()} CPUs, busy {(busy or float('nan')) * 100:.0f}% of the run; "
+            f"load average {load_before:.1f} before the run"
         )
         if failed and server_log.strip():
             print("server log (last lines):\n" + "\n".join(server_log.splitlines()[-20:]))
@@ -558,6 +602,10 @@ def run(args: argparse.Namespace, database: str) -> dict[str, Any]:
         "target_p95_ms": args.target_p95_ms,
         "p95_within_target": worst <= args.target_p95_ms,
         "server_cpu_s": round(server_cpu, 1) if server_cpu is not None else None,
+        "server_cpu_ms_per_request": per_request(server_cpu),
+        "database_cpu_s": round(database_cpu, 1) if database_cpu is not None else None,
+        "database_cpu_ms_per_request": per_request(database_cpu),
+        "machine_busy_ratio": round(busy, 3) if busy is not None else None,
         "load_generator_cpu_s": round(client_cpu, 1),
         "cpus": os.cpu_count(),
         "load_average_before": round(load_before, 2),

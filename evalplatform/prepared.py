@@ -22,12 +22,14 @@ parameters unchanged (a lookup that transformed it).
 
 from __future__ import annotations
 
+import functools
 import secrets
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import connections
 from django.db.models import Model, QuerySet
 from django.db.models.query import get_related_populators
@@ -37,6 +39,7 @@ from django.db.transaction import TransactionManagementError
 # answers an exact lookup of such a value (without asking the database, which would refuse
 # it on SQLite).
 _INT_RANGE = range(-(2**63), 2**63)
+PREPARE_THRESHOLD = 5  # psycopg's default; these statements are prepared on their first run
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ class Prepared:
         params = list(compiled.params)
         for position, name in compiled.slots:
             params[position] = values[name]
-        with connection.cursor() as cursor:
+        with _cursor(connection) as cursor:
             cursor.execute(compiled.sql, params)
             rows = cursor.fetchall()
         if compiled.converters:
@@ -197,3 +200,55 @@ def _converted(rows: list[Any], converters: dict[int, Any], connection: Any) -> 
                 value = function(value, expression, connection)
             row[position] = value
         yield row
+
+
+def _cursor(connection: Any) -> Any:
+    """Django's cursor on ``connection``; on PostgreSQL (psycopg 3) one that binds its
+    parameters on the server and prepares its statements, so that PostgreSQL plans each
+    query once per connection rather than on every run: planning the joins of these short
+    queries cost more than running them (0.5 to 1.9 ms against 0.03 to 0.15 ms, ``EXPLAIN
+    ANALYZE``). Django's own cursors bind on the client (the SQL holds the values, and no
+    two statements are alike) and prepare nothing."""
+    factory = _preparing_cursor(connection)
+    if factory is None:
+        return connection.cursor()
+    connection.ensure_connection()
+    raw = connection.connection
+    if raw.prepare_threshold is None:
+        # Django turns psycopg's statement cache off (its cursors bind on the client and
+        # prepare nothing); turned on, it forgets the statements when a rollback or a
+        # ``DISCARD ALL`` on the connection may have dropped them.
+        raw.prepare_threshold = PREPARE_THRESHOLD
+    client_side = raw.cursor_factory
+    raw.cursor_factory = factory
+    try:
+        return connection.cursor()
+    finally:
+        raw.cursor_factory = client_side
+
+
+@functools.cache
+def _preparing_cursor_class() -> Any:
+    from django.db.backends.postgresql import base
+
+    binding = getattr(base, "ServerBindingCursor", None)  # psycopg 3 only
+    if binding is None:
+        return None
+
+    class PreparingCursor(binding):  # type: ignore[misc, valid-type]
+        """Binds on the server and prepares every statement (psycopg keeps the latest
+        ``prepared_max`` per connection, 100)."""
+
+        def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+            options.setdefault("prepare", True)
+            return super().execute(query, params, **options)
+
+    return PreparingCursor
+
+
+def _preparing_cursor(connection: Any) -> Any:
+    # While queries are logged (``DEBUG``, ``CaptureQueriesContext``) the log needs the SQL
+    # with its values, which psycopg keeps only for statements it did not prepare.
+    if connection.vendor != "postgresql" or not settings.DB_PREPARE or connection.queries_logged:
+        return None
+    return _preparing_cursor_class()

@@ -133,8 +133,8 @@ if DATABASE_URL:
     }
     if env_bool("DB_POOL", False):
         # A psycopg connection pool per process, shared by its request threads: no connection
-        # set-up per request (ASGI runs each request on a thread of its own, so persistent
-        # connections would pile up one per thread instead). For the web processes.
+        # set-up per request (persistent connections would be one per request thread
+        # instead, idle ones included: evalplatform/handler.py). For the web processes.
         if DATABASES["default"]["CONN_MAX_AGE"]:
             raise ImproperlyConfigured("DB_POOL=1 needs DB_CONN_MAX_AGE=0.")
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
@@ -142,7 +142,16 @@ if DATABASE_URL:
             "max_size": env_int("DB_POOL_MAX", 20),
             "timeout": env_int("DB_POOL_TIMEOUT_S", 10),
         }
+    # The queries compiled once (evalplatform/prepared.py) are prepared on their connection,
+    # so PostgreSQL plans them once per connection rather than on every run: worth it where
+    # connections outlive a request (a pool, or persistent connections), on by default there.
+    DB_PREPARE = env_bool(
+        "DB_PREPARE",
+        "pool" in DATABASES["default"].get("OPTIONS", {})
+        or bool(DATABASES["default"]["CONN_MAX_AGE"]),
+    )
 else:
+    DB_PREPARE = False
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
         "default": {

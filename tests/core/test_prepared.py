@@ -114,3 +114,54 @@ def test_a_locking_query_needs_a_transaction(team_a, member):
         assert [m.user_id for m in prepared.objects(user=ann.pk)] == [ann.pk]
     with pytest.raises(TransactionManagementError):
         prepared.objects(user=ann.pk)
+
+
+def prepared_statements():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [row[0] for row in cursor.fetchall()]
+
+
+postgresql_only = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="prepared statements: PostgreSQL"
+)
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_postgresql_plans_a_prepared_query_once_per_connection(settings, team_a, member):
+    settings.DB_PREPARE = True
+    connection.close()  # a connection of the test's own, prepared statements and all
+    ann = member(team_a, Role.MANAGER, username="ann")
+    bob = member(team_a, Role.EVALUATOR, username="bob")
+    prepared = Prepared(lambda user, role: memberships(user, role), user=int, role=str)
+    for _ in range(3):
+        for user, role in ((ann.pk, Role.MANAGER), (bob.pk, Role.EVALUATOR)):
+            assert described(prepared.objects(user=user, role=role)) == described(
+                memberships(user, role)
+            )
+    statements = [s for s in prepared_statements() if '"accounts_membership"' in s]
+    # One statement, its parameters bound on the server ($1, $2), run six times.
+    assert len(statements) == 1 and "$1" in statements[0] and "$2" in statements[0]
+    # A rollback on the connection (psycopg then forgets what it prepared): the query
+    # runs again, prepared anew.
+    with pytest.raises(ZeroDivisionError), transaction.atomic():
+        prepared.objects(user=ann.pk, role=Role.MANAGER)
+        1 / 0  # noqa: B018
+    assert described(prepared.objects(user=ann.pk, role=Role.MANAGER)) == described(
+        memberships(ann.pk, Role.MANAGER)
+    )
+    with transaction.atomic():
+        assert prepared.first(user=bob.pk, role=Role.EVALUATOR).user_id == bob.pk
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_without_db_prepare_nothing_is_prepared(settings, team_a, member):
+    settings.DB_PREPARE = False
+    connection.close()
+    ann = member(team_a, Role.MANAGER, username="ann")
+    prepared = Prepared(lambda user: Membership.objects.filter(user_id=user), user=int)
+    for _ in range(6):
+        assert [m.user_id for m in prepared.objects(user=ann.pk)] == [ann.pk]
+    assert prepared_statements() == []
