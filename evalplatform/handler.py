@@ -26,6 +26,7 @@ recycles the request's database connection, by ``CONN_MAX_AGE``, as it does ther
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -57,17 +58,43 @@ class SyncStackASGIHandler(ASGIHandler):
             async with ThreadSensitiveContext(executor=executor):
                 await self.handle(scope, receive, send)
         finally:
-            # A sync call the request started and was cancelled from may still run on the
-            # thread: the next request's calls queue behind it on the same thread.
-            if len(self._idle) < IDLE_THREADS:
-                self._idle.append(executor)
-            else:
-                # Not joined here: its thread may be waiting for this loop.
-                threading.Thread(target=executor.shutdown, daemon=True).start()
+            # Back to the pool once its thread is free: a sync call of a request cancelled
+            # meanwhile (a server shutting down) may still run there, and the next request
+            # must not queue behind it.
+            loop = asyncio.get_running_loop()
+            try:
+                free = executor.submit(_nothing)
+            except RuntimeError:  # the interpreter is shutting down
+                return
+            free.add_done_callback(lambda _: _call_soon(loop, self._give_back, executor))
+
+    def _give_back(self, executor: ThreadPoolExecutor) -> None:
+        if len(self._idle) < IDLE_THREADS:
+            self._idle.append(executor)
+        else:
+            _let_go(executor)
 
     @staticmethod
     def _new_executor() -> ThreadPoolExecutor:
         return ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
+
+
+def _nothing() -> None:
+    pass
+
+
+def _call_soon(
+    loop: asyncio.AbstractEventLoop, callback: Any, executor: ThreadPoolExecutor
+) -> None:
+    try:
+        loop.call_soon_threadsafe(callback, executor)
+    except RuntimeError:  # the loop is closed: the server stopped
+        _let_go(executor)
+
+
+def _let_go(executor: ThreadPoolExecutor) -> None:
+    # Not joined here: its thread may be waiting for the event loop.
+    threading.Thread(target=executor.shutdown, daemon=True).start()
 
 
 def get_asgi_application() -> SyncStackASGIHandler:

@@ -12,7 +12,9 @@ included.
 
 Only the values change, never the shape: a parameter is a single value (an ``int`` or a
 ``str``), not a list whose length would change the SQL. An ``int`` outside the 64-bit range
-matches no row (the parameters are ids, or values the caller read from the database). The
+makes the query answer no rows without asking the database (which would refuse it on
+SQLite): right for ids compared for equality, which is what to use ``int`` parameters for
+(values inside ``exclude`` or an inequality come from the database, never from a request). The
 queryset is built and compiled twice, with two sets of markers (small positive integers,
 which every integer field accepts; strings with a random part): a parameter is a slot where
 the two compilations hold the two markers of one name, and a constant where they agree.
@@ -32,14 +34,14 @@ from typing import Any
 from django.conf import settings
 from django.db import connections
 from django.db.models import Model, QuerySet
-from django.db.models.query import get_related_populators
+from django.db.models.query import ModelIterable, ValuesListIterable, get_related_populators
 from django.db.transaction import TransactionManagementError
 
 # The range of the integer columns (64-bit): a value outside it matches no row, as the ORM
 # answers an exact lookup of such a value (without asking the database, which would refuse
 # it on SQLite).
 _INT_RANGE = range(-(2**63), 2**63)
-PREPARE_THRESHOLD = 5  # psycopg's default; these statements are prepared on their first run
+PREPARE_THRESHOLD = 5  # psycopg's default (these statements are prepared on their first run)
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,7 @@ class Prepared:
                 for n, (name, kind) in enumerate(self._kinds.items())
             }
             queryset = self._build(**markers)
+            _check_shape(queryset)
             compiler = queryset.query.get_compiler(using=queryset.db)
             sql, params = compiler.as_sql()
             builds.append((markers, queryset, compiler, sql, tuple(params)))
@@ -189,6 +192,15 @@ class Prepared:
             yield obj
 
 
+def _check_shape(queryset: QuerySet[Any]) -> None:
+    """Model instances or ``values_list`` tuples, nothing the ORM adds after the query."""
+    shapes = (ModelIterable, ValuesListIterable)
+    if queryset._iterable_class not in shapes:  # type: ignore[attr-defined]
+        raise ValueError("A prepared query gives model instances or values_list tuples.")
+    if queryset._prefetch_related_lookups or queryset._known_related_objects:  # type: ignore[attr-defined]
+        raise ValueError("A prepared query has no prefetch_related.")
+
+
 def _converted(rows: list[Any], converters: dict[int, Any], connection: Any) -> Iterator[list]:
     """The rows' values as the ORM converts them (``SQLCompiler.apply_converters``, with
     this thread's connection)."""
@@ -204,21 +216,16 @@ def _converted(rows: list[Any], converters: dict[int, Any], connection: Any) -> 
 
 def _cursor(connection: Any) -> Any:
     """Django's cursor on ``connection``; on PostgreSQL (psycopg 3) one that binds its
-    parameters on the server and prepares its statements, so that PostgreSQL plans each
-    query once per connection rather than on every run: planning the joins of these short
-    queries cost more than running them (0.5 to 1.9 ms against 0.03 to 0.15 ms, ``EXPLAIN
-    ANALYZE``). Django's own cursors bind on the client (the SQL holds the values, and no
-    two statements are alike) and prepare nothing."""
+    parameters on the server and prepares its statements on the connection: PostgreSQL then
+    parses each once per connection and, after five runs, keeps a generic plan when it is no
+    costlier than planning each run. Planning the joins of these short queries cost more
+    than running them (0.5 to 1.9 ms against 0.03 to 0.15 ms, ``EXPLAIN ANALYZE``). Django's
+    own cursors bind on the client (the SQL holds the values) and prepare nothing."""
     factory = _preparing_cursor(connection)
     if factory is None:
         return connection.cursor()
     connection.ensure_connection()
     raw = connection.connection
-    if raw.prepare_threshold is None:
-        # Django turns psycopg's statement cache off (its cursors bind on the client and
-        # prepare nothing); turned on, it forgets the statements when a rollback or a
-        # ``DISCARD ALL`` on the connection may have dropped them.
-        raw.prepare_threshold = PREPARE_THRESHOLD
     client_side = raw.cursor_factory
     raw.cursor_factory = factory
     try:
@@ -240,8 +247,17 @@ def _preparing_cursor_class() -> Any:
         ``prepared_max`` per connection, 100)."""
 
         def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
-            options.setdefault("prepare", True)
-            return super().execute(query, params, **options)
+            # Django turns psycopg's statement cache off on the connection (its cursors bind
+            # on the client and prepare nothing): on for this statement only, so the cache
+            # neither counts nor keeps Django's own statements (their SQL holds their
+            # values). psycopg's rollback() forgets the prepared statements all the same.
+            connection = self.connection
+            threshold = connection.prepare_threshold
+            connection.prepare_threshold = PREPARE_THRESHOLD
+            try:
+                return super().execute(query, params, prepare=True, **options)
+            finally:
+                connection.prepare_threshold = threshold
 
     return PreparingCursor
 

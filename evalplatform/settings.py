@@ -143,13 +143,11 @@ if DATABASE_URL:
             "timeout": env_int("DB_POOL_TIMEOUT_S", 10),
         }
     # The queries compiled once (evalplatform/prepared.py) are prepared on their connection,
-    # so PostgreSQL plans them once per connection rather than on every run: worth it where
-    # connections outlive a request (a pool, or persistent connections), on by default there.
-    DB_PREPARE = env_bool(
-        "DB_PREPARE",
-        "pool" in DATABASES["default"].get("OPTIONS", {})
-        or bool(DATABASES["default"]["CONN_MAX_AGE"]),
-    )
+    # so PostgreSQL need not parse and plan them on every run: worth it where connections
+    # outlive a request. On by default with the pool; not with persistent connections alone,
+    # which may go through PgBouncer (before 1.21, prepared statements break in its
+    # transaction mode).
+    DB_PREPARE = env_bool("DB_PREPARE", "pool" in DATABASES["default"].get("OPTIONS", {}))
 else:
     DB_PREPARE = False
     DATA_DIR.mkdir(parents=True, exist_ok=True)

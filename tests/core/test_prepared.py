@@ -93,6 +93,17 @@ def test_wrong_parameters_are_refused():
         Prepared(lambda ids: Membership.objects.filter(pk__in=ids), ids=list)
 
 
+def test_shapes_other_than_instances_or_tuples_are_refused():
+    for build in (
+        lambda user: Membership.objects.filter(user_id=user).values("role"),
+        lambda user: Membership.objects.filter(user_id=user).values_list("role", flat=True),
+        lambda user: Membership.objects.filter(user_id=user).values_list("role", named=True),
+        lambda user: Membership.objects.filter(user_id=user).prefetch_related("team"),
+    ):
+        with pytest.raises(ValueError, match="prepared query"):
+            Prepared(build, user=int).objects(user=1)
+
+
 def test_shapes_that_depend_on_the_values_are_refused():
     unused = Prepared(lambda pk, user: Membership.objects.filter(pk=pk), pk=int, user=int)
     with pytest.raises(ValueError, match="did not reach"):
