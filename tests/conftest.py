@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 from django.db import connections, transaction
@@ -124,29 +127,55 @@ def team_b(db):
     return TeamFactory(name="Team B", slug="team-b")
 
 
+def add_member(team, role=Role.VIEWER, **user_fields):
+    """A new user holding ``role`` in ``team``."""
+    user = UserFactory(**user_fields)
+    MembershipFactory(user=user, team=team, role=role)
+    return user
+
+
 @pytest.fixture
 def member(db):
-    """``member(team, role)`` → a user holding ``role`` in ``team``."""
+    """``member(team, role)`` → a user holding ``role`` in ``team`` (``add_member``)."""
+    return add_member
 
-    def make(team, role=Role.VIEWER, **user_fields):
-        user = UserFactory(**user_fields)
-        MembershipFactory(user=user, team=team, role=role)
-        return user
 
-    return make
+def api_client(user=None) -> APIClient:
+    """An APIClient authenticated as ``user`` (``None``: anonymous)."""
+    client = APIClient()
+    if user is not None:
+        client.force_authenticate(user)
+    return client
 
 
 @pytest.fixture
 def api():
     """``api(user)`` → an APIClient authenticated as ``user`` (``None``: anonymous)."""
+    return api_client
 
-    def make(user=None):
-        client = APIClient()
-        if user is not None:
-            client.force_authenticate(user)
-        return client
 
-    return make
+@contextmanager
+def committed_rows(django_db_blocker) -> Iterator[None]:
+    """Rows made in the block are committed, and every table is emptied after it, as after
+    a transactional test (with ``_quick_transactional_flush``). For data a class-scoped
+    fixture builds once with code that needs its rows committed (a job's run reads them from
+    threads with connections of their own), shared by the class's tests, which must each
+    run in a transaction rolled back (``django_db`` without ``transaction=True``): a
+    transactional test empties the database after it. docs/development.md ("Data shared by
+    a class's tests") says when to use it."""
+
+    class Committed(TransactionTestCase):
+        pass
+
+    with django_db_blocker.unblock():
+        Committed.setUpClass()  # its _pre_setup, as pytest-django runs a transactional test's
+        case = Committed(methodName="__init__")
+        try:
+            yield
+        finally:
+            case._post_teardown()
+            Committed.tearDownClass()
+            Committed.doClassCleanups()
 
 
 @pytest.fixture

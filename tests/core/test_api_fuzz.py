@@ -13,9 +13,10 @@ a draft scenario with tasks, an assignment, a judgment, an LLM judge with a run,
 invitation, a notification, a spare token, and unused connection, model, template, version
 and judge that edits and deletes may change); half the generated numeric path parameters
 are turned into those ids, so fuzzed requests reach real objects and not only 404s. Every
-request runs in a savepoint that is rolled back, so each example sees the same seeded team:
-a fuzzed DELETE cannot starve the examples after it, and nothing queued on commit (tasks,
-broadcasts) ever runs. Nothing but loopback can be resolved or reached.
+request runs in a savepoint that is rolled back, so each example sees the same seeded team
+(seeded once for the module): a fuzzed DELETE cannot starve the examples after it, and
+nothing queued on commit (tasks, broadcasts) ever runs. Nothing but loopback can be
+resolved or reached.
 
 ``API_FUZZ_EXAMPLES`` (default 12) bounds the fuzzing phase per operation and
 ``API_FUZZ_SEED`` the seed (generation is derandomized: every run sends the same requests);
@@ -278,9 +279,18 @@ def fake_server():
         yield running
 
 
+@pytest.fixture(scope="module")
+def seeded_world(django_db_setup, django_db_blocker, fake_server) -> Iterator[World]:
+    """The team seeded once for the module, in a transaction rolled back after it: each test
+    runs in a savepoint of it (pytest-django's ``db``), each example in one of its own."""
+    with django_db_blocker.unblock(), transaction.atomic():
+        yield _seed(fake_server.url)
+        transaction.set_rollback(True)
+
+
 @pytest.fixture
-def fuzz_world(db, fake_server, loopback_only) -> World:
-    return _seed(fake_server.url)
+def fuzz_world(db, seeded_world, loopback_only) -> World:
+    return seeded_world
 
 
 def _generated_schema() -> dict[str, Any]:

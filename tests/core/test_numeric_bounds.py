@@ -26,6 +26,7 @@ from tests.core.test_api_fuzz import World, _generated_schema, _rolled_back
 # The fuzz test's seeded team (fixtures).
 fake_server = test_api_fuzz.fake_server
 fuzz_world = test_api_fuzz.fuzz_world
+seeded_world = test_api_fuzz.seeded_world
 loopback_only = test_api_fuzz.loopback_only
 
 SCHEMA = _generated_schema()

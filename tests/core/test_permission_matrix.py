@@ -671,6 +671,9 @@ class World:
     # (role letter, model label) → the user's own object; "S/b": the superuser's in team B.
     mine: dict[tuple[str, str], Any]
     values: dict[tuple[str, str], Any] = field(default_factory=dict)  # non-model values
+    # What ``fingerprint`` reads before any probe: the table counts ("tables") and each
+    # probed object's values (by model label and pk), read once (see ``state_before``).
+    before: dict[Any, Any] = field(default_factory=dict)
 
     def get(self, role: str, scope: str, kind: str) -> Any:
         label = KINDS.get(kind, kind)
@@ -940,9 +943,8 @@ def fill(world: World, row: Row, role: str, scope: str) -> tuple[str, list[Any]]
     return f"/{path}", named
 
 
-def fingerprint(objects: list[Any]) -> tuple:
-    """Every table's row count and the probed objects' values (one query each): a refused
-    request changes neither."""
+def table_counts() -> tuple:
+    """Every table's row count, in one query."""
     tables = sorted(
         model._meta.db_table
         for model in apps.get_models()
@@ -953,12 +955,33 @@ def fingerprint(objects: list[Any]) -> tuple:
     counts = ", ".join(f"(SELECT COUNT(*) FROM {connection.ops.quote_name(t)})" for t in tables)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {counts}")
-        totals = cursor.fetchone()
-    rows = tuple(
-        tuple(sorted(type(obj)._base_manager.filter(pk=obj.pk).values().first().items()))
-        for obj in objects
-    )
-    return totals, rows
+        return cursor.fetchone()
+
+
+def object_values(obj: Any) -> tuple:
+    return tuple(sorted(type(obj)._base_manager.filter(pk=obj.pk).values().first().items()))
+
+
+def fingerprint(objects: list[Any]) -> tuple:
+    """Every table's row count and the probed objects' values (one query each): a refused
+    request changes neither."""
+    return table_counts(), tuple(object_values(obj) for obj in objects)
+
+
+def state_before(world: World, objects: list[Any]) -> tuple:
+    """``fingerprint(objects)`` as it is before any probe. Every probe starts from the same
+    state, the class's world (each probe's savepoint and each test's transaction are rolled
+    back), so each part is read once, at the first probe that needs it, not twice per probe.
+    A write that escaped a rollback would differ from it too, and fail the next refused probe."""
+    if "tables" not in world.before:
+        world.before["tables"] = table_counts()
+    rows = []
+    for obj in objects:
+        key = (type(obj)._meta.label, obj.pk)
+        if key not in world.before:
+            world.before[key] = object_values(obj)
+        rows.append(world.before[key])
+    return world.before["tables"], tuple(rows)
 
 
 # One client of each kind for every probe: a new client builds the middleware stack again
@@ -1023,7 +1046,7 @@ def probe(world: World, row: Row, method: str, role: str, scope: str, expected: 
     path, named = fill(world, row, role, scope)
     where = f"{role} {scope}: {method} {path}"
     with transaction.atomic():
-        before = fingerprint(named) if method != "GET" else None
+        before = state_before(world, named) if method != "GET" else None
         try:
             response = request(world, row, method, role, path)
         except Exception as exc:  # the test client re-raises what a view raised: a 500

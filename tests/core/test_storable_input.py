@@ -21,6 +21,7 @@ from tests.core.test_api_fuzz import World
 # The fuzz test's seeded team (fixtures).
 fake_server = test_api_fuzz.fake_server
 fuzz_world = test_api_fuzz.fuzz_world
+seeded_world = test_api_fuzz.seeded_world
 loopback_only = test_api_fuzz.loopback_only
 
 ROWS = "\n".join(json.dumps({"item_id": "q", "variant_id": v, "content": v}) for v in "ab")

@@ -4,17 +4,23 @@ stale, re-planned from the new verdicts; bad input, permissions, escaping."""
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
 from django.test import Client
 
 from evaluations.models import Assignment, BudgetPlan, JudgeRun, Judgment, RaterKind
 from scenarios import services as scenario_services
-from scenarios.models import Task
+from scenarios.models import Scenario, Task
+from tests.conftest import api_client, committed_rows
+from tests.evaluations.conftest import mock_judge_model, team_people
 from tests.evaluations.test_judges import create_judge, make_scenario, rows, run
+from tests.factories import TeamFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -54,20 +60,25 @@ def answer_all(api, user, scenario, *, seconds=40):
         pass
 
 
-@pytest.fixture
-def judged(api, people, team_a, mock_judge):
+def judge_scenario(people, team, judge_model):
     """An open comparison scenario (three models on three items) answered by an evaluator
-    and by a mock judge."""
-    scenario = make_scenario(people, team_a, "comparison", {})
+    and by a mock judge; the scenario and the judge."""
+    scenario = make_scenario(people, team, "comparison", {})
     scenario = scenario_services.scenario_open(user=people["manager"], scenario=scenario)
-    answer_all(api, people["evaluator"], scenario)
-    judge = create_judge(api, people["manager"], scenario, name="J", model=mock_judge.pk)
+    answer_all(api_client, people["evaluator"], scenario)
+    judge = create_judge(api_client, people["manager"], scenario, name="J", model=judge_model.pk)
     run(
-        api(people["manager"])
+        api_client(people["manager"])
         .post(f"/api/judges/{judge['id']}/run", {}, format="json")
         .json()["job"]
     )
     return scenario, judge
+
+
+@pytest.fixture
+def judged(people, team_a, mock_judge):
+    """``judge_scenario`` for a transactional test of its own."""
+    return judge_scenario(people, team_a, mock_judge)
 
 
 def test_a_proposal_is_priced_accepted_and_refused_once_stale(api, people, judged):
@@ -155,85 +166,154 @@ def test_a_proposal_is_priced_accepted_and_refused_once_stale(api, people, judge
     assert again["stale"] is False
 
 
-def test_each_question_and_the_hours_only_budget(api, people, judged):
-    scenario, judge = judged
-    url = f"/api/scenarios/{scenario.pk}/plan"
-    manager = api(people["manager"])
-    top = manager.post(
-        url,
-        {"question": "top_k", "k": 1, "budget_usd": 0.05, **{"hourly_rate_usd": 30}},
-        format="json",
-    )
-    assert top.status_code == 201, top.json()
-    # People's pay: the median 40 s a judgment at the rate given.
-    humans = next(r for r in top.json()["proposal"]["raters"] if r["rater"] == "human")
-    assert humans["usd_per_task"] == "0.3333"
-    # Money only: people cost hours, so only the judge is asked.
-    assert {w["rater"] for w in top.json()["proposal"]["work"]} <= {f"judge:{judge['id']}"}
-    ranking = manager.post(
-        url,
-        {"question": "ranking", "tau": 0.95, "budget_hours": 0.5, "raters": ["human"]},
-        format="json",
-    )
-    assert ranking.status_code == 201, ranking.json()
-    data = ranking.json()["proposal"]
-    assert {w["rater"] for w in data["work"]} == {"human"}
-    assert "expected_tau" in data["after"] and data["cost"]["human_hours"] <= 0.5
-    assert data["after"]["expected_tau"] >= data["before"]["expected_tau"]
+@pytest.fixture(scope="class")
+def one_judged(django_db_setup, django_db_blocker):
+    """``judged`` built once for ``TestOneJudgedScenario``, committed (the judge's run reads
+    it from threads); the database is emptied after the class. The people's and the
+    judge's ids."""
+    with committed_rows(django_db_blocker):
+        team_a = TeamFactory(name="Team A", slug="team-a")
+        people = team_people(team_a, TeamFactory(name="Team B", slug="team-b"))
+        scenario, judge = judge_scenario(people, team_a, mock_judge_model(team_a))
+        yield {name: user.pk for name, user in people.items()}, scenario.pk, judge
 
 
-@pytest.mark.parametrize(
-    ("body", "field"),
-    [
-        ({}, "question"),
-        ({"question": "best"}, "question"),
-        ({"question": "pair", "a": "model-good"}, "b"),
-        ({"question": "pair", "a": "model-good", "b": "model-good"}, "b"),
-        ({"question": "pair", "a": "nobody", "b": "model-ok"}, "a"),
-        ({"question": "top_k", "k": 3}, "k"),
-        ({"question": "top_k", "k": "x"}, "k"),
-        ({"question": "ranking", "tau": 1.5}, "tau"),
-        ({"question": "ranking", "budget_usd": 0, "budget_hours": 0}, "budget_usd"),
-        ({"question": "ranking", "budget_usd": -1}, "budget_usd"),
-        ({"question": "ranking", "budget_usd": "NaN"}, "budget_usd"),
-        ({"question": "ranking", "budget_hours": 1e20}, "budget_hours"),
-        ({"question": "ranking", "hourly_rate_usd": True}, "hourly_rate_usd"),
-        ({"question": "ranking", "target_width": 0}, "target_width"),
-        ({"question": "ranking", "max_tasks": 501}, "max_tasks"),
-        ({"question": "ranking", "raters": ["judge:999999"]}, "raters"),
-        ({"question": "ranking", "raters": "human"}, "raters"),
-    ],
-)
-def test_bad_input_is_a_400_naming_the_field_and_writes_nothing(api, people, judged, body, field):
-    scenario, _ = judged
-    full = {"budget_usd": 1, **body} if "budget" not in str(body) else body
-    response = api(people["manager"]).post(
-        f"/api/scenarios/{scenario.pk}/plan", full, format="json"
-    )
-    assert response.status_code == 400, response.json()
-    assert field in response.json()["errors"], response.json()
-    assert not BudgetPlan.objects.exists()
+@pytest.mark.django_db
+class TestOneJudgedScenario:
+    """The tests that only read ``judged`` or write in their own transaction, rolled back
+    after each: one judged scenario for them all (``one_judged``), each test's people and
+    scenario read afresh."""
 
+    @pytest.fixture
+    def people(self, one_judged):
+        assert connection.in_atomic_block, "the shared scenario is for tests rolled back"
+        User = get_user_model()
+        return {name: User.objects.get(pk=pk) for name, pk in one_judged[0].items()}
 
-def test_permissions_follow_the_scenario(api, people, judged, team_b, member):
-    scenario, _ = judged
-    url = f"/api/scenarios/{scenario.pk}/plan"
-    body = {"question": "ranking", "budget_usd": 1}
-    assert api(people["viewer"]).post(url, body, format="json").status_code == 403
-    assert api(people["outsider"]).post(url, body, format="json").status_code == 404
-    assert api(people["outsider"]).get(url).status_code == 404
-    plan = api(people["manager"]).post(url, body, format="json").json()
-    assert api(people["outsider"]).get(f"{url}/{plan['id']}").status_code == 404
-    assert api(people["outsider"]).post(f"{url}/{plan['id']}/accept").status_code == 404
-    assert api(people["viewer"]).post(f"{url}/{plan['id']}/accept").status_code == 403
-    assert api(people["viewer"]).get(f"{url}/{plan['id']}").status_code == 200
-    # Another scenario's plan id under this scenario: not found.
-    other = make_scenario(people, scenario.team, "ranking", {}, data=rows(2))
-    assert (
-        api(people["manager"]).get(f"/api/scenarios/{other.pk}/plan/{plan['id']}").status_code
-        == 404
+    @pytest.fixture
+    def judged(self, one_judged):
+        return Scenario.objects.get(pk=one_judged[1]), copy.deepcopy(one_judged[2])
+
+    def test_each_question_and_the_hours_only_budget(self, api, people, judged):
+        scenario, judge = judged
+        url = f"/api/scenarios/{scenario.pk}/plan"
+        manager = api(people["manager"])
+        top = manager.post(
+            url,
+            {"question": "top_k", "k": 1, "budget_usd": 0.05, **{"hourly_rate_usd": 30}},
+            format="json",
+        )
+        assert top.status_code == 201, top.json()
+        # People's pay: the median 40 s a judgment at the rate given.
+        humans = next(r for r in top.json()["proposal"]["raters"] if r["rater"] == "human")
+        assert humans["usd_per_task"] == "0.3333"
+        # Money only: people cost hours, so only the judge is asked.
+        assert {w["rater"] for w in top.json()["proposal"]["work"]} <= {f"judge:{judge['id']}"}
+        ranking = manager.post(
+            url,
+            {"question": "ranking", "tau": 0.95, "budget_hours": 0.5, "raters": ["human"]},
+            format="json",
+        )
+        assert ranking.status_code == 201, ranking.json()
+        data = ranking.json()["proposal"]
+        assert {w["rater"] for w in data["work"]} == {"human"}
+        assert "expected_tau" in data["after"] and data["cost"]["human_hours"] <= 0.5
+        assert data["after"]["expected_tau"] >= data["before"]["expected_tau"]
+
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            ({}, "question"),
+            ({"question": "best"}, "question"),
+            ({"question": "pair", "a": "model-good"}, "b"),
+            ({"question": "pair", "a": "model-good", "b": "model-good"}, "b"),
+            ({"question": "pair", "a": "nobody", "b": "model-ok"}, "a"),
+            ({"question": "top_k", "k": 3}, "k"),
+            ({"question": "top_k", "k": "x"}, "k"),
+            ({"question": "ranking", "tau": 1.5}, "tau"),
+            ({"question": "ranking", "budget_usd": 0, "budget_hours": 0}, "budget_usd"),
+            ({"question": "ranking", "budget_usd": -1}, "budget_usd"),
+            ({"question": "ranking", "budget_usd": "NaN"}, "budget_usd"),
+            ({"question": "ranking", "budget_hours": 1e20}, "budget_hours"),
+            ({"question": "ranking", "hourly_rate_usd": True}, "hourly_rate_usd"),
+            ({"question": "ranking", "target_width": 0}, "target_width"),
+            ({"question": "ranking", "max_tasks": 501}, "max_tasks"),
+            ({"question": "ranking", "raters": ["judge:999999"]}, "raters"),
+            ({"question": "ranking", "raters": "human"}, "raters"),
+        ],
     )
-    assert BudgetPlan.objects.get().status == "proposed"
+    def test_bad_input_is_a_400_naming_the_field_and_writes_nothing(
+        self, api, people, judged, body, field
+    ):
+        scenario, _ = judged
+        full = {"budget_usd": 1, **body} if "budget" not in str(body) else body
+        response = api(people["manager"]).post(
+            f"/api/scenarios/{scenario.pk}/plan", full, format="json"
+        )
+        assert response.status_code == 400, response.json()
+        assert field in response.json()["errors"], response.json()
+        assert not BudgetPlan.objects.exists()
+
+    def test_permissions_follow_the_scenario(self, api, people, judged):
+        scenario, _ = judged
+        url = f"/api/scenarios/{scenario.pk}/plan"
+        body = {"question": "ranking", "budget_usd": 1}
+        assert api(people["viewer"]).post(url, body, format="json").status_code == 403
+        assert api(people["outsider"]).post(url, body, format="json").status_code == 404
+        assert api(people["outsider"]).get(url).status_code == 404
+        plan = api(people["manager"]).post(url, body, format="json").json()
+        assert api(people["outsider"]).get(f"{url}/{plan['id']}").status_code == 404
+        assert api(people["outsider"]).post(f"{url}/{plan['id']}/accept").status_code == 404
+        assert api(people["viewer"]).post(f"{url}/{plan['id']}/accept").status_code == 403
+        assert api(people["viewer"]).get(f"{url}/{plan['id']}").status_code == 200
+        # Another scenario's plan id under this scenario: not found.
+        other = make_scenario(people, scenario.team, "ranking", {}, data=rows(2))
+        assert (
+            api(people["manager"]).get(f"/api/scenarios/{other.pk}/plan/{plan['id']}").status_code
+            == 404
+        )
+        assert BudgetPlan.objects.get().status == "proposed"
+
+    def test_people_answer_the_accepted_tasks(self, api, people, judged):
+        """The people's part of an accepted proposal reaches evaluators as ordinary tasks, and
+        their verdicts make the next proposal."""
+        scenario, _ = judged
+        manager = api(people["manager"])
+        url = f"/api/scenarios/{scenario.pk}/plan"
+        body = {
+            "question": "ranking",
+            "budget_hours": 0.2,
+            "hourly_rate_usd": 0,
+            "raters": ["human"],
+        }
+        plan = manager.post(url, body, format="json").json()
+        assert plan["proposal"]["tasks"] > 0
+        accepted = manager.post(f"{url}/{plan['id']}/accept").json()
+        before = Judgment.objects.filter(rater_kind=RaterKind.HUMAN).count()
+        answer_all(api, people["evaluator"], scenario)
+        after = Judgment.objects.filter(rater_kind=RaterKind.HUMAN).count()
+        assert after - before == len(accepted["submitted"]["tasks"]["human"])
+        again = manager.post(url, body, format="json").json()
+        humans = next(r for r in again["proposal"]["raters"] if r["rater"] == "human")
+        assert humans["verdicts"] == after
+
+    def test_the_list_of_proposals_reads_a_constant_number_of_queries(self, api, people, judged):
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        scenario, _ = judged
+        manager = api(people["manager"])
+        url = f"/api/scenarios/{scenario.pk}/plan"
+        body = {"question": "ranking", "budget_usd": 0.001}
+        counts = []
+        for _ in range(2):
+            for _ in range(3):
+                assert manager.post(url, body, format="json").status_code == 201
+            with CaptureQueriesContext(connection) as queries:
+                listed = manager.get(url)
+            counts.append(len(queries))
+        assert len(listed.json()["plans"]) == 6
+        assert counts[0] == counts[1]
 
 
 def test_the_page_proposes_shows_the_cost_and_accepts_with_csrf(api, people, team_a, mock_judge):
@@ -306,25 +386,6 @@ def test_the_page_proposes_shows_the_cost_and_accepts_with_csrf(api, people, tea
     assert outsider.get(f"/scenarios/{scenario.pk}/plan").status_code == 404
 
 
-def test_people_answer_the_accepted_tasks(api, people, judged):
-    """The people's part of an accepted proposal reaches evaluators as ordinary tasks, and
-    their verdicts make the next proposal."""
-    scenario, _ = judged
-    manager = api(people["manager"])
-    url = f"/api/scenarios/{scenario.pk}/plan"
-    body = {"question": "ranking", "budget_hours": 0.2, "hourly_rate_usd": 0, "raters": ["human"]}
-    plan = manager.post(url, body, format="json").json()
-    assert plan["proposal"]["tasks"] > 0
-    accepted = manager.post(f"{url}/{plan['id']}/accept").json()
-    before = Judgment.objects.filter(rater_kind=RaterKind.HUMAN).count()
-    answer_all(api, people["evaluator"], scenario)
-    after = Judgment.objects.filter(rater_kind=RaterKind.HUMAN).count()
-    assert after - before == len(accepted["submitted"]["tasks"]["human"])
-    again = manager.post(url, body, format="json").json()
-    humans = next(r for r in again["proposal"]["raters"] if r["rater"] == "human")
-    assert humans["verdicts"] == after
-
-
 def test_the_judges_part_goes_through_the_providers_batch_api(api, people, team_a, fake_provider):
     """A judge whose model has a batch API (the fake provider's OpenAI batches) is priced at
     the batch rate and its tasks are submitted as a batch run, though the judge itself runs
@@ -367,25 +428,6 @@ def test_the_judges_part_goes_through_the_providers_batch_api(api, people, team_
     again = manager.post(url, body, format="json").json()
     (rater,) = again["proposal"]["raters"]
     assert rater["verdicts"] >= len(asked) and rater["tokens_measured"] is True
-
-
-def test_the_list_of_proposals_reads_a_constant_number_of_queries(api, people, judged):
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    scenario, _ = judged
-    manager = api(people["manager"])
-    url = f"/api/scenarios/{scenario.pk}/plan"
-    body = {"question": "ranking", "budget_usd": 0.001}
-    counts = []
-    for _ in range(2):
-        for _ in range(3):
-            assert manager.post(url, body, format="json").status_code == 201
-        with CaptureQueriesContext(connection) as queries:
-            listed = manager.get(url)
-        counts.append(len(queries))
-    assert len(listed.json()["plans"]) == 6
-    assert counts[0] == counts[1]
 
 
 def test_a_proposal_goes_stale_when_a_judge_or_its_price_changes(api, people, judged):

@@ -8,26 +8,34 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import transaction
 
 from evalplatform.accounts.models import AuditEvent
 from evalplatform.accounts.roles import Role
 from evaluations.models import Assignment, Judgment, RaterExclusion
 from scenarios.models import GoldTask, Scenario, Task
+from tests.conftest import add_member, api_client
 from tests.evaluations.test_assignees import EVAL, labeling_scenario, work
+from tests.factories import TeamFactory
 
 
-@pytest.fixture
-def people(team_a, team_b, member):
+def make_people(team_a, team_b):
     return {
-        "manager": member(team_a, Role.MANAGER, username="manager"),
-        "viewer": member(team_a, Role.VIEWER, username="viewer"),
-        "outsider": member(team_b, Role.ADMIN, username="outsider"),
+        "manager": add_member(team_a, Role.MANAGER, username="manager"),
+        "viewer": add_member(team_a, Role.VIEWER, username="viewer"),
+        "outsider": add_member(team_b, Role.ADMIN, username="outsider"),
         **{
-            name: member(team_a, Role.EVALUATOR, username=name)
+            name: add_member(team_a, Role.EVALUATOR, username=name)
             for name in ("ann", "bob", "cat", "dan")
         },
     }
+
+
+@pytest.fixture
+def people(team_a, team_b):
+    return make_people(team_a, team_b)
 
 
 def task_of(scenario, n):
@@ -184,13 +192,19 @@ ANSWERS = {
 }
 
 
-@pytest.fixture
-def judged(api, team_a, people):
-    """Four evaluators answered all 30 tasks; then t24..t29 became gold (with the truth)."""
-    scenario = labeling_scenario(people["manager"], team_a, tasks=30, overlap=4)
-    for name, (answer, ms) in ANSWERS.items():
-        assert len(work(api(people[name]), scenario, answer, time_ms=ms)) == 30
-    return scenario
+@pytest.fixture(scope="class")
+def judged_by_four(django_db_setup, django_db_blocker):
+    """Four evaluators answered all 30 tasks (``ANSWERS``), built once for
+    ``TestJudgedByFour`` in a transaction rolled back after it: the scenario's and the
+    people's ids."""
+    with django_db_blocker.unblock(), transaction.atomic():
+        team_a = TeamFactory(name="Team A", slug="team-a")
+        people = make_people(team_a, TeamFactory(name="Team B", slug="team-b"))
+        scenario = labeling_scenario(people["manager"], team_a, tasks=30, overlap=4)
+        for name, (answer, ms) in ANSWERS.items():
+            assert len(work(api_client(people[name]), scenario, answer, time_ms=ms)) == 30
+        yield scenario.pk, {name: user.pk for name, user in people.items()}
+        transaction.set_rollback(True)
 
 
 def gold_truth(api, manager, scenario):
@@ -209,92 +223,102 @@ def figures(api, user, scenario):
 
 
 @pytest.mark.django_db
-def test_quality_figures_and_gold_left_out_of_the_analytics(api, judged, people):
-    scenario, manager = judged, people["manager"]
-    before = analytics(api, manager, scenario)
-    assert before["raters"]["judgments"] == 120
-    gold_truth(api, manager, scenario)
-    # The stored analysis is stale once tasks are gold: gold judgments are left out.
-    after = analytics(api, manager, scenario)
-    assert after["raters"]["judgments"] == 96
-    assert after["labels"]["overall"] == {"good": 62, "bad": 34}
+class TestJudgedByFour:
+    """The tests of one scenario four evaluators answered (``judged_by_four``), each in a
+    transaction rolled back after it, its people and scenario read afresh; t24..t29 become
+    gold (``gold_truth``) in the tests that need it."""
 
-    rows = figures(api, manager, scenario)
-    assert set(rows) == {"ann", "bob", "cat", "dan"}
-    ann, cat, dan = rows["ann"], rows["cat"], rows["dan"]
-    assert ann["judgments"] == 30 and ann["median_seconds"] == 8.0
-    assert ann["gold"] == {"answered": 6, "correct": 6, "accuracy": 1.0}
-    # t0 and t2: dan and cat outvote ann and bob, so ann and bob miss the majority there.
-    assert ann["agreement"] == {"tasks": 24, "value": round(22 / 24, 4)}
-    assert dan["agreement"] == {"tasks": 24, "value": round(22 / 24, 4)}
-    assert ann["flags"] == [] and dan["flags"] == [] and rows["bob"]["median_seconds"] == 9.0
-    assert cat["gold"] == {"answered": 6, "correct": 3, "accuracy": 0.5}
-    assert cat["agreement"] == {"tasks": 24, "value": 0.5}
-    assert cat["flags"] == ["straight-lining", "fast"] and cat["median_seconds"] == 1.0
-    assert not any(row["excluded"] for row in rows.values())
+    @pytest.fixture
+    def people(self, judged_by_four):
+        User = get_user_model()
+        return {name: User.objects.get(pk=pk) for name, pk in judged_by_four[1].items()}
 
+    @pytest.fixture
+    def judged(self, judged_by_four):
+        return Scenario.objects.get(pk=judged_by_four[0])
 
-@pytest.mark.django_db
-def test_excluding_an_evaluator_is_reversible_audited_and_changes_the_analytics(
-    api, client, judged, people
-):
-    scenario, manager = judged, people["manager"]
-    gold_truth(api, manager, scenario)
-    assert analytics(api, manager, scenario)["raters"]["by_rater"]["cat"] == 24
-    url = f"/api/scenarios/{scenario.pk}/excluded"
+    def test_quality_figures_and_gold_left_out_of_the_analytics(self, api, judged, people):
+        scenario, manager = judged, people["manager"]
+        before = analytics(api, manager, scenario)
+        assert before["raters"]["judgments"] == 120
+        gold_truth(api, manager, scenario)
+        # The stored analysis is stale once tasks are gold: gold judgments are left out.
+        after = analytics(api, manager, scenario)
+        assert after["raters"]["judgments"] == 96
+        assert after["labels"]["overall"] == {"good": 62, "bad": 34}
 
-    response = api(manager).post(f"{url}/cat", {"reason": "always good"}, format="json")
-    assert response.status_code == 201, response.json()
-    assert api(manager).post(f"{url}/{people['cat'].pk}").status_code == 200  # already
-    excluded = analytics(api, manager, scenario)
-    assert "cat" not in excluded["raters"]["by_rater"]
-    assert excluded["raters"]["judgments"] == 72
-    assert excluded["labels"]["overall"] == {"good": 38, "bad": 34}
-    rows = figures(api, manager, scenario)
-    assert rows["cat"]["excluded"] and rows["cat"]["judgments"] == 30  # still shown
-    # The others agree with the raters kept: on t0 and t2 bob and dan now tie.
-    assert rows["ann"]["agreement"] == {"tasks": 22, "value": 1.0}
-    assert Judgment.objects.filter(evaluator=people["cat"]).count() == 30  # kept
+        rows = figures(api, manager, scenario)
+        assert set(rows) == {"ann", "bob", "cat", "dan"}
+        ann, cat, dan = rows["ann"], rows["cat"], rows["dan"]
+        assert ann["judgments"] == 30 and ann["median_seconds"] == 8.0
+        assert ann["gold"] == {"answered": 6, "correct": 6, "accuracy": 1.0}
+        # t0 and t2: dan and cat outvote ann and bob, so ann and bob miss the majority there.
+        assert ann["agreement"] == {"tasks": 24, "value": round(22 / 24, 4)}
+        assert dan["agreement"] == {"tasks": 24, "value": round(22 / 24, 4)}
+        assert ann["flags"] == [] and dan["flags"] == [] and rows["bob"]["median_seconds"] == 9.0
+        assert cat["gold"] == {"answered": 6, "correct": 3, "accuracy": 0.5}
+        assert cat["agreement"] == {"tasks": 24, "value": 0.5}
+        assert cat["flags"] == ["straight-lining", "fast"] and cat["median_seconds"] == 1.0
+        assert not any(row["excluded"] for row in rows.values())
 
-    assert api(manager).delete(f"{url}/cat").status_code == 204
-    assert not RaterExclusion.objects.exists()
-    assert analytics(api, manager, scenario)["raters"]["by_rater"]["cat"] == 24
-    actions = list(
-        AuditEvent.objects.filter(action__startswith="scenario.rater.")
-        .order_by("pk")
-        .values_list("action", "detail")
-    )
-    assert actions == [
-        ("scenario.rater.exclude", {"evaluator": "cat", "reason": "always good"}),
-        ("scenario.rater.include", {"evaluator": "cat"}),
-    ]
+    def test_excluding_an_evaluator_is_reversible_audited_and_changes_the_analytics(
+        self, api, client, judged, people
+    ):
+        scenario, manager = judged, people["manager"]
+        gold_truth(api, manager, scenario)
+        assert analytics(api, manager, scenario)["raters"]["by_rater"]["cat"] == 24
+        url = f"/api/scenarios/{scenario.pk}/excluded"
 
-    # The scenario page: the quality table, and its exclude button.
-    client.force_login(manager)
-    page = client.get(f"/scenarios/{scenario.pk}").content.decode()
-    assert "straight-lining" in page and "Exclude from analytics" in page
-    back = client.post(f"/scenarios/{scenario.pk}/excluded/cat", {"action": "exclude"})
-    assert back.status_code == 302 and RaterExclusion.objects.get().evaluator == people["cat"]
-    assert "Include in analytics" in client.get(f"/scenarios/{scenario.pk}").content.decode()
+        response = api(manager).post(f"{url}/cat", {"reason": "always good"}, format="json")
+        assert response.status_code == 201, response.json()
+        assert api(manager).post(f"{url}/{people['cat'].pk}").status_code == 200  # already
+        excluded = analytics(api, manager, scenario)
+        assert "cat" not in excluded["raters"]["by_rater"]
+        assert excluded["raters"]["judgments"] == 72
+        assert excluded["labels"]["overall"] == {"good": 38, "bad": 34}
+        rows = figures(api, manager, scenario)
+        assert rows["cat"]["excluded"] and rows["cat"]["judgments"] == 30  # still shown
+        # The others agree with the raters kept: on t0 and t2 bob and dan now tie.
+        assert rows["ann"]["agreement"] == {"tasks": 22, "value": 1.0}
+        assert Judgment.objects.filter(evaluator=people["cat"]).count() == 30  # kept
 
+        assert api(manager).delete(f"{url}/cat").status_code == 204
+        assert not RaterExclusion.objects.exists()
+        assert analytics(api, manager, scenario)["raters"]["by_rater"]["cat"] == 24
+        actions = list(
+            AuditEvent.objects.filter(action__startswith="scenario.rater.")
+            .order_by("pk")
+            .values_list("action", "detail")
+        )
+        assert actions == [
+            ("scenario.rater.exclude", {"evaluator": "cat", "reason": "always good"}),
+            ("scenario.rater.include", {"evaluator": "cat"}),
+        ]
 
-@pytest.mark.django_db
-def test_who_sees_quality_and_may_exclude(api, judged, people):
-    scenario = judged
-    url = f"/api/scenarios/{scenario.pk}"
-    assert api(people["viewer"]).get(f"{url}/quality").status_code == 403
-    assert api(people["outsider"]).get(f"{url}/quality").status_code == 404
-    assert api(people["ann"]).get(f"{url}/quality").status_code == 404
-    assert api(people["viewer"]).post(f"{url}/excluded/cat").status_code == 403
-    assert api(people["outsider"]).post(f"{url}/excluded/cat").status_code == 404
-    assert api(people["manager"]).post(f"{url}/excluded/outsider").status_code == 404
-    assert api(people["manager"]).post(f"{url}/excluded/nobody").status_code == 404
-    assert api(people["manager"]).post(f"{url}/excluded/{'9' * 5000}").status_code == 404
-    too_long = api(people["manager"]).post(
-        f"{url}/excluded/cat", {"reason": "x" * 501}, format="json"
-    )
-    assert too_long.status_code == 400 and "reason" in too_long.json()["errors"]
-    assert not RaterExclusion.objects.exists()
+        # The scenario page: the quality table, and its exclude button.
+        client.force_login(manager)
+        page = client.get(f"/scenarios/{scenario.pk}").content.decode()
+        assert "straight-lining" in page and "Exclude from analytics" in page
+        back = client.post(f"/scenarios/{scenario.pk}/excluded/cat", {"action": "exclude"})
+        assert back.status_code == 302 and RaterExclusion.objects.get().evaluator == people["cat"]
+        assert "Include in analytics" in client.get(f"/scenarios/{scenario.pk}").content.decode()
+
+    def test_who_sees_quality_and_may_exclude(self, api, judged, people):
+        scenario = judged
+        url = f"/api/scenarios/{scenario.pk}"
+        assert api(people["viewer"]).get(f"{url}/quality").status_code == 403
+        assert api(people["outsider"]).get(f"{url}/quality").status_code == 404
+        assert api(people["ann"]).get(f"{url}/quality").status_code == 404
+        assert api(people["viewer"]).post(f"{url}/excluded/cat").status_code == 403
+        assert api(people["outsider"]).post(f"{url}/excluded/cat").status_code == 404
+        assert api(people["manager"]).post(f"{url}/excluded/outsider").status_code == 404
+        assert api(people["manager"]).post(f"{url}/excluded/nobody").status_code == 404
+        assert api(people["manager"]).post(f"{url}/excluded/{'9' * 5000}").status_code == 404
+        too_long = api(people["manager"]).post(
+            f"{url}/excluded/cat", {"reason": "x" * 501}, format="json"
+        )
+        assert too_long.status_code == 400 and "reason" in too_long.json()["errors"]
+        assert not RaterExclusion.objects.exists()
 
 
 def rating_scenario(manager, team, tasks):
