@@ -179,29 +179,45 @@ def update(
 ) -> int:
     """Set ``fields`` (attnames) of existing rows: each row is ``(pk, *values)``. Returns
     how many rows were given. Runs in the caller's transaction."""
+    count = 0
+    with connections[using].cursor() as cursor:
+        for sql, params, many, size in update_statements(model, fields, rows, using=using):
+            if many:
+                cursor.executemany(sql, params)
+            else:
+                cursor.execute(sql, params)
+            count += size
+    return count
+
+
+def update_statements(
+    model: type[models.Model],
+    fields: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    using: str = "default",
+) -> Iterator[tuple[str, Any, bool, int]]:
+    """``update``'s statements, for a caller that runs them itself (with others, in one
+    round trip): each ``(sql, params, many, rows)``, ``many`` when ``params`` is a sequence
+    of rows for ``executemany`` (SQLite), ``rows`` how many rows the statement writes."""
     connection = connections[using]
     preparers = [None, *(_preparer(f, connection) for f in _fields(model, fields))]
     sql = _update_sql(model, tuple(fields), using)
     aliases = _aliases(len(fields))
-    count = 0
     iterator = iter(rows)
-    with connection.cursor() as cursor:
-        while chunk := list(itertools.islice(iterator, CHUNK)):
-            # In the table's order: neighbouring rows share pages (results come back in any
-            # order).
-            chunk.sort(key=_first)
-            prepared = _prepared(chunk, preparers)
-            if connection.vendor == "postgresql":
-                encoded = [
-                    _json_dumps(dict(zip(aliases, map(_finite, row), strict=True)))
-                    for row in prepared
-                ]
-                for part in _by_size(encoded):
-                    cursor.execute(sql, ["[" + ",".join(part) + "]"])
-            else:
-                cursor.executemany(sql, [[*row[1:], row[0]] for row in prepared])
-            count += len(prepared)
-    return count
+    while chunk := list(itertools.islice(iterator, CHUNK)):
+        # In the table's order: neighbouring rows share pages (results come back in any
+        # order).
+        chunk.sort(key=_first)
+        prepared = _prepared(chunk, preparers)
+        if connection.vendor == "postgresql":
+            encoded = [
+                _json_dumps(dict(zip(aliases, map(_finite, row), strict=True))) for row in prepared
+            ]
+            for part in _by_size(encoded):
+                yield sql, ["[" + ",".join(part) + "]"], False, len(part)
+        else:
+            yield sql, [[*row[1:], row[0]] for row in prepared], True, len(prepared)
 
 
 def _aliases(count: int) -> list[str]:

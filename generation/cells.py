@@ -10,11 +10,13 @@ this batch), so no result or cost is ever counted twice.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal
 from typing import Any, NamedTuple
 
+from django.db import connections
 from django.db.models import F
 from django.utils import timezone
 
@@ -94,12 +96,22 @@ class JobCells:
     def pending(self, limit: int, **filters: Any) -> list[CellRef]:
         """Up to ``limit`` of the job's pending cells (``filters`` narrow them), oldest
         first."""
+        return [CellRef(*row) for row in self._pending_select(limit, filters).rows()]
+
+    def pending_in(self, trip: statements.Trip, limit: int, **filters: Any) -> statements.Result:
+        """``pending`` as a select in ``trip``: its result's rows are the ``CellRef``s."""
+        select = self._pending_select(limit, filters)
+        return trip.add(
+            select.sql, select.params, read=lambda rows: [CellRef(*r) for r in select.convert(rows)]
+        )
+
+    def _pending_select(self, limit: int, filters: dict[str, Any]) -> statements.CompiledSelect:
         key = (limit, *sorted(filters.items()))
         select = self._pending.get(key)
         if select is None:
             select = statements.CompiledSelect(_pending(self.job_id, limit, **filters))
             self._pending[key] = select
-        return [CellRef(*row) for row in select.rows()]
+        return select
 
     @classmethod
     def for_job(cls, job_id: int) -> JobCells:
@@ -184,6 +196,7 @@ def claim(
     *,
     batch_price: bool = False,
     also_save: Sequence[str] = (),
+    trip: statements.Trip | None = None,
     **fields: Any,
 ) -> tuple[list[Claimed], bool]:
     """Claim ``pending`` cells of the locked ``job`` in order while their reservations (at
@@ -191,7 +204,8 @@ def claim(
     same for all) and its reservation, and the job's reservations grow by their sum.
     Returns the claimed cells and whether the budget stopped the claim (call inside the
     transaction that locked the job). ``also_save``: more of the job's fields, set by the
-    caller, to write in the same UPDATE when cells are claimed."""
+    caller, to write in the same UPDATE when cells are claimed. ``trip``: the writes go in
+    it (the caller runs it), else they run at once."""
     available = (
         job.budget_usd - job.cost_usd - job.reserved_usd if job.budget_usd is not None else None
     )
@@ -207,22 +221,35 @@ def claim(
             available -= reserve
         claimed.append(Claimed(ref, request, model, reserve))
     if claimed:
-        mark_claimed({c.ref.pk: c.reserved_usd for c in claimed}, **fields)
-        job.reserved_usd += sum((c.reserved_usd for c in claimed), Decimal(0))
-        statements.save_fields(job, ["reserved_usd", "updated_at", *also_save])
+        with _trip(trip) as writes:
+            mark_claimed(writes, {c.ref.pk: c.reserved_usd for c in claimed}, **fields)
+            job.reserved_usd += sum((c.reserved_usd for c in claimed), Decimal(0))
+            statements.save_fields(writes, job, ["reserved_usd", "updated_at", *also_save])
     return claimed, blocked
 
 
-def mark_claimed(reserved: dict[int, Decimal], **fields: Any) -> None:
-    """Write claimed cells: ``fields`` (the same for all) and each one's reservation (by
-    pk), one UPDATE per distinct reservation (cells of one prompt length share one; often
-    a step's cells all do). Django's bulk_update costs far more per row (a CASE per field;
-    measured by the benchmarks)."""
+def mark_claimed(trip: statements.Trip, reserved: dict[int, Decimal], **fields: Any) -> None:
+    """Write claimed cells in ``trip``: ``fields`` (the same for all) and each one's
+    reservation (by pk), one UPDATE per distinct reservation (cells of one prompt length
+    share one; often a step's cells all do). Django's bulk_update costs far more per row (a
+    CASE per field; measured by the benchmarks)."""
     by_reserve: dict[Decimal, list[int]] = {}
     for pk, reserve in reserved.items():
         by_reserve.setdefault(reserve, []).append(pk)
     for reserve, same in by_reserve.items():
-        statements.update_by_pk(GenerationOutput, same, {"reserved_usd": reserve, **fields})
+        statements.update_by_pk(trip, GenerationOutput, same, {"reserved_usd": reserve, **fields})
+
+
+@contextmanager
+def _trip(trip: statements.Trip | None) -> Iterator[statements.Trip]:
+    """``trip``, or a new one (on a cursor of its own) that runs as the block ends."""
+    if trip is not None:
+        yield trip
+        return
+    with connections[GenerationOutput.objects.db].cursor() as cursor:
+        own = statements.Trip(cursor)
+        yield own
+        own.run()
 
 
 def release_live_cells(job: GenerationJob) -> Decimal:
@@ -278,6 +305,7 @@ def record(
     batch_id: int | None = None,
     item_events: bool = False,
     update_job: bool = True,
+    trip: statements.Trip | None = None,
 ) -> Recorded:
     """Record results of cells the caller owns (running, and locked or guarded by the
     caller, in the caller's transaction), and add them to the job's counts, cost and
@@ -286,7 +314,8 @@ def record(
     the results came from this provider batch, at the batch price (a cell run again
     leaves it). ``item_events``: also return each recorded cell's event, to publish.
     ``update_job=False``: the caller, holding the job locked, writes its counts, cost and
-    reservations itself (from the returned tally)."""
+    reservations itself (from the returned tally). ``trip``: the writes go in it (the
+    handler's ``recorded`` and the job's counts once it has run), else they run at once."""
     rejected = (
         handler.check(job_id, {f.pk: f.response.text for f in finished if f.response is not None})
         if handler is not None
@@ -373,17 +402,22 @@ def record(
                 if item_events:
                     tally.item_events.append(_failed_event(cell, error.kind, message))
         changes.append(change)
-    write(changes)
     with_reply = [c["pk"] for c in changes if "content" in c]
-    if with_reply and handler is not None:
-        handler.recorded(job_id, with_reply)
-    if changes and update_job:
-        GenerationJob.objects.filter(pk=job_id).update(
-            completed_cells=F("completed_cells") + tally.completed,
-            failed_cells=F("failed_cells") + tally.failed,
-            cost_usd=F("cost_usd") + cost_total,
-            reserved_usd=F("reserved_usd") - released,
-        )
+
+    def after() -> None:
+        if with_reply and handler is not None:
+            handler.recorded(job_id, with_reply)
+        if changes and update_job:
+            GenerationJob.objects.filter(pk=job_id).update(
+                completed_cells=F("completed_cells") + tally.completed,
+                failed_cells=F("failed_cells") + tally.failed,
+                cost_usd=F("cost_usd") + cost_total,
+                reserved_usd=F("reserved_usd") - released,
+            )
+
+    with _trip(trip) as writes:
+        write(writes, changes)
+        writes.then(after)
     tally.changed = len(changes)
     tally.cost_usd, tally.released_usd = cost_total, released
     return tally
@@ -399,18 +433,20 @@ def _failed_event(cell: Finished, kind: str, message: str) -> tuple[str, dict[st
     return events.ITEM_FAILED, data, cell.pk
 
 
-def write(changes: Sequence[dict[str, Any]]) -> None:
-    """Write cells (each change: ``pk`` and the fields to set): one set-based update per set
-    of fields (``evalplatform.bulk.update``: an UPDATE ... FROM jsonb_to_recordset(...) on
-    PostgreSQL, a prepared UPDATE run with executemany on SQLite), where per-row ORM updates or
-    bulk_update (a CASE per field) cost far more (measured by bench/batch_scale.py)."""
+def write(trip: statements.Trip, changes: Sequence[dict[str, Any]]) -> None:
+    """Write cells in ``trip`` (each change: ``pk`` and the fields to set): one set-based
+    update per set of fields (``evalplatform.bulk.update``'s: an UPDATE ... FROM
+    jsonb_to_recordset(...) on PostgreSQL, a prepared UPDATE run with executemany on SQLite),
+    where per-row ORM updates or bulk_update (a CASE per field) cost far more (measured by
+    bench/batch_scale.py)."""
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for change in changes:
         groups.setdefault(tuple(sorted(k for k in change if k != "pk")), []).append(change)
     for names, rows in groups.items():
-        bulk.update(
+        for sql, params, many, _ in bulk.update_statements(
             GenerationOutput,
             names,
             [[c["pk"], *(c[name] for name in names)] for c in rows],
             using=GenerationOutput.objects.db,
-        )
+        ):
+            trip.add(sql, params, many=many)

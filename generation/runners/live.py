@@ -53,7 +53,7 @@ class GenerationWork:
         self.prices = self.cells.prices
         self.failures = FailureWatch(live=True, stops_job=job.source_kind != SourceKind.JUDGE_FILE)
         self._publisher = events.publisher(job_id, self.token)
-        self._job_select: statements.CompiledSelect | None = None
+        self._job_select_compiled: statements.CompiledSelect | None = None
 
     @property
     def publisher(self) -> ThrottledPublisher | None:
@@ -112,37 +112,63 @@ class GenerationWork:
         """One database hop, one transaction: lock the job, record what finished, read the
         job's state (renewing the lease of a running job), claim up to ``limit`` more cells.
         The cells' events go out once it has committed. When the results show systematic
-        failures, the results are committed, the job fails, and nothing more is claimed."""
+        failures, the results are committed, the job fails, and nothing more is claimed.
+
+        Two trips (``statements.Trip``; on PostgreSQL, a round trip each, with BEGIN and
+        COMMIT four in all): the reads (the job's row, locked first; this runner's cells
+        among the finished ones, locked; the pending cells a claim would take), then the
+        writes (the results, the claimed cells, the job's new state)."""
         out: list[tuple[str, dict[str, Any], int]] = []
         progress: list[dict[str, Any]] = []
         reason = None
         claimed: list[cells.Claimed] = []
         blocked = False
-        with transaction.atomic():
-            job = self._locked_job()
-            if job is None:
+        with transaction.atomic(), connections[GenerationJob.objects.db].cursor() as cursor:
+            reads = statements.Trip(cursor)
+            select = self._job_select()
+            job_row = select.add_to(reads)
+            # Only this runner's running cells: after a takeover, the old runner's late
+            # results are not recorded (and not counted). Locked until the step commits.
+            owned = statements.ids_where(
+                reads,
+                GenerationOutput,
+                [o.cell.id for o in outcomes],
+                lock=True,
+                status=OutputStatus.RUNNING,
+                runner_token=self.token,
+            )
+            # Read with the job locked, as the claim would: cells are claimed, released and
+            # made pending again only under the job's lock, so these stay pending until the
+            # step commits.
+            pending = self.cells.pending_in(reads, limit) if limit > 0 else None
+            reads.run()
+            if not job_row.rows:
                 return "lost", [], False
+            job = GenerationJob.from_db(select.db, select.names, job_row.rows[0])
+            writes = statements.Trip(cursor)
             # The job's fields to write, in one UPDATE at the end of the step.
             dirty: list[str] = []
             if outcomes and job.runner_token == self.token:
-                reason = self._record(job, outcomes, out, progress)
+                reason = self._record(writes, job, outcomes, statements.ids(owned), out, progress)
                 dirty += ["completed_cells", "failed_cells", "cost_usd", "reserved_usd"]
             if reason is None:
                 control = self._control(job)
                 if control == "run":
                     dirty.append("lease_until")
-                if control == "run" and limit > 0:
+                if control == "run" and pending is not None:
                     claimed, blocked = cells.claim(
                         self.cells,
                         job,
-                        self.cells.pending(limit),
+                        pending.rows,
                         also_save=[f for f in dirty if f != "reserved_usd"],
+                        trip=writes,
                         status=OutputStatus.RUNNING,
                         started_at=timezone.now(),
                         runner_token=self.token,
                     )
             if dirty and not claimed:
-                statements.save_fields(job, dirty)
+                statements.save_fields(writes, job, dirty)
+            writes.run()
         for event, data, key in out:
             self._emit(event, data, key=key)
         if progress and self._publisher is not None:
@@ -168,17 +194,14 @@ class GenerationWork:
             blocked,
         )
 
-    def _locked_job(self) -> GenerationJob | None:
+    def _job_select(self) -> statements.CompiledSelect:
         """The job's fields a step needs, its row locked: one select, compiled once (in
-        the database thread, where the steps run)."""
-        if self._job_select is None:
-            self._job_select = statements.CompiledSelect(
+        the database thread, where the steps run, inside their transaction)."""
+        if self._job_select_compiled is None:
+            self._job_select_compiled = statements.CompiledSelect(
                 GenerationJob.objects.select_for_update().only(*_STEP_FIELDS).filter(pk=self.job_id)
             )
-        rows = self._job_select.rows()
-        if not rows:
-            return None
-        return GenerationJob.from_db(self._job_select.db, self._job_select.names, rows[0])
+        return self._job_select_compiled
 
     def _control(self, job: GenerationJob) -> str:
         """``control`` on the locked job: a running job of this runner has its lease
@@ -192,18 +215,20 @@ class GenerationWork:
 
     def _record(
         self,
+        trip: statements.Trip,
         job: GenerationJob,
         outcomes: Sequence[Outcome],
+        owned: set[int],
         out: list[tuple[str, dict[str, Any], int]],
         progress: list[dict[str, Any]],
     ) -> str | None:
-        """Record finished cells, in the step's transaction, on the job this runner holds
-        (locked). Only this runner's running cells are recorded (locked first), so a result
-        can never be counted twice. The job's counts are brought up to date in memory too;
-        the cells' events are appended to ``out``, the job's state to ``progress``. Returns
-        why the job must fail (``generation.failures``), or None; a cell that failed for
-        such a reason of its connection goes back to pending (with its error), to run on
-        resume."""
+        """Record finished cells in ``trip``, in the step's transaction, on the job this
+        runner holds (locked). Only ``owned`` cells are recorded (this runner's running
+        cells, locked), so a result can never be counted twice. The job's counts are brought
+        up to date in memory too; the cells' events are appended to ``out``, the job's state
+        to ``progress``. Returns why the job must fail (``generation.failures``), or None; a
+        cell that failed for such a reason of its connection goes back to pending (with its
+        error), to run on resume."""
         reason = None
         systematic = set()
         for o in outcomes:
@@ -212,15 +237,6 @@ class GenerationWork:
             if o.error is not None and self.failures.systematic(o.error):
                 systematic.add(o.cell.id)
             reason = reason or why
-        # Only this runner's running cells: after a takeover, the old runner's late
-        # results are not recorded (and not counted).
-        owned = statements.ids_where(
-            GenerationOutput,
-            [o.cell.id for o in outcomes],
-            lock=True,
-            status=OutputStatus.RUNNING,
-            runner_token=self.token,
-        )
         recorded = cells.record(
             self.job_id,
             [
@@ -241,6 +257,7 @@ class GenerationWork:
             handler=self.handler,
             item_events=self._publisher is not None,
             update_job=False,
+            trip=trip,
         )
         # The job's counts, on the locked instance (``step`` writes them).
         job.completed_cells += recorded.completed

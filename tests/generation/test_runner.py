@@ -263,6 +263,97 @@ def test_a_live_lease_keeps_a_second_runner_out(api, creator, setup):
     assert GenerationOutput.objects.filter(job_id=job_id, status="pending").count() == 48
 
 
+def in_thread(target, *args):
+    """Run ``target(*args)`` in a thread of its own (with its own connection); returns (the
+    thread, a dict that holds the result as ``value``)."""
+    result = {}
+
+    def body():
+        try:
+            result["value"] = target(*args)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    return thread, result
+
+
+def held_at(call, reached, go):
+    """``call``, first waiting (on its first call) until ``go`` is set, after setting
+    ``reached``: a step made to stop part-way, inside its transaction."""
+
+    def wrapper(*args):
+        reached.set()
+        go.wait(timeout=10)
+        return call(*args)
+
+    return wrapper
+
+
+@pytest.mark.django_db(transaction=True)
+def test_steps_that_claim_at_once_never_take_the_same_cell(api, creator, setup):
+    job_id = started_job(api, creator, setup, concurrency=4)
+    first = GenerationWork(job_id)
+    assert first.begin()
+    # The same runner again (its token), stepping while the first step is part-way through
+    # its claim: the job's lock makes it wait, and it then claims other cells.
+    second = GenerationWork(job_id, token=first.token)
+    claiming, go = threading.Event(), threading.Event()
+    first.cells.request_for = held_at(first.cells.request_for, claiming, go)
+    a, first_claim = in_thread(first.step, [], 4)
+    assert claiming.wait(timeout=10)
+    b, second_claim = in_thread(second.step, [], 4)
+    b.join(timeout=0.5)
+    assert b.is_alive()  # waiting for the first step's transaction
+    go.set()
+    a.join(timeout=10)
+    b.join(timeout=10)
+    firsts = {c.id for c in first_claim["value"][1]}
+    seconds = {c.id for c in second_claim["value"][1]}
+    assert len(firsts) == len(seconds) == 4 and not firsts & seconds
+    job = GenerationJob.objects.get(pk=job_id)
+    running = job.outputs.filter(status="running")
+    assert set(running.values_list("pk", flat=True)) == firsts | seconds
+    assert job.reserved_usd == running.aggregate(s=Sum("reserved_usd"))["s"] > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_takeover_waits_for_a_step_that_is_recording(api, creator, setup):
+    from django.utils import timezone
+
+    from evalplatform.providers.llm.types import LLMResponse
+    from evalplatform.runs.engine import Outcome
+    from generation import lifecycle
+
+    job_id = started_job(api, creator, setup, concurrency=4)
+    work = GenerationWork(job_id)
+    assert work.begin()
+    _, cells, _ = work.step([], 4)
+    done = [Outcome(c, 1, response=LLMResponse("A reply.", 10, 5, "stop", 0.1)) for c in cells]
+    # The lease has run out, as a dead runner's would: another runner may take the job over,
+    # once the step that records these replies (and renews the lease) has committed.
+    GenerationJob.objects.filter(pk=job_id).update(
+        lease_until=timezone.now() - timezone.timedelta(seconds=1)
+    )
+    recording, go = threading.Event(), threading.Event()
+    work.failures.observe = held_at(work.failures.observe, recording, go)
+    a, step = in_thread(work.step, done, 0)
+    assert recording.wait(timeout=10)
+    b, takeover = in_thread(lifecycle.take_lease, job_id, "another-runner")
+    b.join(timeout=0.5)
+    assert b.is_alive()  # waiting for the step's transaction
+    go.set()
+    a.join(timeout=10)
+    b.join(timeout=10)
+    assert step["value"][0] == "run" and takeover["value"] is None  # the lease was renewed
+    job = totals_agree(GenerationJob.objects.get(pk=job_id))
+    assert job.runner_token == work.token and job.reserved_usd == 0
+    recorded = job.outputs.filter(pk__in=[c.id for c in cells], status="completed")
+    assert recorded.count() == job.completed_cells == 4
+    assert not job.outputs.filter(status="running").exists()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_pause_takes_effect_within_one_window(api, creator, setup):
     setup["connection"].options = {"latency_s": 0.05}
