@@ -123,18 +123,27 @@ _RESERVED = Prepared(
 
 def _candidates(user: Any, scenario: Any, overlap: Any) -> Any:
     """The tasks with a free place the user was never handed, gold aside, least taken first:
-    the first of them locked (skipping those locked by others) where the database can."""
+    the first of them locked (skipping those locked by others) where the database can.
+
+    The task is chosen from the task table alone, the user's tasks and the gold ones as
+    lists (``NOT IN``: PostgreSQL hashes each once), and only the one chosen is joined to
+    what the task's view shows. The plan then stays cheap when the statistics are stale,
+    as they are until autovacuum's next look after a scenario's tasks were made in bulk:
+    joined before the limit and with the user's tasks looked up task by task, PostgreSQL
+    planned for one row and spent 28 ms a ``next`` on 1,400 tasks, against 0.8 ms."""
     gold = GoldTask.objects.filter(scenario_id=scenario).values("task_id")
-    candidates = (
+    mine = Assignment.objects.filter(scenario_id=scenario, evaluator_id=user).values("task_id")
+    first = (
         Task.objects.filter(scenario_id=scenario, taken__lt=overlap)
-        .select_related(*TASK_VIEW)
-        .exclude(assignments__evaluator_id=user)
+        .exclude(pk__in=mine)
         .exclude(pk__in=gold)
         .order_by("taken", "position")
     )
     if connection.features.has_select_for_update_skip_locked:
-        candidates = candidates.select_for_update(skip_locked=True, of=("self",))
-    return candidates[:1]
+        first = first.select_for_update(skip_locked=True)
+    return (
+        Task.objects.filter(pk__in=first.values("pk")[:1]).select_related(*TASK_VIEW).order_by()
+    )
 
 
 # ... and the next task to hand them.
