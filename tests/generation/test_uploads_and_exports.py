@@ -8,12 +8,14 @@ import csv
 import io
 import json
 import random
+import threading
 import warnings
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.signals import request_finished
 from django.test import override_settings
 from django.utils import timezone
 
@@ -136,27 +138,33 @@ def _finished_job(user, setup, items: int) -> GenerationJob:
     return job
 
 
-def _asgi_post(path: str, key: str) -> tuple[dict[str, Any], list[bytes], list[str]]:
+def _asgi_post(
+    path: str, key: str, *, leave_after: int | None = None
+) -> tuple[dict[str, Any], list[bytes], list[str]]:
     """POST through the platform's ASGI application (as uvicorn would call it): the response
-    start, the body messages as they were sent, and the warnings raised meanwhile."""
+    start, the body messages as they were sent, and the warnings raised meanwhile. With
+    ``leave_after``, the client goes away once that many body messages have come."""
     from evalplatform.asgi import application
 
     messages: list[dict[str, Any]] = []
 
     async def drive() -> None:
         sent = False
-        never = asyncio.Event()
+        gone = asyncio.Event()
 
         async def receive() -> dict[str, Any]:
             nonlocal sent
             if not sent:
                 sent = True
                 return {"type": "http.request", "body": b"", "more_body": False}
-            await never.wait()  # the client stays connected
+            await gone.wait()  # the client stays connected until then
             return {"type": "http.disconnect"}
 
         async def send(message: dict[str, Any]) -> None:
             messages.append(message)
+            if leave_after is not None and len(messages) > leave_after:
+                gone.set()
+                await asyncio.sleep(0.05)  # as a socket write would wait
 
         scope = {
             "type": "http",
@@ -183,7 +191,8 @@ def _asgi_post(path: str, key: str) -> tuple[dict[str, Any], list[bytes], list[s
         asyncio.run(drive())
     start, *body = messages
     chunks = [m["body"] for m in body if m.get("body")]
-    assert body[-1] == {"type": "http.response.body"}  # the closing message
+    if leave_after is None:
+        assert body[-1] == {"type": "http.response.body"}  # the closing message
     return start, chunks, [str(w.message) for w in caught]
 
 
@@ -209,6 +218,28 @@ def test_exports_stream_under_asgi_in_blocks(creator, setup):
     assert exported["job"]["id"] == job.pk and len(exported["outputs"]) == 3000
     # The spec's columns, then the last attempt's time (JSON only).
     assert list(exported["outputs"][0]) == [*CSV_COLUMNS, "last_attempt_ms"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_export_stops_when_its_client_goes_away(creator, setup):
+    job = _finished_job(creator, setup, 3000)
+    key = token_create(user=creator, name="export")[1]
+    finished: list[str] = []
+
+    def on_finished(**kwargs: Any) -> None:
+        finished.append(threading.current_thread().name)
+
+    request_finished.connect(on_finished, weak=False)
+    try:
+        start, chunks, _ = _asgi_post(f"{JOBS}/{job.pk}/export/csv", key, leave_after=2)
+    finally:
+        request_finished.disconnect(on_finished)
+    assert start["status"] == 200
+    # The stream stopped soon after the client left, far short of the whole file (dozens of
+    # blocks), and the response was closed once, on the request's thread.
+    whole = _asgi_post(f"{JOBS}/{job.pk}/export/csv", key)[1]
+    assert 1 <= len(chunks) <= 4 < len(whole)
+    assert len(finished) == 1 and finished[0].startswith("request")
 
 
 def test_csv_lines_are_exactly_what_the_csv_writer_makes_of_formula_safe_cells():
