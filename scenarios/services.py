@@ -5,6 +5,7 @@ scenario is written (items, variants, tasks) in one transaction."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -38,6 +39,11 @@ from scenarios.models import (
 from scenarios.types import registry
 
 BULK = 2000
+# Tasks added at once from which PostgreSQL's statistics of the task table are brought up to
+# date when the transaction commits (``tasks_add``).
+ANALYZE_FROM = 500
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -269,7 +275,22 @@ def tasks_add(
             task.reverse_of = made[spec.reverse_of]
             reverses.append(task)
     Task.objects.bulk_update(reverses, ["reverse_of"], batch_size=50)
+    if len(made) >= ANALYZE_FROM and connection.vendor == "postgresql":
+        transaction.on_commit(_analyze_tasks)
     return made
+
+
+def _analyze_tasks() -> None:
+    """Bring PostgreSQL's statistics of the task table up to date after many tasks came at
+    once (a new scenario's): until autovacuum's next look, up to a minute later, it plans
+    the evaluators' "next" as if the scenario had a handful of tasks. ``ANALYZE`` reads a
+    bounded sample (30,000 rows at the default statistics target) whatever the table's size,
+    and takes no lock that writes wait for."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {connection.ops.quote_name(Task._meta.db_table)}")
+    except DatabaseError:  # the tasks are written: statistics are a help, not a condition
+        logger.warning("ANALYZE of the task table failed", exc_info=True)
 
 
 # --- from a generation job ----------------------------------------------------------------------

@@ -155,3 +155,21 @@ def test_next_stays_cheap_on_a_large_scenario_whose_statistics_are_stale(team_a,
     assert handed.status_code == 200, handed.content
     blocks = {query: plan_blocks(query) for query in sql if query.startswith("SELECT")}
     assert blocks and max(blocks.values()) < 1000, blocks
+
+
+@pytest.mark.django_db
+def test_a_large_new_scenario_brings_the_task_statistics_up_to_date(
+    team_a, member, django_capture_on_commit_callbacks
+):
+    if connection.vendor != "postgresql":
+        pytest.skip("statistics are PostgreSQL's")
+    from scenarios.models import Task
+
+    manager = member(team_a, Role.MANAGER)
+    with django_capture_on_commit_callbacks(execute=True):
+        comparison(manager, team_a, tasks=600)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [Task._meta.db_table])
+        (estimated,) = cursor.fetchone()
+    # ANALYZE read the whole (small) table: the planner knows every task, new ones included.
+    assert estimated == Task.objects.count() >= 600
