@@ -16,8 +16,9 @@ That hop does all of a request's synchronous work, as a WSGI server's thread doe
 ``request_started``, making the request, the middleware and the view, and, for a response
 whose body is already made, ``response.close()`` (``request_finished``, which closes or
 gives back the request's database connection). Django's handler takes three hops for these
-(the signals' receivers each take one of their own) and two tasks to watch for a client
-going away; under load the hops cost as much CPU as the view. Only reading the body and
+(the signals' receivers take one of their own, and so does closing) and two tasks to watch
+for a client going away: one hop instead cost 5 to 12 % less CPU a request in process
+(``bench/asgi_cpu.py``, before and after alternated). Only reading the body and
 sending the response stay on the event loop. A streaming response (an export) is sent as
 Django sends it: its chunks made on the request's thread, a client that goes away stops it,
 and it is closed after its last chunk.
