@@ -37,6 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from load import create_data, group_cpu_s, say  # noqa: E402
+
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -60,11 +62,6 @@ def main() -> None:
         summary = run(args, database)
     print(json.dumps(summary))
     sys.exit(0 if summary["ok"] else 1)
-
-
-def say(args: argparse.Namespace, text: str) -> None:
-    if not args.json_only:
-        print(text, flush=True)
 
 
 class Driver:
@@ -180,7 +177,6 @@ async def pollers(driver: Driver, data: dict[str, Any], polls: int) -> int:
 
 def measure(database_title: str | None, work: Any) -> tuple[Any, float, float, float | None]:
     """(result, wall s, this process's CPU s, database CPU s or None)."""
-    from load import group_cpu_s
 
     db_before = group_cpu_s(title=database_title) if database_title else None
     cpu_before, began = time.process_time(), time.perf_counter()
@@ -200,7 +196,6 @@ def run(args: argparse.Namespace, database: str) -> dict[str, Any]:
     django.setup()
     from django.core.management import call_command
     from django.db import connections
-    from load import create_data
 
     say(args, f"database: {database}")
     call_command("migrate", verbosity=0)
