@@ -141,9 +141,7 @@ def _candidates(user: Any, scenario: Any, overlap: Any) -> Any:
     )
     if connection.features.has_select_for_update_skip_locked:
         first = first.select_for_update(skip_locked=True)
-    return (
-        Task.objects.filter(pk__in=first.values("pk")[:1]).select_related(*TASK_VIEW).order_by()
-    )
+    return Task.objects.filter(pk__in=first.values("pk")[:1]).select_related(*TASK_VIEW).order_by()
 
 
 # ... and the next task to hand them.
