@@ -285,10 +285,12 @@ def _analyze_tasks() -> None:
     once (a new scenario's): until autovacuum's next look, up to a minute later, it plans
     the evaluators' "next" as if the scenario had a handful of tasks. ``ANALYZE`` reads a
     bounded sample (30,000 rows at the default statistics target) whatever the table's size,
-    and takes no lock that writes wait for."""
+    and takes no lock that writes wait for; ``SKIP_LOCKED``: while another ``ANALYZE``, a
+    ``VACUUM`` or a schema change holds the table, it does nothing rather than wait."""
     try:
         with connection.cursor() as cursor:
-            cursor.execute(f"ANALYZE {connection.ops.quote_name(Task._meta.db_table)}")
+            table = connection.ops.quote_name(Task._meta.db_table)
+            cursor.execute(f"ANALYZE (SKIP_LOCKED) {table}")
     except DatabaseError:  # the tasks are written: statistics are a help, not a condition
         logger.warning("ANALYZE of the task table failed", exc_info=True)
 
