@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import ROUND_CEILING, Decimal
 from typing import Any, NamedTuple
 
@@ -282,6 +283,7 @@ class Finished:
     error: ProviderError | None = None
     retry: bool = False
     total_s: float | None = None
+    started_at: datetime | None = None
 
 
 @dataclass
@@ -335,6 +337,8 @@ def record(
         }
         if batch_id is not None:
             change["batch_id"] = batch_id
+        if cell.started_at is not None:
+            change["started_at"] = cell.started_at  # the call's, if it was claimed earlier
         if cell.response is not None:
             response = cell.response
             cost = (
@@ -393,7 +397,7 @@ def record(
             message = error.message + (f"\n{error.raw_text}" if error.raw_text else "")
             change |= {"error_kind": error.kind[:40], "error_message": message[:4000]}
             if cell.retry:
-                change |= {"status": OutputStatus.PENDING, "completed_at": None}
+                change |= {"status": OutputStatus.PENDING, "completed_at": None, "started_at": None}
                 if batch_id is not None:
                     change["batch_id"] = None
             else:

@@ -252,17 +252,18 @@ def end_run(job_id: int, token: str) -> tuple[bool, GenerationJob | None]:
         job = GenerationJob.objects.select_for_update().get(pk=job_id)
         if job.runner_token != token:
             return False, None
-        live_left = job.outputs.filter(status=OutputStatus.PENDING) | job.outputs.filter(
-            status=OutputStatus.RUNNING, batch__isnull=True
-        )
-        if job.status == JobStatus.RUNNING and live_left.exists():
+        # The runner has nothing in flight now. Live cells still running under it were
+        # claimed and never recorded (calls aborted by a pause or a cancel, cells claimed
+        # ahead and not started): they run again, on resume or in the next window.
+        job.reserved_usd -= release_live_cells(job)
+        fields = ["reserved_usd", "updated_at"]
+        if (
+            job.status == JobStatus.RUNNING
+            and job.outputs.filter(status=OutputStatus.PENDING).exists()
+        ):
+            job.save(update_fields=fields)
             return True, None  # resumed while the last window drained: keep going
-        fields = ["runner_token", "lease_until", "updated_at"]
-        if job.status != JobStatus.RUNNING:
-            # Paused or cancelled: the calls this runner had in flight were aborted, and
-            # their cells run again on resume.
-            job.reserved_usd -= release_live_cells(job)
-            fields.append("reserved_usd")
+        fields += ["runner_token", "lease_until"]
         in_batches = job.outputs.filter(status=OutputStatus.RUNNING, batch__isnull=False)
         if job.status == JobStatus.RUNNING and not in_batches.exists():
             job.status, job.finished_at = JobStatus.COMPLETED, timezone.now()

@@ -7,8 +7,14 @@ The engine keeps up to ``concurrency`` cells in flight through one ``ProviderCli
 connection and retries by the platform schedule. With a publisher, and while someone
 watches, replies stream and their text goes out as live events (throttled by the
 publisher). All database work of one step (record what finished, read the job's state,
-claim more) is one hop to the database thread, so its cost is shared by every cell that
-finished together; the claim re-checks the job's state in its transaction. Between steps
+claim more) is one hop to the database thread, so its cost is shared by every cell it
+records and claims; the claim re-checks the job's state in its transaction.
+
+A step claims up to ``CLAIM_AHEAD`` of the concurrency beyond the calls in flight: a call
+that finishes starts the next claimed cell at once, without waiting for a step, and the
+steps (each one a transaction, four round trips on PostgreSQL) run once per several
+replies instead of once per wave of them. A reply waits at most ``RECORD_WAIT_S`` to be
+recorded; an error, a stop, or running out of claimed cells steps at once. Between steps
 the heartbeat watches the job too, so pause, cancel and a failure abort the calls in flight
 within one beat.
 """
@@ -16,7 +22,9 @@ within one beat.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -31,6 +39,13 @@ from evalplatform.providers.llm.retry import RetryPolicy
 from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
 
 logger = logging.getLogger(__name__)
+# Cells a step claims beyond the calls in flight, as a share of the concurrency. They are
+# the job's running cells as far as the database knows (a runner that dies leaves them to
+# the next one, as it leaves its calls in flight), and they keep their budget reserved.
+CLAIM_AHEAD = 0.5
+# The longest a finished call's result waits, in memory, for the step that records it. A
+# runner that dies loses the replies it holds (their cells run again).
+RECORD_WAIT_S = 0.2
 
 
 @dataclass
@@ -45,13 +60,15 @@ class Cell:
 @dataclass
 class Outcome:
     """A cell's reply or final error. ``total_s``: with a reply, the seconds across all its
-    attempts and the waits between them (``response.latency_s`` is the last attempt's)."""
+    attempts and the waits between them (``response.latency_s`` is the last attempt's).
+    ``started``: when its first attempt began (``time.time()``)."""
 
     cell: Cell
     attempts: int
     response: LLMResponse | None = None
     error: ProviderError | None = None
     total_s: float | None = None
+    started: float | None = None
 
 
 class Work(Protocol):
@@ -73,6 +90,9 @@ class Work(Protocol):
         """Record ``outcomes``; then the job's state ('run', or why to stop: 'paused',
         'cancelled', 'failed', 'lost'), up to ``limit`` newly claimed cells (marked running, budget
         reserved) and whether the budget stopped the claim."""
+
+    def started(self, cell: Cell) -> None:
+        """A claimed cell's call begins (on the event loop's thread: no database work)."""
 
     def connection(self, connection_id: int) -> Any: ...
 
@@ -133,6 +153,7 @@ async def run_live(
             publisher.end_text(cell.id)
 
     async def execute(cell: Cell) -> Outcome:
+        started = time.time()
         try:
             if cell.connection_id not in clients:
                 async with creating:  # one client (one pool) per connection
@@ -141,14 +162,20 @@ async def run_live(
                         clients[cell.connection_id] = make_client(connection)
             result = await call(clients[cell.connection_id], cell)
         except ProviderError as error:
-            return Outcome(cell, error.attempts, error=error)
+            return Outcome(cell, error.attempts, error=error, started=started)
         except Exception as exc:  # a cell's own failure must not stop the others
             logger.exception("cell %s failed inside the platform", cell.id)
             internal = ProviderError(
                 f"Internal error: {type(exc).__name__}", kind="internal", retryable=False
             )
-            return Outcome(cell, 1, error=internal)
-        return Outcome(cell, result.attempts, response=result.response, total_s=result.total_s)
+            return Outcome(cell, 1, error=internal, started=started)
+        return Outcome(
+            cell,
+            result.attempts,
+            response=result.response,
+            total_s=result.total_s,
+            started=started,
+        )
 
     async def heartbeat() -> None:
         # Keeps the lease while calls are slow, and watches the job between steps: a
@@ -175,28 +202,63 @@ async def run_live(
     if publisher is not None:
         publisher.start()
         await publisher.check_watching()
+    ahead = int(work.concurrency * CLAIM_AHEAD)
+    # Replies recorded together once claimed cells run low (half of those claimed ahead).
+    together = max(1, ahead // 2)
+    loop = asyncio.get_running_loop()
     try:
         while not lost.is_set():
             finished: list[Outcome] = []
-            blocked = False
+            claimed: collections.deque[Cell] = collections.deque()  # not started yet
+            blocked = exhausted = False
+            due = True  # step before waiting again
+            oldest = 0.0  # when the oldest reply in ``finished`` came (the loop's clock)
             while not lost.is_set():
-                free = 0 if blocked else work.concurrency - len(in_flight)
-                control, cells, blocked = await step(finished, free)
-                summary.count(finished)
-                finished = []
-                if control != "run":
-                    summary.stopped_by = control
-                    break
-                in_flight.update(asyncio.create_task(execute(c)) for c in cells)
-                if not in_flight:
+                if due:
+                    free = (
+                        0 if blocked else work.concurrency + ahead - len(in_flight) - len(claimed)
+                    )
+                    control, cells, blocked = await step(finished, free)
+                    summary.count(finished)
+                    finished = []
+                    if control != "run":
+                        summary.stopped_by = control
+                        break
+                    # Nothing more to claim for now: step for the replies alone.
+                    exhausted = len(cells) < free and not blocked
+                    claimed.extend(cells)
+                while claimed and len(in_flight) < work.concurrency:
+                    cell = claimed.popleft()
+                    in_flight.add(asyncio.create_task(execute(cell)))
+                    work.started(cell)
+                if not in_flight:  # a step just ran: nothing was claimed
                     if blocked:
                         await sync_to_async(work.budget_exhausted)()
                         summary.stopped_by = "budget"
                     break
-                done, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+                wait = max(0.0, oldest + RECORD_WAIT_S - loop.time()) if finished else None
+                done, _ = await asyncio.wait(
+                    in_flight, timeout=wait, return_when=asyncio.FIRST_COMPLETED
+                )
                 in_flight.difference_update(done)
-                finished = [task.result() for task in done if not task.cancelled()]
+                if done and not finished:
+                    oldest = loop.time()
+                stopped = False
+                for task in done:
+                    if task.cancelled():
+                        stopped = True  # the heartbeat aborted it: the job stopped
+                    else:
+                        finished.append(task.result())
                 blocked = False  # actual costs may have freed part of the reservations
+                due = (
+                    stopped
+                    or not in_flight
+                    or len(finished) >= together
+                    or (not claimed and not exhausted)
+                    or any(o.error is not None for o in finished)
+                    # (the loop's timers may wake a little early)
+                    or (bool(finished) and loop.time() - oldest >= RECORD_WAIT_S * 0.99)
+                )
             if lost.is_set():
                 summary.stopped_by = "lost"
                 break

@@ -9,7 +9,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -54,6 +54,8 @@ class GenerationWork:
         self.failures = FailureWatch(live=True, stops_job=job.source_kind != SourceKind.JUDGE_FILE)
         self._publisher = events.publisher(job_id, self.token)
         self._job_select_compiled: statements.CompiledSelect | None = None
+        # Claimed cells whose calls have not begun (``started`` announces them).
+        self._claimed: dict[int, cells.CellRef] = {}
 
     @property
     def publisher(self) -> ThrottledPublisher | None:
@@ -177,8 +179,8 @@ class GenerationWork:
             # Systematic failures: the job stops, spending nothing more.
             lifecycle.fail(job_id=self.job_id, message=reason, token=self.token)
             return self.control(), [], False
-        for c in claimed:
-            self._emit(events.ITEM_STARTED, self.cells.started_data(c.ref), key=c.ref.pk)
+        if self._publisher is not None:
+            self._claimed.update((c.ref.pk, c.ref) for c in claimed)
         return (
             control,
             [
@@ -193,6 +195,11 @@ class GenerationWork:
             ],
             blocked,
         )
+
+    def started(self, cell: Cell) -> None:
+        ref = self._claimed.pop(cell.id, None)
+        if ref is not None:
+            self._emit(events.ITEM_STARTED, self.cells.started_data(ref), key=cell.id)
 
     def _job_select(self) -> statements.CompiledSelect:
         """The job's fields a step needs, its row locked: one select, compiled once (in
@@ -249,6 +256,7 @@ class GenerationWork:
                     error=o.error,
                     retry=o.cell.id in systematic,
                     total_s=o.total_s,
+                    started_at=_moment(o.started),
                 )
                 for o in outcomes
                 if o.cell.id in owned and (o.response is not None or o.error is not None)
@@ -284,6 +292,10 @@ _STEP_FIELDS = (
     "lease_until",
     "updated_at",
 )
+
+
+def _moment(epoch: float | None) -> datetime | None:
+    return datetime.fromtimestamp(epoch, tz=UTC) if epoch is not None else None
 
 
 def run(job_id: int) -> RunSummary:

@@ -562,3 +562,99 @@ def test_a_heartbeat_that_meets_a_database_error_keeps_the_run_going(
     assert len(beats) >= 2  # it beat again after the error
     assert summary.stopped_by == "" and job.status == JobStatus.COMPLETED
     assert job.completed_cells == 48
+
+
+class Counted(GenerationWork):
+    """The runner, counting what each step recorded and claimed."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.steps = []  # (replies recorded, cells claimed)
+
+    def step(self, outcomes, limit):
+        control, cells, blocked = super().step(outcomes, limit)
+        self.steps.append((len(outcomes), len(cells)))
+        return control, cells, blocked
+
+
+def paced_client(delays):
+    """A mock client whose calls take ``delays(n)`` seconds (n: the call's number), counting
+    the calls in flight at once."""
+    from evalplatform.providers.llm.client import ProviderClient
+
+    state = {"calls": 0, "in_flight": 0, "most": 0, "started": {}}
+
+    class Paced(ProviderClient):
+        async def complete(self, request, *, retry=None):
+            state["calls"] += 1
+            state["in_flight"] += 1
+            state["most"] = max(state["most"], state["in_flight"])
+            try:
+                await asyncio.sleep(delays(state["calls"]))
+                return await super().complete(request, retry=retry)
+            finally:
+                state["in_flight"] -= 1
+
+    return (lambda connection: Paced(kind="mock")), state
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_step_records_several_replies_and_claims_ahead(api, creator, setup):
+    from evalplatform.runs import engine
+
+    job_id = started_job(api, creator, setup, concurrency=8)
+    # Replies come one by one, 5-40 ms apart: each used to take a step of its own.
+    factory, calls = paced_client(lambda n: 0.005 * (1 + n % 8))
+    work = Counted(job_id, retry=RetryPolicy(sleep=FakeSleep()))
+    summary = asyncio.run(run_live(work, client_factory=factory))
+    job = totals_agree(GenerationJob.objects.get(pk=job_id))
+    assert summary.succeeded == 48 and job.status == JobStatus.COMPLETED
+    assert calls["calls"] == 48 and calls["most"] == 8  # never more calls than the concurrency
+    ahead = int(8 * engine.CLAIM_AHEAD)
+    assert work.steps[0] == (0, 8 + ahead)  # the first step claims ahead too
+    held = most_held = 0
+    for recorded, claimed in work.steps:
+        held += claimed - recorded
+        most_held = max(most_held, held)
+    assert most_held == 8 + ahead and held == 0
+    # A reply waits for others (up to RECORD_WAIT_S): far fewer steps than replies.
+    assert len(work.steps) <= 48 // 2 + 2, work.steps
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cell_claimed_ahead_starts_when_a_call_ends_and_keeps_its_own_start(api, creator, setup):
+    body = {"prompt_versions": [setup["prompts"][0].pk], "models": [setup["models"][0].pk]}
+    job_id = started_job(
+        api, creator, setup, concurrency=2, repetitions=1, temperatures=[0.0], **body
+    )
+    factory, calls = paced_client(lambda n: 0.3)
+    work = Counted(job_id, retry=RetryPolicy(sleep=FakeSleep()))
+    asyncio.run(run_live(work, client_factory=factory))
+    assert work.steps[0] == (0, 3) and calls["most"] == 2  # three claimed, two called
+    job = totals_agree(GenerationJob.objects.get(pk=job_id))
+    outputs = sorted(job.outputs.all(), key=lambda o: o.started_at)
+    assert [o.status for o in outputs] == ["completed"] * 3
+    # The third began when a call ended, not when it was claimed: its start says so.
+    assert (outputs[2].started_at - outputs[0].started_at).total_seconds() >= 0.25
+    for output in outputs:
+        assert output.started_at < output.completed_at
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cells_a_runner_still_holds_at_its_end_run_again(api, creator, setup):
+    job_id = started_job(api, creator, setup, concurrency=4)
+    work = GenerationWork(job_id)
+    assert work.begin()
+    _, cells, _ = work.step([], 6)  # claimed (ahead), never called: the job was paused
+    assert len(cells) == 6
+    api(creator).post(f"{JOBS}/{job_id}/pause")
+    assert api(creator).post(f"{JOBS}/{job_id}/start").json()["status"] == "running"
+    # Resumed before the runner ended: it keeps going, and the cells it held run again.
+    assert work.end() is True
+    job = GenerationJob.objects.get(pk=job_id)
+    assert job.runner_token == work.token and job.reserved_usd == 0
+    assert not job.outputs.filter(status="running").exists()
+    assert job.outputs.filter(status="pending").count() == 48
+    summary = asyncio.run(run_live(GenerationWork(job_id, token=work.token)))
+    job = totals_agree(GenerationJob.objects.get(pk=job_id))
+    assert summary.succeeded == 48 and job.status == JobStatus.COMPLETED
