@@ -1,16 +1,16 @@
 """The live runner's step alone: its CPU per step, in this process, with no provider and no
 HTTP, on a fresh database of the bench's own (SQLite, or PostgreSQL with DATABASE_URL).
 
-    python bench/live_step.py [--cells 3000] [--claim 3] [--rounds 3]
+    python bench/live_step.py [--cells 3000] [--claim 8] [--rounds 3]
 
 A job of ``--cells`` cells is started and run by ``GenerationWork.step`` alone, as the engine
 would call it: each step records the replies of the cells the previous step claimed (made up
-here, the same for all) and claims ``--claim`` more (3: about what a step of a C=32 run at 0.2
-s takes on the 2-core machine; ``bench/generation_throughput.py`` prints its own). Reported:
-the CPU of the steps (this thread's), per step and per cell, and the database's executes and
-round trips per step (an execute of several statements is one round trip on PostgreSQL; BEGIN
-and COMMIT are one each), the best of ``--rounds`` jobs. Live events are on, as in a run
-with a publisher (nothing watches, nothing is sent). Other work on the machine slows the
+here, the same for all) and claims ``--claim`` more (8: what most steps of a C=32 run take,
+with half the concurrency claimed ahead). Reported: the CPU of the steps (this thread's), per
+step and per cell, and the database's executes and round trips per step (an execute of
+several statements is one round trip on PostgreSQL; BEGIN and COMMIT are one each), the best
+of ``--rounds`` jobs. Live events are on, as in a run with a publisher (nothing watches,
+nothing is sent). Other work on the machine slows the
 steps too: compare runs made side by side. Last line: JSON.
 """
 
@@ -82,7 +82,7 @@ def run_job(fixture: tuple, cells: int, claim: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cells", type=int, default=3000)
-    parser.add_argument("--claim", type=int, default=3, help="Cells claimed by each step.")
+    parser.add_argument("--claim", type=int, default=8, help="Cells claimed by each step.")
     parser.add_argument("--rounds", type=int, default=3, help="Jobs run; the best is kept.")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
