@@ -135,6 +135,7 @@ async def run_live(
     creating = asyncio.Lock()
     in_flight: set[asyncio.Task[Outcome]] = set()
     lost = asyncio.Event()
+    halted = asyncio.Event()  # the heartbeat found the job stopped
 
     publisher = work.publisher
 
@@ -192,11 +193,14 @@ async def run_live(
                 await sync_to_async(close_old_connections)()
                 continue
             if control != "run":
-                if control == "lost":
-                    lost.set()
+                # Nothing more starts before a step has read the job (which may have been
+                # resumed by then: the beats go on).
+                halted.set()
                 for task in in_flight:
                     task.cancel()
-                return
+                if control == "lost":
+                    lost.set()
+                    return
 
     beat = asyncio.create_task(heartbeat())
     if publisher is not None:
@@ -206,10 +210,18 @@ async def run_live(
     # Replies recorded together once claimed cells run low (half of those claimed ahead).
     together = max(1, ahead // 2)
     loop = asyncio.get_running_loop()
+    claimed: collections.deque[Cell] = collections.deque()  # claimed, not started yet
+
+    def start() -> None:
+        while claimed and len(in_flight) < work.concurrency:
+            cell = claimed.popleft()
+            in_flight.add(asyncio.create_task(execute(cell)))
+            work.started(cell)
+
     try:
         while not lost.is_set():
             finished: list[Outcome] = []
-            claimed: collections.deque[Cell] = collections.deque()  # not started yet
+            claimed.clear()  # (the last window's were returned to pending by ``end``)
             blocked = exhausted = False
             due = True  # step before waiting again
             oldest = 0.0  # when the oldest reply in ``finished`` came (the loop's clock)
@@ -224,13 +236,11 @@ async def run_live(
                     if control != "run":
                         summary.stopped_by = control
                         break
+                    halted.clear()  # resumed since the beat that found it stopped
                     # Nothing more to claim for now: step for the replies alone.
                     exhausted = len(cells) < free and not blocked
                     claimed.extend(cells)
-                while claimed and len(in_flight) < work.concurrency:
-                    cell = claimed.popleft()
-                    in_flight.add(asyncio.create_task(execute(cell)))
-                    work.started(cell)
+                    start()
                 if not in_flight:  # a step just ran: nothing was claimed
                     if blocked:
                         await sync_to_async(work.budget_exhausted)()
@@ -243,19 +253,19 @@ async def run_live(
                 in_flight.difference_update(done)
                 if done and not finished:
                     oldest = loop.time()
-                stopped = False
                 for task in done:
-                    if task.cancelled():
-                        stopped = True  # the heartbeat aborted it: the job stopped
-                    else:
+                    if not task.cancelled():  # (cancelled: the heartbeat aborted it)
                         finished.append(task.result())
+                failed = any(o.error is not None for o in finished)
+                if not failed and not halted.is_set():
+                    start()  # the freed slots' successors, before any step
                 blocked = False  # actual costs may have freed part of the reservations
                 due = (
-                    stopped
+                    halted.is_set()
+                    or failed
                     or not in_flight
                     or len(finished) >= together
                     or (not claimed and not exhausted)
-                    or any(o.error is not None for o in finished)
                     # (the loop's timers may wake a little early)
                     or (bool(finished) and loop.time() - oldest >= RECORD_WAIT_S * 0.99)
                 )
