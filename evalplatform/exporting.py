@@ -16,7 +16,8 @@ from types import NoneType
 from typing import Any
 
 from django.db import connections
-from django.db.models import CharField, Func, QuerySet
+from django.db.models import CharField, Func, JSONField, QuerySet
+from django.db.models.fields.json import KeyTransform
 from django.db.models.sql.constants import MULTI
 
 # Rows read and written per step of an export: a block of the download (about 1 MB at 1 KB
@@ -25,6 +26,10 @@ EXPORT_BATCH = 1000
 # Rows fetched per round trip of a PostgreSQL export's server-side cursor (written out
 # ``EXPORT_BATCH`` at a time): fewer trips, a few MB held.
 EXPORT_FETCH = 5000
+# Distinct JSON texts a column of an export decodes once and then hands out again (a
+# comparison's few answers, a task's presented order for each of its raters): at most this
+# many held, so memory stays flat.
+JSON_MEMO = 4096
 
 
 def iso_datetime(tz: tzinfo | None) -> Callable[[Any], str]:
@@ -69,7 +74,9 @@ def column_batches(
     list of values per field of ``names``: Django's own converters, except for the fields
     ``datetimes`` (among ``names``), given as ISO 8601 text ("" for NULL): written by
     PostgreSQL itself (``IsoUtcText``) where the connection is in UTC, else
-    ``iso_datetime``."""
+    ``iso_datetime``. A JSON field's text is decoded once per distinct text
+    (``JSON_MEMO``): rows with the same text share one value, which callers read and never
+    change."""
     names = list(names)
     datetimes = [name for name in datetimes if name in names]
     connection = connections[queryset.db]
@@ -88,7 +95,10 @@ def column_batches(
     converters: dict[int, list[Callable[[Any], Any]]] = {}
     for index, (functions, expression) in compiler.get_converters(selected).items():
         converters[index] = [
-            partial(_django_converted, function, expression, connection) for function in functions
+            _json_reader(function, expression, connection)
+            if _plain_json(function, expression)
+            else partial(_django_converted, function, expression, connection)
+            for function in functions
         ]
     if not in_sql:
         iso = iso_datetime(connection.timezone)
@@ -108,6 +118,43 @@ def _django_converted(function: Callable[..., Any], expression, connection, valu
     return function(value, expression, connection)
 
 
+def _plain_json(function: Callable[..., Any], expression: Any) -> bool:
+    """Whether ``function`` is a JSON field's own reading of a whole column's value (no
+    decoder of its own, no key taken out of it)."""
+    field = getattr(function, "__self__", None)
+    return (
+        getattr(function, "__func__", None) is JSONField.from_db_value
+        and isinstance(field, JSONField)
+        and field.decoder is None
+        and not isinstance(expression, KeyTransform)
+    )
+
+
+_MISSING = object()
+
+
+def _json_reader(function: Callable[..., Any], expression, connection) -> Callable[[Any], Any]:
+    """``JSONField.from_db_value`` (text decoded, text that is no JSON kept as it is) with
+    each distinct text decoded once (``JSON_MEMO``)."""
+    memo: dict[str, Any] = {}
+
+    def read(value: Any) -> Any:
+        if type(value) is not str:
+            return None if value is None else function(value, expression, connection)
+        found = memo.get(value, _MISSING)
+        if found is _MISSING:
+            try:
+                found = json.loads(value)
+            except json.JSONDecodeError:
+                found = value
+            if len(memo) >= JSON_MEMO:
+                memo.clear()
+            memo[value] = found
+        return found
+
+    return read
+
+
 def json_column(column: Sequence[Any]) -> Iterable[str]:
     """A column's values as JSON text (``json.dumps(value, default=str)``), with no call per
     cell where the column's type allows."""
@@ -120,11 +167,30 @@ def json_column(column: Sequence[Any]) -> Iterable[str]:
         return map(encode_basestring_ascii, map(str, column))
     if kinds <= {int, NoneType}:
         return map(_int_or_null, column)
-    return map(json_value, column)
+    if kinds == {str, NoneType}:
+        return map(_text_or_null, column)
+    return _json_values(column)
 
 
 def _int_or_null(value: int | None) -> str:
     return "null" if value is None else int.__repr__(value)
+
+
+def _text_or_null(value: str | None) -> str:
+    return "null" if value is None else encode_basestring_ascii(value)
+
+
+def _json_values(column: Sequence[Any]) -> list[str]:
+    """``json_value`` of each value, written once per object: a column of values decoded
+    once per distinct text (``column_batches``) repeats the same objects."""
+    written: dict[int, str] = {}
+    texts = []
+    for value in column:
+        text = written.get(id(value))
+        if text is None:
+            text = written[id(value)] = json_value(value)
+        texts.append(text)
+    return texts
 
 
 def json_value(value: Any) -> str:

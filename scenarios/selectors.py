@@ -4,7 +4,7 @@ as a generation source ("scenario", registered from ``ScenariosConfig.ready``)."
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db.models import Count, Max, QuerySet
 
@@ -36,6 +36,26 @@ def variants(scenario: Scenario) -> QuerySet[Variant]:
 def variants_by_pk(scenario: Scenario) -> dict[int, Variant]:
     """The scenario's variants (with their items) by primary key."""
     return {v.pk: v for v in Variant.objects.filter(scenario=scenario).select_related("item")}
+
+
+class ExportVariant(NamedTuple):
+    """What the judgment exports read of a variant (a ``VariantLike``)."""
+
+    pk: int
+    variant_id: str
+    model_label: str
+    prompt_label: str
+    meta: Any
+    item_key: str  # its item's ``item_id``
+
+
+def export_variants(scenario: Scenario) -> dict[int, ExportVariant]:
+    """The scenario's variants by primary key, as the judgment exports read them: plain
+    values, without their content (the outputs' text, held for the whole download)."""
+    found = Variant.objects.filter(scenario=scenario).values_list(
+        "pk", "variant_id", "model_label", "prompt_label", "meta", "item__item_id"
+    )
+    return {row[0]: ExportVariant(*row) for row in found}
 
 
 def variant_source_models(scenario: Scenario) -> dict[int, tuple[str, str]]:

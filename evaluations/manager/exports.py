@@ -226,14 +226,14 @@ def _flag_text(flag: TaskFlag | None) -> str:
 
 
 def rows(scenario: Scenario) -> Iterator[list[Any]]:
-    variants = scenario_selectors.variants_by_pk(scenario)
+    variants = scenario_selectors.export_variants(scenario)
     kind = registry.of(scenario)
     flags = _flags(scenario)
     adjudications = adjudicated_tasks(scenario)
     variant_ids = {pk: v.variant_id for pk, v in variants.items()}
 
     def adjudicated(task_id: int, cells: list[Any]) -> Any:
-        found = adjudications.get(task_id)
+        found = adjudications.get(task_id) if adjudications else None
         if found is None:
             return ""
         row = dict(zip(kind.export_columns, cells, strict=True))
@@ -280,7 +280,7 @@ def rows(scenario: Scenario) -> Iterator[list[Any]]:
             strict=True,
         ):
             head = [pk, "" if item_id is None else item_id, task_id, rater, rater_kind]
-            flag = flags.get((task_id, evaluator_id)) if evaluator_id else None
+            flag = flags.get((task_id, evaluator_id)) if flags and evaluator_id else None
             tail = [
                 rationale,
                 time_spent_ms,
@@ -331,14 +331,14 @@ def _adjudicated_record(found: Adjudication | None) -> dict[str, Any] | None:
 
 
 def json_chunks(scenario: Scenario, head: dict[str, Any]) -> Iterator[str]:
-    variants = scenario_selectors.variants_by_pk(scenario)
+    variants = scenario_selectors.export_variants(scenario)
     adjudications = adjudicated_tasks(scenario)
     yield '{"scenario": ' + json.dumps(head, default=str) + ', "variants": '
     yield json.dumps(
         [
             {
                 "id": v.pk,
-                "item_id": v.item.item_id,
+                "item_id": v.item_key,
                 "variant_id": v.variant_id,
                 "model": v.model_label,
                 "prompt": v.prompt_label,

@@ -121,6 +121,28 @@ def test_the_exports_are_the_reference_bytes(api, people, team_a, mock_judge, me
     assert b'"rater_kind": "external"' in body and b'"raw_reply": null' in body
 
 
+@pytest.mark.parametrize("kind", ["rating", "labeling"])
+def test_json_decoded_once_per_text_still_the_reference_bytes(
+    api, people, team_a, mock_judge, member, kind, monkeypatch
+):
+    """The exports decode each distinct JSON text once and share the value between rows
+    (``exporting.JSON_MEMO``); with a memo of one text, evicted at every new one, the
+    bytes are still the reference's."""
+    from evalplatform import exporting
+
+    monkeypatch.setattr(exporting, "JSON_MEMO", 1)
+    people = people | {"model": mock_judge}
+    scenario = _judged(api, people, team_a, kind, member)
+    manager = api(people["manager"])
+    csv = _body(manager.post(f"/api/scenarios/{scenario.pk}/export/csv"))
+    assert csv == "".join(reference.csv_chunks(scenario)).encode()
+    body = _body(manager.post(f"/api/scenarios/{scenario.pk}/export/json"))
+    head = body.split(b', "variants": ', 1)[0].removeprefix(b'{"scenario": ')
+    import json
+
+    assert body == "".join(reference.json_chunks(scenario, json.loads(head))).encode()
+
+
 def test_an_empty_scenario_exports_its_header_and_no_judgments(api, people, team_a):
     scenario = make_scenario(people, team_a, "comparison", {})
     manager = api(people["manager"])
