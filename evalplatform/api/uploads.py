@@ -135,16 +135,18 @@ _PLAIN_KINDS = frozenset({int, float, Decimal})
 
 def _csv_text_column(column: Sequence[str]) -> Iterable[str]:
     """A column of strings as ``_csv_cell`` writes them: as they are when no cell starts
-    with a formula character or holds a quote, comma or line break (one scan of them all)."""
-    if not _FORMULA_STARTS_SET.isdisjoint([value[:1] for value in column]):
-        return map(_csv_cell, column)
-    text = "\x00".join(column)
+    with a formula character or holds a quote, comma or line break (searched for in their
+    text joined by NULs, each cell's first character after a NUL: a NUL inside a cell can
+    only send the column the slower way)."""
+    text = "\x00" + "\x00".join(column)
     if '"' in text or "," in text or "\n" in text or "\r" in text:
+        return map(_csv_cell, column)
+    if any(start in text for start in _FORMULA_AFTER_NUL):
         return map(_csv_cell, column)
     return column
 
 
-_FORMULA_STARTS_SET = frozenset(_FORMULA_STARTS)
+_FORMULA_AFTER_NUL = tuple("\x00" + start for start in _FORMULA_STARTS)
 
 
 def csv_chunks(columns: Sequence[str], rows: Iterable[Iterable[Any]]) -> Iterator[str]:

@@ -16,7 +16,7 @@ bytes are those the row-by-row export wrote (``tests/evaluations/test_scenario_e
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -225,14 +225,18 @@ def _flag_text(flag: TaskFlag | None) -> str:
     return f"{flag.reason}: {flag.note}" if flag.note else flag.reason
 
 
-def rows(scenario: Scenario) -> Iterator[list[Any]]:
+def _csv_batches(scenario: Scenario) -> Iterator[str]:
+    """The CSV lines of the judgments, a batch of judgments a block, written a column at a
+    time: the scenario type's ``export_rows`` gives each judgment's answer cells (one row
+    or more), every other column is the batch's own (repeated where a judgment has several
+    rows)."""
     variants = scenario_selectors.export_variants(scenario)
     kind = registry.of(scenario)
     flags = _flags(scenario)
     adjudications = adjudicated_tasks(scenario)
     variant_ids = {pk: v.variant_id for pk, v in variants.items()}
 
-    def adjudicated(task_id: int, cells: list[Any]) -> Any:
+    def adjudicated(task_id: int, cells: Sequence[Any]) -> Any:
         found = adjudications.get(task_id) if adjudications else None
         if found is None:
             return ""
@@ -240,82 +244,69 @@ def rows(scenario: Scenario) -> Iterator[list[Any]]:
         return answers.export_cell(kind.analysis, found.payload, found.presented, row, variant_ids)
 
     blanks = [""] * len(kind.export_columns)
-    judge_blanks = [""] * len(_JUDGE)
     for batch in _batches(scenario, _FIELDS):
-        judge_rows = zip(*batch.judge_columns(), strict=True)
-        for (
-            pk,
-            task_id,
-            item_id,
-            reverse_of_id,
-            evaluator_id,
-            rater,
-            rater_kind,
-            presented,
-            payload,
-            rationale,
-            time_spent_ms,
-            created_at,
-            comment,
-            judge_id,
-            judge_row,
-            parse_status,
-        ) in zip(
+        # Each row's judgment (its index in the batch), answer cells and adjudicated cell.
+        of: list[int] = []
+        cells_of: list[Sequence[Any]] = []
+        adjudicated_of: list[Any] = []
+        for n, (task_id, reverse_of_id, presented, payload, parse_status) in enumerate(
+            zip(
+                batch.task_id,
+                batch.reverse_of_id,
+                batch.presented,
+                batch.payload,
+                batch.parse_status,
+                strict=True,
+            )
+        ):
+            if parse_status == ParseStatus.FAILED:  # a judge's reply that was no verdict
+                of.append(n)
+                cells_of.append(blanks)
+                adjudicated_of.append(adjudicated(task_id, blanks))
+                continue
+            shown = [variants[v] for v in presented if v in variants]
+            for cells in kind.export_rows(
+                payload=payload, shown=shown, variants=variants, task=_Task(reverse_of_id)
+            ):
+                of.append(n)
+                cells_of.append(cells)
+                adjudicated_of.append(adjudicated(task_id, list(cells)))
+        if not of:
+            continue
+        is_judge = [judge is not None for judge in batch.judge_id]
+        if flags:
+            flag_texts = [
+                _flag_text(flags.get((task, evaluator))) if evaluator else ""
+                for task, evaluator in zip(batch.task_id, batch.evaluator_id, strict=True)
+            ]
+        else:
+            flag_texts = [""] * len(batch.pk)
+        head = [
             batch.pk,
+            ["" if item is None else item for item in batch.item_id],
             batch.task_id,
-            batch.item_id,
-            batch.reverse_of_id,
-            batch.evaluator_id,
             batch.rater,
             batch.rater_kind,
-            batch.presented,
-            batch.payload,
+        ]
+        tail = [
             batch.rationale,
             batch.time_spent_ms,
             batch.created_at,
+            *[_where(is_judge, column) for column in batch.judge_columns()],
             batch.comment,
-            batch.judge_id,
-            judge_rows,
-            batch.parse_status,
-            strict=True,
-        ):
-            head = [pk, "" if item_id is None else item_id, task_id, rater, rater_kind]
-            flag = flags.get((task_id, evaluator_id)) if flags and evaluator_id else None
-            tail = [
-                rationale,
-                time_spent_ms,
-                created_at,
-                *(judge_blanks if judge_id is None else judge_row),
-                comment,
-                _flag_text(flag),
-            ]
-            if parse_status == ParseStatus.FAILED:  # a judge's reply that was no verdict
-                yield [*head, *blanks, *tail, adjudicated(task_id, blanks)]
-                continue
-            shown = [variants[v] for v in presented if v in variants]
-            task = _Task(reverse_of_id)
-            for cells in kind.export_rows(
-                payload=payload, shown=shown, variants=variants, task=task
-            ):
-                yield [*head, *cells, *tail, adjudicated(task_id, list(cells))]
-
-
-def _row_batches(rows: Iterator[list[Any]]) -> Iterator[list[list[Any]]]:
-    batch: list[list[Any]] = []
-    for row in rows:
-        batch.append(row)
-        if len(batch) >= exporting.EXPORT_BATCH:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+            flag_texts,
+        ]
+        if of != list(range(len(batch.pk))):  # not one row a judgment: repeat their cells
+            head = [[column[n] for n in of] for column in head]
+            tail = [[column[n] for n in of] for column in tail]
+        answer = list(zip(*cells_of, strict=True))
+        yield uploads.csv_column_lines([*head, *answer, *tail, adjudicated_of])
 
 
 def csv_chunks(scenario: Scenario) -> Iterator[str]:
-    """Formula-safe (``uploads.csv_lines``), a batch of rows a block."""
+    """Formula-safe (``uploads.csv_column_lines``), a batch of judgments a block."""
     yield uploads.csv_line(columns(scenario))
-    for batch in _row_batches(rows(scenario)):
-        yield uploads.csv_lines(batch)
+    yield from _csv_batches(scenario)
 
 
 def _adjudicated_record(found: Adjudication | None) -> dict[str, Any] | None:

@@ -143,6 +143,24 @@ def test_json_decoded_once_per_text_still_the_reference_bytes(
     assert body == "".join(reference.json_chunks(scenario, json.loads(head))).encode()
 
 
+def test_judgments_of_no_row_and_of_several_rows_export_as_the_reference(
+    api, people, team_a, mock_judge, member
+):
+    """Ranking judgments with no places make no CSV row and a full one a row per place:
+    the other columns follow their judgment's rows, here fewer rows than judgments (with no
+    flag in the scenario too)."""
+    people = people | {"model": mock_judge}
+    scenario = _judged(api, people, team_a, "ranking", member)
+    TaskFlag.objects.filter(scenario=scenario).delete()
+    judged = Judgment.objects.filter(scenario=scenario).exclude(parse_status=ParseStatus.FAILED)
+    *emptied, kept = judged.order_by("pk")
+    Judgment.objects.filter(pk__in=[j.pk for j in emptied]).update(payload={"ranking": []})
+    csv = _body(api(people["manager"]).post(f"/api/scenarios/{scenario.pk}/export/csv"))
+    assert csv == "".join(reference.csv_chunks(scenario)).encode()
+    exported = [line.split(b",", 1)[0] for line in csv.split(b"\r\n")[1:-1]]
+    assert len(emptied) > len(exported) > 1 and str(kept.pk).encode() in exported
+
+
 def test_an_empty_scenario_exports_its_header_and_no_judgments(api, people, team_a):
     scenario = make_scenario(people, team_a, "comparison", {})
     manager = api(people["manager"])
