@@ -28,8 +28,10 @@ EXPORT_BATCH = 1000
 EXPORT_FETCH = 5000
 # Distinct JSON texts a column of an export decodes once and then hands out again (a
 # comparison's few answers, a task's presented order for each of its raters): at most this
-# many held, so memory stays flat.
+# many held, each of at most JSON_MEMO_TEXT characters (a longer text, a free-text answer,
+# is decoded each time), so memory stays flat: about a megabyte a column.
 JSON_MEMO = 4096
+JSON_MEMO_TEXT = 256
 
 
 def iso_datetime(tz: tzinfo | None) -> Callable[[Any], str]:
@@ -135,12 +137,14 @@ _MISSING = object()
 
 def _json_reader(function: Callable[..., Any], expression, connection) -> Callable[[Any], Any]:
     """``JSONField.from_db_value`` (text decoded, text that is no JSON kept as it is) with
-    each distinct text decoded once (``JSON_MEMO``)."""
+    each distinct short text decoded once (``JSON_MEMO``, ``JSON_MEMO_TEXT``)."""
     memo: dict[str, Any] = {}
 
     def read(value: Any) -> Any:
         if type(value) is not str:
             return None if value is None else function(value, expression, connection)
+        if len(value) > JSON_MEMO_TEXT:
+            return function(value, expression, connection)
         found = memo.get(value, _MISSING)
         if found is _MISSING:
             try:

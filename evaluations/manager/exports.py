@@ -299,8 +299,11 @@ def _csv_batches(scenario: Scenario) -> Iterator[str]:
         if of != list(range(len(batch.pk))):  # not one row a judgment: repeat their cells
             head = [[column[n] for n in of] for column in head]
             tail = [[column[n] for n in of] for column in tail]
-        answer = list(zip(*cells_of, strict=True))
-        yield uploads.csv_column_lines([*head, *answer, *tail, adjudicated_of])
+        columns = [*head, *zip(*cells_of, strict=True), *tail, adjudicated_of]
+        size = exporting.EXPORT_BATCH  # rows a block, however many a judgment has
+        for start in range(0, len(of), size):
+            block = columns if len(of) <= size else [c[start : start + size] for c in columns]
+            yield uploads.csv_column_lines(block)
 
 
 def csv_chunks(scenario: Scenario) -> Iterator[str]:

@@ -125,12 +125,14 @@ def test_the_exports_are_the_reference_bytes(api, people, team_a, mock_judge, me
 def test_json_decoded_once_per_text_still_the_reference_bytes(
     api, people, team_a, mock_judge, member, kind, monkeypatch
 ):
-    """The exports decode each distinct JSON text once and share the value between rows
-    (``exporting.JSON_MEMO``); with a memo of one text, evicted at every new one, the
+    """The exports decode each distinct short JSON text once and share the value between
+    rows (``exporting.JSON_MEMO``); with a memo of one text, evicted at every new one, and
+    texts over 20 characters (the answers, not the presented orders) decoded each time, the
     bytes are still the reference's."""
     from evalplatform import exporting
 
     monkeypatch.setattr(exporting, "JSON_MEMO", 1)
+    monkeypatch.setattr(exporting, "JSON_MEMO_TEXT", 20)
     people = people | {"model": mock_judge}
     scenario = _judged(api, people, team_a, kind, member)
     manager = api(people["manager"])
@@ -143,14 +145,24 @@ def test_json_decoded_once_per_text_still_the_reference_bytes(
     assert body == "".join(reference.json_chunks(scenario, json.loads(head))).encode()
 
 
+@pytest.mark.parametrize("empty", [True, False])
 def test_judgments_of_no_row_and_of_several_rows_export_as_the_reference(
-    api, people, team_a, mock_judge, member
+    api, people, team_a, mock_judge, member, monkeypatch, empty
 ):
     """Ranking judgments with no places make no CSV row and a full one a row per place:
     the other columns follow their judgment's rows, here fewer rows than judgments (with no
-    flag in the scenario too)."""
+    flag in the scenario too); or, all full, more rows than a block holds (batches of three
+    judgments: blocks of three rows)."""
+    from evalplatform import exporting
+
     people = people | {"model": mock_judge}
     scenario = _judged(api, people, team_a, "ranking", member)
+    if not empty:
+        monkeypatch.setattr(exporting, "EXPORT_BATCH", 3)
+        csv = _body(api(people["manager"]).post(f"/api/scenarios/{scenario.pk}/export/csv"))
+        assert csv == "".join(reference.csv_chunks(scenario)).encode()
+        assert csv.count(b"\r\n") > Judgment.objects.filter(scenario=scenario).count() + 1
+        return
     TaskFlag.objects.filter(scenario=scenario).delete()
     judged = Judgment.objects.filter(scenario=scenario).exclude(parse_status=ParseStatus.FAILED)
     *emptied, kept = judged.order_by("pk")
