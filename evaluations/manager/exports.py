@@ -226,10 +226,10 @@ def _flag_text(flag: TaskFlag | None) -> str:
 
 
 def _csv_batches(scenario: Scenario) -> Iterator[str]:
-    """The CSV lines of the judgments, a batch of judgments a block, written a column at a
-    time: the scenario type's ``export_rows`` gives each judgment's answer cells (one row
-    or more), every other column is the batch's own (repeated where a judgment has several
-    rows)."""
+    """The CSV lines of the judgments, in blocks of at most ``EXPORT_BATCH`` rows, written
+    a column at a time: the scenario type's ``export_rows`` gives each judgment's answer
+    cells (no row, one or more), every other column is the batch's own (repeated where a
+    judgment has several rows)."""
     variants = scenario_selectors.export_variants(scenario)
     kind = registry.of(scenario)
     flags = _flags(scenario)
@@ -307,7 +307,8 @@ def _csv_batches(scenario: Scenario) -> Iterator[str]:
 
 
 def csv_chunks(scenario: Scenario) -> Iterator[str]:
-    """Formula-safe (``uploads.csv_column_lines``), a batch of judgments a block."""
+    """Formula-safe (``uploads.csv_column_lines``), at most ``EXPORT_BATCH`` rows a
+    block."""
     yield uploads.csv_line(columns(scenario))
     yield from _csv_batches(scenario)
 
