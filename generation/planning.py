@@ -220,9 +220,7 @@ def job_plan(
             if label in labels:
                 errors[f"models[{index}]"] = "Two model configurations with the same label."
             labels.add(label)
-            if mode == JobMode.BATCH and (
-                not model.supports_batch or model.connection.kind == "mock"
-            ):
+            if mode == JobMode.BATCH and not model.batch_capable:
                 errors[f"models[{index}]"] = (
                     f"{model.display_name} has no batch API here; choose live mode or "
                     "another model."

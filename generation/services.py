@@ -364,11 +364,7 @@ class RowsJob:
         if self.pending:
             self._flush()
         models = list(self.models.values())
-        batch = (
-            bool(models)
-            and not self.live
-            and all(m.supports_batch and m.connection.kind != "mock" for m in models)
-        )
+        batch = bool(models) and not self.live and all(m.batch_capable for m in models)
         job = self.job
         job.mode = JobMode.BATCH if batch else JobMode.LIVE
         job.total_cells = self.position

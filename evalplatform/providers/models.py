@@ -174,6 +174,15 @@ class LLMModel(models.Model):
     def __str__(self) -> str:
         return self.display_name
 
+    @property
+    def batch_capable(self) -> bool:
+        """Whether requests to this model may go through its provider's batch API: the
+        catalog says the model takes batches, and its connection speaks a batch protocol
+        (the offline mock speaks none)."""
+        from evalplatform.providers.llm.client import BATCHES
+
+        return bool(self.supports_batch) and self.connection.kind in BATCHES
+
     def cost_usd(self, input_tokens: int, output_tokens: int, *, batch: bool = False) -> Decimal:
         factor = (Decimal(1) - self.batch_discount) if batch else Decimal(1)
         per_token = Decimal(1_000_000)

@@ -50,5 +50,4 @@ def run_summary(run: JudgeRun) -> dict[str, Any]:
 
 def batch_capable(judge: LLMJudge) -> bool:
     """Whether the judge's model has a batch API here (the offline mock has none)."""
-    model = judge.llm_model
-    return bool(model.supports_batch) and model.connection.kind != "mock"
+    return judge.llm_model.batch_capable

@@ -148,11 +148,7 @@ def _check(
     mode = data.get("mode", current["mode"] or JobMode.LIVE)
     if mode not in JobMode.values:
         errors["mode"] = "live or batch."
-    elif (
-        mode == JobMode.BATCH
-        and model is not None
-        and (not model.supports_batch or model.connection.kind == "mock")
-    ):
+    elif mode == JobMode.BATCH and model is not None and not model.batch_capable:
         errors["mode"] = f"{model.display_name} has no batch API here; choose live mode."
     # The same bounds as the generation job each run becomes.
     max_tokens = validation.max_tokens(
