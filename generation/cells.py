@@ -135,8 +135,6 @@ class JobCells:
         params = dict(params)
         # ``"temperature": null`` marks a configuration that sends none (its cells hold None).
         params.pop("temperature", None)
-        if model.connection.kind == "mock":
-            params.setdefault("seed", cell.repetition)  # repeated calls differ, reproducibly
         return LLMRequest(
             model=model.model_id,
             system=rendered.system,
@@ -144,6 +142,7 @@ class JobCells:
             temperature=cell.temperature,
             max_tokens=self.max_tokens or UNCAPPED_RESERVE_TOKENS,
             params=params,
+            repetition=cell.repetition,
         ), model
 
     def started_data(self, cell: CellRef) -> dict[str, Any]:

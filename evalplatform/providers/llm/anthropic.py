@@ -3,20 +3,67 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from evalplatform.providers.llm import errors
 from evalplatform.providers.llm.base import HTTPAdapter, StreamState, join_url
-from evalplatform.providers.llm.types import LLMRequest, ProviderError
+from evalplatform.providers.llm.types import LLMRequest, ProviderError, Reasoning, ResponseSchema
 
 API_VERSION = "2023-06-01"
 # Anthropic requires max_tokens; this is used when the request leaves it open.
 DEFAULT_MAX_TOKENS = 4096
+# Thinking budgets for a request that names an effort and no budget (Anthropic's minimum
+# budget is 1,024 tokens).
+EFFORT_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
 
 
 class AnthropicAdapter(HTTPAdapter):
     protocol = "anthropic"
     filtered_finishes = frozenset({"refusal"})
+    structured_output = True
+    own_family = "anthropic"
+
+    @classmethod
+    def schema_params(cls, schema: ResponseSchema) -> dict[str, Any]:
+        """Forced tool use: the one tool's input is the reply (``parse`` reads it back)."""
+        return {
+            "tools": [
+                {
+                    "name": schema.name,
+                    "description": f"Record the {schema.name}.",
+                    "input_schema": dict(schema.schema),
+                }
+            ],
+            "tool_choice": {"type": "tool", "name": schema.name},
+        }
+
+    @classmethod
+    def reasoning_params(cls, reasoning: Reasoning) -> dict[str, Any]:
+        """``thinking``: enabled with a token budget (the budget asked for, else one by the
+        effort), or disabled."""
+        if not reasoning.enabled:
+            return {"thinking": {"type": "disabled"}}
+        budget = reasoning.budget_tokens or EFFORT_BUDGETS.get(reasoning.effort or "", 8192)
+        return {"thinking": {"type": "enabled", "budget_tokens": budget}}
+
+    @classmethod
+    def reasoning_setting(cls, params: Mapping[str, Any]) -> Any:
+        """``thinking``, e.g. ``{"type": "enabled", "budget_tokens": 2048}``."""
+        return params.get("thinking")
+
+    @classmethod
+    def reasoning_in(cls, params: Mapping[str, Any]) -> Reasoning | None:
+        setting = cls.reasoning_setting(params)
+        if setting is None:
+            return None
+        if isinstance(setting, Mapping):
+            if cls.is_off(setting.get("type", "enabled")):
+                return Reasoning(enabled=False)
+            budget = setting.get("budget_tokens")
+            budget = budget if isinstance(budget, int) and not isinstance(budget, bool) else None
+            return Reasoning(enabled=True, budget_tokens=budget)
+        return Reasoning(enabled=not cls.is_off(setting))
 
     def headers(self) -> dict[str, str]:
         return {

@@ -11,13 +11,13 @@ import ssl
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 from django.conf import settings
 
 from evalplatform.providers.llm import errors
-from evalplatform.providers.llm.types import LLMRequest, LLMResponse
+from evalplatform.providers.llm.types import LLMRequest, LLMResponse, Reasoning, ResponseSchema
 from evalplatform.validation import INT_MAX
 
 StreamItem = str | LLMResponse
@@ -234,9 +234,45 @@ class Adapter(ABC):
     as they arrive and, last, the complete ``LLMResponse`` (text, usage, finish reason)."""
 
     protocol: str
+    # Whether the provider can hold a reply to a JSON schema (``schema_params``).
+    structured_output: ClassVar[bool] = False
+    # The family of models the provider serves when it serves only its own (None when a
+    # server of this protocol may serve anyone's, as OpenAI-compatible ones do).
+    own_family: ClassVar[str | None] = None
+    # The provider's words for reasoning when a request asks for it without an effort or a
+    # budget of its own.
+    OFF_WORDS: ClassVar[frozenset[str]] = frozenset({"none", "off", "disabled", "0", "false"})
 
     @abstractmethod
     async def complete(self, request: LLMRequest) -> LLMResponse: ...
+
+    # --- the neutral request fields in this provider's words (no connection needed) ---
+    @classmethod
+    def schema_params(cls, schema: ResponseSchema) -> dict[str, Any]:
+        """The request body's fields that hold the reply to ``schema`` ({} when the provider
+        has no structured output)."""
+        return {}
+
+    @classmethod
+    def reasoning_params(cls, reasoning: Reasoning) -> dict[str, Any]:
+        """The request body's fields that ask for ``reasoning`` (or turn it off)."""
+        return {}
+
+    @classmethod
+    def reasoning_setting(cls, params: Mapping[str, Any]) -> Any:
+        """The reasoning setting among a configuration's parameters, as this provider's
+        request carries it (None when they set none)."""
+        return None
+
+    @classmethod
+    def reasoning_in(cls, params: Mapping[str, Any]) -> Reasoning | None:
+        """The reasoning a configuration's parameters ask for (None when they say nothing)."""
+        return None
+
+    @classmethod
+    def is_off(cls, word: Any) -> bool:
+        """Whether a setting's word turns reasoning off ("none", "disabled", 0, False...)."""
+        return word is False or str(word).strip().lower() in cls.OFF_WORDS
 
     @abstractmethod
     def stream(self, request: LLMRequest) -> AsyncGenerator[StreamItem, None]: ...
@@ -333,6 +369,10 @@ class HTTPAdapter(Adapter):
 
     def _body(self, request: LLMRequest, *, stream: bool) -> dict[str, Any]:
         body = self.body(request, stream=stream)
+        if request.response_schema is not None:
+            deep_merge(body, self.schema_params(request.response_schema))
+        if request.reasoning is not None:
+            deep_merge(body, self.reasoning_params(request.reasoning))
         if request.params:
             deep_merge(body, request.params)
         return body

@@ -2,19 +2,81 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
 from evalplatform.providers.llm import errors
 from evalplatform.providers.llm.base import HTTPAdapter, StreamState, _int_or_none, join_url
-from evalplatform.providers.llm.types import LLMRequest
+from evalplatform.providers.llm.types import LLMRequest, Reasoning, ResponseSchema
 
 _BLOCKED = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII"}
+
+
+def _without_additional(schema: Any) -> Any:
+    """A JSON schema without ``additionalProperties`` (Gemini's schemas have none)."""
+    if isinstance(schema, dict):
+        return {k: _without_additional(v) for k, v in schema.items() if k != "additionalProperties"}
+    if isinstance(schema, list):
+        return [_without_additional(v) for v in schema]
+    return schema
 
 
 class GeminiAdapter(HTTPAdapter):
     protocol = "gemini"
     filtered_finishes = frozenset(_BLOCKED)
+    structured_output = True
+    own_family = "google"
+
+    @classmethod
+    def schema_params(cls, schema: ResponseSchema) -> dict[str, Any]:
+        """``responseSchema`` (without ``additionalProperties``, which Gemini has not)."""
+        return {
+            "generationConfig": {
+                "responseMimeType": "application/json",
+                "responseSchema": _without_additional(dict(schema.schema)),
+            }
+        }
+
+    @classmethod
+    def reasoning_params(cls, reasoning: Reasoning) -> dict[str, Any]:
+        """``thinkingConfig``: a budget of 0 turns thinking off; an enabled request gives
+        its budget, else its effort as ``thinkingLevel``, else -1 (the model decides)."""
+        config: dict[str, Any]
+        if not reasoning.enabled:
+            config = {"thinkingBudget": 0}
+        elif reasoning.budget_tokens is not None:
+            config = {"thinkingBudget": reasoning.budget_tokens}
+        elif reasoning.effort:
+            config = {"thinkingLevel": reasoning.effort}
+        else:
+            config = {"thinkingBudget": -1}
+        return {"generationConfig": {"thinkingConfig": config}}
+
+    @classmethod
+    def reasoning_setting(cls, params: Mapping[str, Any]) -> Any:
+        """``thinkingConfig``, in ``generationConfig`` as the request carries it, or on its
+        own: e.g. ``{"thinkingBudget": 0}`` or ``{"thinkingLevel": "low"}``."""
+        generation = params.get("generationConfig")
+        for holder in (generation if isinstance(generation, Mapping) else {}, params):
+            if holder.get("thinkingConfig") is not None:
+                return holder["thinkingConfig"]
+        return None
+
+    @classmethod
+    def reasoning_in(cls, params: Mapping[str, Any]) -> Reasoning | None:
+        setting = cls.reasoning_setting(params)
+        if not isinstance(setting, Mapping):
+            return None if setting is None else Reasoning(enabled=not cls.is_off(setting))
+        budget = setting.get("thinkingBudget")
+        level = setting.get("thinkingLevel")
+        if budget == 0 or (level is not None and cls.is_off(level)):
+            return Reasoning(enabled=False)
+        return Reasoning(
+            enabled=True,
+            effort=str(level) if level is not None else None,
+            budget_tokens=budget if isinstance(budget, int) and budget > 0 else None,
+        )
 
     def headers(self) -> dict[str, str]:
         return {"Content-Type": "application/json", "x-goog-api-key": self.api_key}

@@ -15,8 +15,9 @@ than chance. ``temperature`` scales the noise: at 0 the answer is the quality or
 subject to the position bias), at 1 it varies by ``noise``. ``position_bias`` adds that share
 of first-position wins.
 
-Repeated calls: a request with ``params["seed"]`` always gets the same answer (vary the seed,
-e.g. with the repetition, to get calls that differ reproducibly). Without a seed, a request
+Repeated calls: a request with ``params["seed"]`` always gets the same answer (vary the seed
+to get calls that differ reproducibly); a request of a repeated-call design without one is
+seeded with its ``repetition``. Without a seed, a request
 at a temperature above 0 is sampled anew on each call, as a real model's is: its n-th
 identical call draws with n in the key (the first call's answer is the seedless one, as
 before); at temperature 0, or none given, every call gets the same answer.
@@ -32,13 +33,16 @@ import random
 import re
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from evalplatform import validation
 from evalplatform.providers.estimate import CHARS_PER_TOKEN, estimate_tokens, tokens_in_chars
+from evalplatform.providers.llm.anthropic import AnthropicAdapter
 from evalplatform.providers.llm.base import Adapter, StreamItem
-from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
+from evalplatform.providers.llm.gemini import GeminiAdapter
+from evalplatform.providers.llm.openai import OpenAIAdapter
+from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError, Reasoning
 
 _WORDS = [
     "the",
@@ -155,6 +159,7 @@ def request_key(request: LLMRequest, seed: int) -> str:
             request.model,
             request.system,
             *([list(request.turns)] if request.turns else []),  # keys without turns unchanged
+            *([repr(request.reasoning)] if request.reasoning else []),
             request.user,
             request.temperature,
             request.max_tokens,
@@ -193,7 +198,36 @@ class Draws:
 
 
 class MockAdapter(Adapter):
+    """Speaks every provider's words for reasoning (a mock connection stands in for any of
+    them), and has no structured output."""
+
     protocol = "mock"
+    own_family = "mock"
+    DIALECTS = (AnthropicAdapter, GeminiAdapter, OpenAIAdapter)
+
+    @classmethod
+    def reasoning_setting(cls, params: Mapping[str, Any]) -> Any:
+        """The first of Anthropic's ``thinking``, Gemini's ``thinkingConfig`` and OpenAI's
+        ``reasoning_effort`` the parameters set."""
+        for dialect in cls.DIALECTS:
+            setting = dialect.reasoning_setting(params)
+            if setting is not None:
+                return setting
+        return None
+
+    @classmethod
+    def reasoning_in(cls, params: Mapping[str, Any]) -> Reasoning | None:
+        for dialect in cls.DIALECTS:
+            if dialect.reasoning_setting(params) is not None:
+                return dialect.reasoning_in(params)
+        return None
+
+    @staticmethod
+    def seeded(request: LLMRequest) -> LLMRequest:
+        """A repeated call's request seeded with its repetition (unless it names a seed)."""
+        if request.repetition is None or "seed" in request.params:
+            return request
+        return replace(request, params={**request.params, "seed": request.repetition})
 
     def __init__(
         self,
@@ -208,6 +242,7 @@ class MockAdapter(Adapter):
         self.draws = Draws()
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
+        request = self.seeded(request)
         key = request_key(request, self.settings.seed)
         attempt = self._attempts.get(key, 0)
         self._attempts[key] = attempt + 1
@@ -223,7 +258,8 @@ class MockAdapter(Adapter):
         self._attempts.pop(key, None)
         text, finish = answer(request, self.settings, key=self.draws.key(request, key))
         reasoning = 0
-        if thinking_requested(request.params):
+        thinking = request.reasoning or self.reasoning_in(request.params)
+        if thinking is not None and thinking.enabled:
             honoured = random.Random(f"{key}:thinking").random()  # noqa: S311
             reasoning = 16 + len(text) // 4 if honoured < self.settings.thinking_rate else 0
         return LLMResponse(
@@ -244,28 +280,6 @@ class MockAdapter(Adapter):
             chunk = " ".join(words[start : start + 4])
             yield chunk if start == 0 else " " + chunk
         yield response
-
-
-def thinking_requested(params: Mapping[str, Any]) -> bool:
-    """Whether parameters ask for thinking in any provider's words (Anthropic's
-    ``thinking``, Gemini's ``thinkingConfig``, OpenAI's ``reasoning_effort``), not turned
-    off (``{"type": "disabled"}``, a budget of 0, effort "none")."""
-    generation = params.get("generationConfig")
-    found: Any = params.get("thinking")
-    if found is None:
-        found = params.get("thinkingConfig")
-    if found is None and isinstance(generation, dict):
-        found = generation.get("thinkingConfig")
-    if found is None:
-        reasoning = params.get("reasoning")
-        found = params.get("reasoning_effort") or (
-            reasoning.get("effort") if isinstance(reasoning, dict) else None
-        )
-    if found is None or found is False:
-        return False
-    if isinstance(found, dict):
-        return not (found.get("type") == "disabled" or found.get("thinkingBudget") == 0)
-    return str(found).lower() not in ("none", "off", "disabled", "0")
 
 
 def answer(request: LLMRequest, settings: MockSettings, *, key: str = "") -> tuple[str, str]:

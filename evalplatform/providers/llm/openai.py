@@ -2,16 +2,59 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from evalplatform.providers.llm import errors
 from evalplatform.providers.llm.base import HTTPAdapter, StreamState, _int_or_none, join_url
-from evalplatform.providers.llm.types import LLMRequest
+from evalplatform.providers.llm.types import LLMRequest, Reasoning, ResponseSchema
+
+# The effort asked for when a request wants reasoning and names none (OpenAI's default).
+DEFAULT_EFFORT = "medium"
 
 
 class OpenAIAdapter(HTTPAdapter):
     protocol = "openai"
     filtered_finishes = frozenset({"content_filter"})
+    structured_output = True
+
+    @classmethod
+    def schema_params(cls, schema: ResponseSchema) -> dict[str, Any]:
+        """A strict JSON schema ``response_format``."""
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": schema.name, "strict": True, "schema": dict(schema.schema)},
+            }
+        }
+
+    @classmethod
+    def reasoning_params(cls, reasoning: Reasoning) -> dict[str, Any]:
+        """``reasoning_effort``: "none" turns it off; a token budget has no OpenAI word, so
+        an enabled request without an effort asks for the default one."""
+        if not reasoning.enabled:
+            return {"reasoning_effort": "none"}
+        return {"reasoning_effort": reasoning.effort or DEFAULT_EFFORT}
+
+    @classmethod
+    def reasoning_setting(cls, params: Mapping[str, Any]) -> Any:
+        """``reasoning_effort`` (or the Responses API's ``reasoning.effort``), as
+        ``{"reasoning_effort": effort}``."""
+        reasoning = params.get("reasoning")
+        effort = params.get("reasoning_effort")
+        if effort is None and isinstance(reasoning, dict):
+            effort = reasoning.get("effort")
+        return {"reasoning_effort": effort} if effort is not None else None
+
+    @classmethod
+    def reasoning_in(cls, params: Mapping[str, Any]) -> Reasoning | None:
+        setting = cls.reasoning_setting(params)
+        if setting is None:
+            return None
+        effort = setting["reasoning_effort"]
+        if cls.is_off(effort):
+            return Reasoning(enabled=False)
+        return Reasoning(enabled=True, effort=str(effort))
 
     def headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}

@@ -6,13 +6,42 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class Reasoning:
+    """Whether a model should reason (think) before it answers, in no provider's words.
+
+    ``effort``: "minimal", "low", "medium" or "high" (OpenAI's ``reasoning_effort``,
+    Gemini's ``thinkingLevel``); ``budget_tokens``: the most tokens to think with
+    (Anthropic's ``budget_tokens``, Gemini's ``thinkingBudget``). Each adapter maps them to
+    its wire format (``Adapter.reasoning_params``) and reads them back from a configuration's
+    parameters in its own words (``Adapter.reasoning_in``).
+    """
+
+    enabled: bool
+    effort: str | None = None
+    budget_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class ResponseSchema:
+    """A JSON schema the reply must follow (structured output), named for the providers
+    that want a name (OpenAI's ``json_schema.name``, Anthropic's forced tool)."""
+
+    schema: Mapping[str, Any]
+    name: str = "reply"
+
+
+@dataclass(frozen=True)
 class LLMRequest:
     """What to ask, independent of the provider.
 
-    ``params`` is deep-merged into the provider's request body last, for settings the neutral
-    fields do not cover (thinking / reasoning, ``top_p``, response formats, ...). ``turns``:
-    the conversation before the final ``user`` message, as (role, text) pairs with role
-    "user" or "assistant" (a judge file's multi-turn rows).
+    ``turns``: the conversation before the final ``user`` message, as (role, text) pairs
+    with role "user" or "assistant" (a judge file's multi-turn rows). ``response_schema``
+    and ``reasoning`` say what the caller means; each adapter writes them in its provider's
+    words, live and batch. ``repetition``: which of a design's repeated calls this is (None
+    outside such a design): providers that take a seed may use it (the mock does, so
+    repeated calls differ reproducibly). ``params`` is deep-merged into the provider's
+    request body last, for settings the neutral fields do not cover (``top_p``, a
+    provider's own options, ...); what it sets wins.
     """
 
     model: str
@@ -22,6 +51,9 @@ class LLMRequest:
     temperature: float | None = None
     max_tokens: int | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    response_schema: ResponseSchema | None = None
+    reasoning: Reasoning | None = None
+    repetition: int | None = None
 
 
 @dataclass(frozen=True)
