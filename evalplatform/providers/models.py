@@ -179,9 +179,9 @@ class LLMModel(models.Model):
         """Whether requests to this model may go through its provider's batch API: the
         catalog says the model takes batches, and its connection speaks a batch protocol
         (the offline mock speaks none)."""
-        from evalplatform.providers.llm.client import BATCHES
+        from evalplatform.providers.llm.kinds import has_batch_api
 
-        return bool(self.supports_batch) and self.connection.kind in BATCHES
+        return bool(self.supports_batch) and has_batch_api(self.connection.kind)
 
     def cost_usd(self, input_tokens: int, output_tokens: int, *, batch: bool = False) -> Decimal:
         factor = (Decimal(1) - self.batch_discount) if batch else Decimal(1)

@@ -30,7 +30,7 @@ from evalplatform.errors import FieldErrors, NotFound
 from evalplatform.throttling import expensive
 from evaluations.analytics import cards, results, tables, trust
 from evaluations.analytics.analyze import default_raters, rater_filter
-from evaluations.models import AnalysisStatus, GateThresholds, TeamTrustGate
+from evaluations.analytics.models import AnalysisStatus, GateThresholds, TeamTrustGate
 from scenarios.models import Scenario
 
 MAX_RESAMPLES = 10_000

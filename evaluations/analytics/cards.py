@@ -28,13 +28,17 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from evalplatform.providers.llm import kinds
+from evalplatform.providers.llm.types import Reasoning
 from evaluations.analytics import stats, style
 from evaluations.analytics.adjudicated import held_to
 from evaluations.analytics.agreement import Bootstrap, Reading, names_of, unit_values, versus
 from evaluations.analytics.agreement_stats import rounded
 from evaluations.analytics.data import AnalysisData, Row
 from evaluations.analytics.data import gate_for as gate_for  # the gate a scenario holds to
-from evaluations.models import GateThresholds, LLMJudge, RaterKind, TeamTrustGate
+from evaluations.analytics.models import GateThresholds, TeamTrustGate
+from evaluations.judgments.models import LLMJudge, RaterKind
+from scenarios.types import registry
 
 MAX_RESAMPLES = 1000  # the bootstrap resamples of a card's agreement intervals, at most
 GATE_FIELDS = (
@@ -48,39 +52,12 @@ GATE_FIELDS = (
 
 
 # --- configurations -----------------------------------------------------------------------------
-def thinking_setting(params: Any) -> Any:
+def thinking_setting(params: Any, kind: str = "mock") -> Any:
     """The thinking (reasoning) setting among a model configuration's parameters, in its
-    provider's words: Anthropic's ``thinking``; Gemini's ``thinkingConfig`` (in
-    ``generationConfig``, as the request carries it, or on its own), e.g.
-    ``{"thinkingBudget": 0}`` or ``{"thinkingLevel": "low"}``; OpenAI's ``reasoning_effort``
-    (or the Responses API's ``reasoning.effort``) as ``{"reasoning_effort": "high"}``.
-    None when the parameters set none."""
-    if not isinstance(params, dict):
-        return None
-    if params.get("thinking") is not None:
-        return params["thinking"]
-    generation = params.get("generationConfig")
-    for holder in (generation if isinstance(generation, dict) else {}, params):
-        if holder.get("thinkingConfig") is not None:
-            return holder["thinkingConfig"]
-    reasoning = params.get("reasoning")
-    effort = params.get("reasoning_effort")
-    if effort is None and isinstance(reasoning, dict):
-        effort = reasoning.get("effort")
-    return {"reasoning_effort": effort} if effort is not None else None
-
-
-def thinking_requested(setting: Any) -> bool:
-    """Whether a thinking setting asks for thinking (not ``{"type": "disabled"}``, a budget
-    of 0 or an effort of "none")."""
-    if setting is None or setting is False:
-        return False
-    if isinstance(setting, dict):
-        if setting.get("type") == "disabled" or setting.get("thinkingBudget") == 0:
-            return False
-        effort = setting.get("reasoning_effort")
-        return str(effort).lower() not in ("none", "off", "disabled", "0")
-    return str(setting).lower() not in ("none", "off", "disabled", "0")
+    provider's words (the provider's adapter reads it: e.g. Anthropic's ``thinking``,
+    Gemini's ``thinkingConfig``, OpenAI's ``reasoning_effort`` as ``{"reasoning_effort":
+    "high"}``; the mock's, any of them). None when the parameters set none."""
+    return kinds.reasoning_setting(kind, params)
 
 
 def configuration(judge: LLMJudge) -> dict[str, Any]:
@@ -93,7 +70,7 @@ def configuration(judge: LLMJudge) -> dict[str, Any]:
         "model": judge.llm_model.model_id,
         "provider": judge.llm_model.connection.kind,
         "params": judge.params or {},
-        "thinking": thinking_setting(judge.params),
+        "thinking": thinking_setting(judge.params, judge.llm_model.connection.kind),
         "prompt_version": judge.prompt_version_id,
         "prompt": f"{version.template.name} v{version.number}",
         "temperatures": judge.temperatures,
@@ -300,13 +277,13 @@ def human_agreement(
     }
 
 
-def reasoning(rows: list[Row], setting: Any) -> dict[str, Any]:
-    """Whether the thinking the configuration asked for was honoured: of the replies whose
-    provider counted reasoning tokens apart, how many had some. ``honoured`` is None when
-    no reply had a count (the provider reports none: Anthropic counts thinking in the
-    output tokens)."""
+def reasoning(rows: list[Row], setting: Any, asked: Reasoning | None) -> dict[str, Any]:
+    """Whether the thinking the configuration asked for (``setting`` in its provider's
+    words, ``asked`` in none) was honoured: of the replies whose provider counted reasoning
+    tokens apart, how many had some. ``honoured`` is None when no reply had a count (the
+    provider reports none: Anthropic counts thinking in the output tokens)."""
     counted = [r.reasoning_tokens for r in rows if r.reasoning_tokens is not None]
-    requested = thinking_requested(setting)
+    requested = asked is not None and asked.enabled
     with_tokens = sum(1 for t in counted if t > 0)
     honoured: bool | None = None
     if counted:
@@ -360,6 +337,7 @@ def judge_cards(
     cards = []
     for judge in loaded.judges:
         config_now = configuration(judge)
+        asked = kinds.reasoning_in(judge.llm_model.connection.kind, judge.params or {})
         temperatures = {t for (j, t) in by_config if j == judge.pk}
         temperatures |= {t for (j, t) in loaded.failures if j == judge.pk}
         family = style.family(
@@ -390,7 +368,7 @@ def judge_cards(
                 "calls": calls,
                 "human_agreement": human_agreement(rows, people_units, reading, config, boot, names)
                 | {"humans_blind": scenario.blind},
-                "adjudicated": held_to(kind, rows, loaded.adjudications, config),
+                "adjudicated": held_to(registry.of(scenario), rows, loaded.adjudications, config),
                 "flip_rate": flip_rate(rows),
                 "self_consistency": self_consistency(rows),
                 "self_preference": preference,
@@ -400,7 +378,7 @@ def judge_cards(
                     "total_usd": rounded(float(spent)),
                     "per_judgment_usd": rounded(float(spent) / len(rows)) if rows else None,
                 },
-                "reasoning": reasoning(rows, config_now["thinking"]),
+                "reasoning": reasoning(rows, config_now["thinking"], asked),
             }
             cards.append(card)
     return cards

@@ -17,18 +17,10 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from evaluations.models import (
-    Adjudication,
-    GateThresholds,
-    JudgeRun,
-    Judgment,
-    LLMJudge,
-    ParseStatus,
-    RaterExclusion,
-    RaterKind,
-    TeamTrustGate,
-    TrustGate,
-)
+from evaluations.analytics.models import GateThresholds, TeamTrustGate, TrustGate
+from evaluations.judgments.models import JudgeRun, Judgment, LLMJudge, ParseStatus, RaterKind
+from evaluations.quality.models import RaterExclusion
+from evaluations.review.models import Adjudication
 from scenarios import selectors as scenario_selectors
 from scenarios.models import GoldTask, Scenario, Variant
 

@@ -22,7 +22,7 @@ from django.conf import settings
 
 from evaluations.analytics import joint, stats, style
 from evaluations.analytics.data import Row
-from evaluations.models import LLMJudge, RaterKind
+from evaluations.judgments.models import LLMJudge, RaterKind
 from scenarios.models import Variant
 
 # The bootstrap's resamples are at most this many (the ``resamples`` option's, else):

@@ -27,7 +27,9 @@ from evalplatform.runs import fairshare
 from evaluations.analytics import data
 from evaluations.analytics.analyze import DEFAULTS, ELO_ROUNDS, analyze
 from evaluations.analytics.cards import GATE_FIELDS, source_of
-from evaluations.models import Adjudication, AnalysisStatus, LLMJudge, StoredAnalysis
+from evaluations.analytics.models import AnalysisStatus, StoredAnalysis
+from evaluations.judgments.models import LLMJudge
+from evaluations.review.models import Adjudication
 from scenarios.models import Scenario
 
 logger = logging.getLogger(__name__)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import re
 
+from evalplatform.providers.llm import kinds
+
 # Markdown elements, as Chatbot Arena's style control counts them: headers, list items
 # (ordered and unordered), bold spans.
 _HEADER = re.compile(r"^ {0,3}#{1,6}[ \t]+\S", re.MULTILINE)
@@ -57,8 +59,6 @@ FAMILIES = (
     ("cohere", re.compile(r"command-|cohere|aya-", re.IGNORECASE)),
     ("microsoft", re.compile(r"(?:^|[/\s])phi-", re.IGNORECASE)),
 )
-# A connection's kind says the family only where the provider serves its own models.
-KIND_FAMILIES = {"anthropic": "anthropic", "gemini": "google", "mock": "mock"}
 
 
 def family(*names: str | None, kind: str | None = None) -> str | None:
@@ -70,4 +70,4 @@ def family(*names: str | None, kind: str | None = None) -> str | None:
         for found, pattern in FAMILIES:
             if pattern.search(name):
                 return found
-    return KIND_FAMILIES.get(kind or "")
+    return kinds.own_family(kind or "")

@@ -22,7 +22,8 @@ from evalplatform.accounts.roles import SCENARIOS_MANAGE
 from evalplatform.errors import FieldErrors, Forbidden
 from evaluations.analytics import cards, results
 from evaluations.analytics.analyze import default_raters
-from evaluations.models import LLMJudge, TeamTrustGate, TrustGate
+from evaluations.analytics.models import TeamTrustGate, TrustGate
+from evaluations.judgments.models import LLMJudge
 from scenarios.models import Scenario
 
 FRACTIONS = {

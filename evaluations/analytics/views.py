@@ -19,7 +19,7 @@ from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFou
 from evalplatform.web.fields import number_or_text
 from evaluations.analytics import cards, results, tables, trust
 from evaluations.analytics.api import options_from, scenario_for, team_for, with_cards_now
-from evaluations.models import TeamTrustGate, TrustGate
+from evaluations.analytics.models import TeamTrustGate, TrustGate
 
 
 def _versus_rows(versus: dict[str, Any]) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from evalplatform.api.parsers import JSONParser
 from evalplatform.errors import FieldErrors, NotFound
 from evaluations.invitations import selectors
 from evaluations.invitations import services as invitations
-from evaluations.models import Invitation
+from evaluations.invitations.models import Invitation
 from scenarios.models import Scenario
 
 

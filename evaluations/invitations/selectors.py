@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from evaluations.models import Invitation
+from evaluations.invitations.models import Invitation
 from scenarios.models import Scenario
 
 

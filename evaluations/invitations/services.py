@@ -27,7 +27,8 @@ from django.utils import timezone
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import EVALUATIONS_SUBMIT, SCENARIOS_MANAGE
 from evalplatform.errors import Conflict, FieldErrors, Forbidden, NotFound
-from evaluations.models import Assignment, AssignmentStatus, Invitation
+from evaluations.invitations.models import Invitation
+from evaluations.judgments.models import Assignment, AssignmentStatus
 from scenarios.models import Scenario, ScenarioStatus, Task
 
 logger = logging.getLogger(__name__)

@@ -20,8 +20,8 @@ from evalplatform.errors import FieldErrors, Forbidden, NotFound
 from evalplatform.throttling import expensive
 from evaluations.judgefiles import services
 from evaluations.judgefiles.compare import compare
+from evaluations.judgefiles.models import JudgeBatch, JudgeVerdict
 from evaluations.judgefiles.openai_api import batch_object
-from evaluations.models import JudgeBatch, JudgeVerdict
 
 VERDICT_COLUMNS = ["custom_id", "line", "score", "verdict", "rationale", "parsed", "problem",
                    "fields", "reply"]  # fmt: skip

@@ -24,8 +24,8 @@ import numpy as np
 # import, and the web server loads this module before answering its first request.
 from evaluations.analytics.agreement_stats import cohen_kappa
 from evaluations.analytics.trust import stored_trust
+from evaluations.judgefiles.models import JudgeBatch
 from evaluations.judgefiles.services import combined
-from evaluations.models import JudgeBatch
 
 
 def _round(value: float | None, digits: int = 6) -> float | None:

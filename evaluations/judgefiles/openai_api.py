@@ -37,7 +37,7 @@ from evalplatform.api.uploads import download
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
 from evalplatform.throttling import expensive, retry_after
 from evaluations.judgefiles import services
-from evaluations.models import JudgeBatch, JudgeFile
+from evaluations.judgefiles.models import JudgeBatch, JudgeFile
 
 
 def _stamp(value: Any) -> int | None:

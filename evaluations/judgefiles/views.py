@@ -21,7 +21,7 @@ from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFou
 from evaluations.judgefiles import services
 from evaluations.judgefiles.api import batch_for
 from evaluations.judgefiles.compare import compare
-from evaluations.models import JudgeBatch, JudgeFile, JudgeVerdict
+from evaluations.judgefiles.models import JudgeBatch, JudgeFile, JudgeVerdict
 
 PER_PAGE = 50
 

@@ -28,7 +28,7 @@ from evalplatform.throttling import expensive
 from evaluations.analytics import trust
 from evaluations.judges import selectors
 from evaluations.judges import services as judges
-from evaluations.models import LLMJudge
+from evaluations.judgments.models import LLMJudge
 from scenarios.models import Scenario
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db.models import Count, QuerySet
 
-from evaluations.models import JudgeRun, Judgment, LLMJudge, ParseStatus
+from evaluations.judgments.models import JudgeRun, Judgment, LLMJudge, ParseStatus
 from generation.models import GenerationJob, OutputStatus
 from scenarios.models import Scenario
 

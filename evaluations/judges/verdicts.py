@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalplatform.providers.llm import kinds
+from evalplatform.providers.llm.types import ResponseSchema
 from scenarios.types import registry
 from scenarios.types.base import KEYS, Rejected
 
@@ -115,43 +117,13 @@ def check_reply_format(value: Any, dimensions: Sequence[str]) -> str | None:
 
 
 def verdict_schema(kind: str, config: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The JSON schema of the platform's verdict of a scenario type (structured output), or
-    None for a type that has none."""
-    rationale = {"type": "string", "description": "One or two sentences: why."}
-    properties: dict[str, Any]
-    if kind == "comparison":
-        winners = ["A", "B", "tie"] if config.get("ties", True) else ["A", "B"]
-        properties = {"winner": {"type": "string", "enum": winners}}
-    elif kind == "rating":
-        names = [d["name"] for d in config.get("dimensions", [])]
-        scale = "; ".join(f"{d['name']}: {d['min']} to {d['max']}" for d in config["dimensions"])
-        properties = {
-            "scores": {
-                "type": "object",
-                "description": f"A score per dimension ({scale}).",
-                "properties": {name: {"type": "number"} for name in names},
-                "required": names,
-                "additionalProperties": False,
-            }
-        }
-    elif kind == "ranking":
-        properties = {
-            "ranking": {
-                "type": "array",
-                "description": "Every response's key once, best first.",
-                "items": {"type": "string", "enum": list(KEYS)},
-            }
-        }
-    elif kind == "labeling":
-        properties = {
-            "labels": {
-                "type": "array",
-                "items": {"type": "string", "enum": list(config.get("labels", []))},
-            }
-        }
-    else:
+    """The JSON schema of the platform's verdict of a scenario type (structured output): the
+    type's ``verdict_properties`` and a rationale; None for a type that has none."""
+    found = registry.find(kind)
+    properties = found.verdict_properties(config) if found is not None else None
+    if properties is None:
         return None
-    properties["rationale"] = rationale
+    properties["rationale"] = {"type": "string", "description": "One or two sentences: why."}
     return {
         "type": "object",
         "properties": properties,
@@ -160,45 +132,12 @@ def verdict_schema(kind: str, config: Mapping[str, Any]) -> dict[str, Any] | Non
     }
 
 
-def _without_additional(schema: Any) -> Any:
-    """Gemini's response schema: the same without additionalProperties (it has none)."""
-    if isinstance(schema, dict):
-        return {k: _without_additional(v) for k, v in schema.items() if k != "additionalProperties"}
-    if isinstance(schema, list):
-        return [_without_additional(v) for v in schema]
-    return schema
-
-
 def structured_params(provider_kind: str, schema: Mapping[str, Any]) -> dict[str, Any]:
-    """The request parameters that constrain a reply to ``schema``: OpenAI-compatible
-    servers' ``response_format`` (JSON schema, strict), Anthropic's forced tool use (the
-    tool's input is the reply), Gemini's ``responseSchema``; none for the mock."""
-    if provider_kind == "openai":
-        return {
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {"name": "verdict", "strict": True, "schema": dict(schema)},
-            }
-        }
-    if provider_kind == "anthropic":
-        return {
-            "tools": [
-                {
-                    "name": "verdict",
-                    "description": "Record the verdict.",
-                    "input_schema": dict(schema),
-                }
-            ],
-            "tool_choice": {"type": "tool", "name": "verdict"},
-        }
-    if provider_kind == "gemini":
-        return {
-            "generationConfig": {
-                "responseMimeType": "application/json",
-                "responseSchema": _without_additional(schema),
-            }
-        }
-    return {}
+    """The request parameters that hold a reply to ``schema``, in the provider's words
+    (its adapter's ``schema_params``: OpenAI's strict ``response_format``, Anthropic's
+    forced tool use, Gemini's ``responseSchema``); none for a provider without structured
+    output (the mock)."""
+    return kinds.schema_params(provider_kind, ResponseSchema(schema=schema, name="verdict"))
 
 
 def _path(found: Mapping[str, Any], path: str) -> Any:

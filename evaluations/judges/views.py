@@ -26,7 +26,7 @@ from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFou
 from evalplatform.web.fields import number_or_text
 from evaluations.analytics import trust
 from evaluations.judges import services as judges
-from evaluations.models import LLMJudge
+from evaluations.judgments.models import LLMJudge
 from evaluations.pages import scenario_or_404
 
 

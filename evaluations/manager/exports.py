@@ -3,7 +3,7 @@
 CSV rows are long-form, one fact a row, with columns per scenario type (``columns``); after
 the judges' columns come the evaluator's ``comment`` and ``flag``, and last ``adjudicated``:
 the task's adjudicated answer in the row's terms (empty without one;
-``evaluations.review.answers.export_cell``). JSON holds the scenario (configuration
+the scenario type's ``export_cell``). JSON holds the scenario (configuration
 included), its variants, every judgment (each with its task's ``adjudicated`` answer) and
 every flag.
 
@@ -25,9 +25,10 @@ from django.http import StreamingHttpResponse
 from evalplatform import exporting
 from evalplatform.api import uploads
 from evalplatform.api.uploads import download
-from evaluations.models import Adjudication, Judgment, ParseStatus, TaskFlag
-from evaluations.review import answers
+from evaluations.judgments.models import Judgment, ParseStatus
+from evaluations.review.models import Adjudication
 from evaluations.review.selectors import adjudicated_tasks
+from evaluations.workspace.models import TaskFlag
 from scenarios import selectors as scenario_selectors
 from scenarios.models import Scenario
 from scenarios.types import registry
@@ -241,7 +242,7 @@ def _csv_batches(scenario: Scenario) -> Iterator[str]:
         if found is None:
             return ""
         row = dict(zip(kind.export_columns, cells, strict=True))
-        return answers.export_cell(kind.analysis, found.payload, found.presented, row, variant_ids)
+        return kind.export_cell(found.payload, found.presented, row, variant_ids)
 
     blanks = [""] * len(kind.export_columns)
     for batch in _batches(scenario, _FIELDS):

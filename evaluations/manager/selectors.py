@@ -13,7 +13,7 @@ from evalplatform.accounts.roles import SCENARIOS_VIEW
 from evalplatform.prompts.models import PromptVersion
 from evalplatform.providers.models import LLMModel
 from evaluations.analytics.trust import stored_trust
-from evaluations.models import (
+from evaluations.judgments.models import (
     Assignment,
     AssignmentStatus,
     JudgeRun,

@@ -19,8 +19,8 @@ from evalplatform.api import bodies
 from evalplatform.api.parsers import JSONParser
 from evalplatform.errors import FieldErrors, NotFound
 from evalplatform.throttling import expensive
-from evaluations.models import BudgetPlan, PlanStatus
 from evaluations.planner import replan, selectors, services
+from evaluations.planner.models import BudgetPlan, PlanStatus
 from scenarios.models import Scenario
 
 LISTED = 50

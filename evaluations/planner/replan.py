@@ -37,9 +37,10 @@ from django.db.models.signals import post_save
 from django.utils import timezone
 
 from evalplatform.runs import fairshare
-from evaluations.models import BudgetPlan, JudgeRun, Judgment, PlanStatus, RaterKind
+from evaluations.judgments.models import JudgeRun, Judgment, RaterKind
 from evaluations.planner import selectors, services
 from evaluations.planner.design import HUMAN
+from evaluations.planner.models import BudgetPlan, PlanStatus
 from generation.models import GenerationJob, JobStatus
 from scenarios.models import ScenarioStatus
 

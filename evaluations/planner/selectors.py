@@ -21,8 +21,9 @@ from evaluations.analytics import data
 from evaluations.analytics.cards import configuration, judge_trust
 from evaluations.analytics.trust import scenario_cards
 from evaluations.judges import selectors as judge_selectors
-from evaluations.models import BudgetPlan, Judgment, LLMJudge, ParseStatus, RaterKind
+from evaluations.judgments.models import Judgment, LLMJudge, ParseStatus, RaterKind
 from evaluations.planner.design import HUMAN
+from evaluations.planner.models import BudgetPlan
 from scenarios.models import Scenario, Task, Variant
 from scenarios.services import JUDGE_PROMPT_CHARS, JUDGE_REPLY_TOKENS
 

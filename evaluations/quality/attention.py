@@ -21,7 +21,7 @@ from django.db import transaction
 from evalplatform import validation
 from evalplatform.accounts import audit
 from evalplatform.errors import Conflict, FieldErrors, NotFound
-from evaluations.models import Assignment, Judgment
+from evaluations.judgments.models import Assignment, Judgment
 from evaluations.quality.services import GOLD_RATE_MAX, _manage
 from evaluations.workspace import services as workspace
 from scenarios import services as scenario_services

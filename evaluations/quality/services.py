@@ -25,7 +25,9 @@ from evalplatform.accounts import audit, policy
 from evalplatform.accounts.models import Membership, TeamGroup
 from evalplatform.accounts.roles import EVALUATIONS_SUBMIT, ROLE_FEATURES, SCENARIOS_MANAGE
 from evalplatform.errors import FieldErrors, Forbidden, NotFound
-from evaluations.models import Invitation, Judgment, RaterExclusion
+from evaluations.invitations.models import Invitation
+from evaluations.judgments.models import Judgment
+from evaluations.quality.models import RaterExclusion
 from evaluations.workspace import services as workspace
 from scenarios.models import (
     GoldKind,

@@ -17,12 +17,12 @@ from typing import Any
 
 from evalplatform import validation
 from evalplatform.errors import FieldErrors
-from evaluations.models import Adjudication, Judgment, ParseStatus, RaterKind
-from evaluations.review import answers
+from evaluations.judgments.models import Judgment, ParseStatus, RaterKind
+from evaluations.review.models import Adjudication
 from evaluations.workspace.services import presented as task_order
 from scenarios.models import GoldKind, Scenario, Task, Variant
 from scenarios.types import registry
-from scenarios.types.base import KEYS
+from scenarios.types.base import KEYS, ScenarioKind
 
 RATERS = ("all", "humans", "judges")
 ORDERINGS = ("-disagreement", "disagreement", "position")
@@ -93,16 +93,16 @@ def review_tasks(
     scenario: Scenario, filters: Filters, *, task_id: int | None = None
 ) -> list[TaskDisagreement]:
     """Every task of the scenario that passes ``filters`` (or the one ``task_id``), with
-    its number of answers and their disagreement (``answers.disagreement``), in the order
-    asked: by disagreement (tasks without one last) then position, or by position."""
-    analysis = registry.of(scenario).analysis
+    its number of answers and their disagreement (the type's ``disagreement``), in the
+    order asked: by disagreement (tasks without one last) then position, or by position."""
+    kind = registry.of(scenario)
     only = {} if task_id is None else {"task_id": task_id}
     values: dict[int, list[Any]] = defaultdict(list)
     rows = _answers(scenario, filters.raters).filter(**only)
     for task, payload, presented in rows.values_list("task_id", "payload", "presented").iterator(
         chunk_size=5000
     ):
-        values[task].append(answers.value(analysis, payload or {}, presented or []))
+        values[task].append(kind.answer_value(payload or {}, presented or []))
     adjudicated = set(
         Adjudication.objects.filter(scenario=scenario, **only).values_list("task_id", flat=True)
     )
@@ -123,7 +123,7 @@ def review_tasks(
                 pk,
                 position,
                 len(given),
-                answers.disagreement(analysis, given, scenario.config),
+                disagreement(kind, given, scenario.config),
                 pk in adjudicated,
             )
         )
@@ -160,15 +160,20 @@ def _call(judgment: Judgment) -> str:
     return " · ".join(p for p in parts if p)
 
 
-def _adjudication(adjudication: Adjudication | None, analysis: str | None, order: Sequence[int]):
+def disagreement(kind: ScenarioKind, values: Sequence[Any], config: Any) -> float | None:
+    """How much the answers (``answer_value``s, None left out) of one task disagree, 0 to 1
+    (the type says how: docs/scenarios.md, "Review"); None under two answers."""
+    found = [v for v in values if v is not None]
+    return kind.disagreement(found, config) if len(found) >= 2 else None
+
+
+def _adjudication(adjudication: Adjudication | None, kind: ScenarioKind, order: Sequence[int]):
     if adjudication is None:
         return None
     return {
-        "answer": answers.in_task_keys(
-            analysis, adjudication.payload, adjudication.presented, order
-        ),
+        "answer": kind.in_task_keys(adjudication.payload, adjudication.presented, order),
         "payload": adjudication.payload,
-        "summary": answers.summary(analysis, adjudication.payload, adjudication.presented, order),
+        "summary": kind.summary(adjudication.payload, adjudication.presented, order),
         "note": adjudication.note,
         "set_by": adjudication.set_by.get_username() if adjudication.set_by else None,
         "set_at": adjudication.set_at.isoformat(),
@@ -184,7 +189,6 @@ def review_rows(
     the disagreement, the adjudicated answer. Unblinded (for managers)."""
     ids = [t.task for t in found]
     kind = registry.of(scenario)
-    analysis = kind.analysis
     tasks = {t.pk: t for t in Task.objects.filter(pk__in=ids).select_related("item")}
     orders = {pk: task_order(task) for pk, task in tasks.items()}
     wanted = {pk for order in orders.values() for pk in order}
@@ -235,8 +239,8 @@ def review_rows(
                     "call": _call(j),
                     "presented": j.presented,
                     "payload": j.payload,
-                    "answer": answers.in_task_keys(analysis, j.payload, j.presented, order),
-                    "summary": answers.summary(analysis, j.payload, j.presented, order),
+                    "answer": kind.in_task_keys(j.payload, j.presented, order),
+                    "summary": kind.summary(j.payload, j.presented, order),
                     "rationale": j.rationale,
                     "created_at": j.created_at.isoformat(),
                 }
@@ -244,11 +248,12 @@ def review_rows(
             ],
             "answer_count": entry.answers,
             "disagreement": None if entry.disagreement is None else round(entry.disagreement, 4),
-            "adjudication": _adjudication(adjudications.get(task.pk), analysis, order),
+            "adjudication": _adjudication(adjudications.get(task.pk), kind, order),
         }
-        if analysis == answers.RATINGS:
-            scored = [answers.value(analysis, j.payload, j.presented) for j in mine]
-            row["dimensions"] = answers.dimension_spread(scored, scenario.config)
+        values = [kind.answer_value(j.payload, j.presented) for j in mine]
+        spread = kind.spread(values, scenario.config)
+        if spread is not None:
+            row["dimensions"] = spread
         rows.append(row)
     return rows
 

@@ -17,7 +17,7 @@ from evalplatform import validation
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import SCENARIOS_MANAGE
 from evalplatform.errors import FieldErrors, Forbidden, NotFound
-from evaluations.models import Adjudication
+from evaluations.review.models import Adjudication
 from evaluations.workspace.services import presented as task_order
 from scenarios.models import Scenario, Task
 from scenarios.types import registry

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
 
@@ -25,6 +26,7 @@ from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFou
 from evaluations.review import selectors, services
 from scenarios.models import Scenario
 from scenarios.types import registry
+from scenarios.types.base import ScenarioKind
 
 PAGE_SIZE = 25
 FILTER_KEYS = ("raters", "min_answers", "unadjudicated", "ordering")
@@ -51,27 +53,12 @@ def _tally(row: dict[str, Any]) -> str:
     return " · ".join(f"{text} ({n})" if n > 1 else text for text, n in counts.most_common())
 
 
-def _form(row: dict[str, Any], dimensions: list[dict[str, Any]]) -> dict[str, Any]:
-    """What a row's answer form starts with: the adjudicated answer, when there is one."""
+def _form(row: dict[str, Any], kind: ScenarioKind, config: Mapping[str, Any]) -> dict[str, Any]:
+    """What a row's answer form starts with: the adjudicated answer, when there is one (the
+    type's fields of it, ``review_form``), its keys and the answer as JSON."""
     current = (row["adjudication"] or {}).get("answer") or {}
-    scores = current.get("scores") or {}
-    ranking = list(current.get("ranking") or [])
     keys = [v["key"] for v in row["variants"]]
-    ranking += [None] * (len(keys) - len(ranking))
-    return {
-        "winner": current.get("winner"),
-        "labels": current.get("labels") or [],
-        "text": current.get("text") or "",
-        "scores": [
-            {
-                "index": i,
-                "name": dim["name"],
-                "points": list(range(dim["min"], dim["max"] + 1)),
-                "current": scores.get(dim["name"]),
-            }
-            for i, dim in enumerate(dimensions)
-        ],
-        "places": [{"place": n + 1, "current": key} for n, key in enumerate(ranking)],
+    return kind.review_form(current, config, keys) | {
         "keys": keys,
         "json": json.dumps(current) if current else "",
     }
@@ -88,11 +75,10 @@ def review_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
     found = selectors.review_tasks(scenario, filters)
     page = Paginator(found, PAGE_SIZE).get_page(request.GET.get("page"))
     rows = selectors.review_rows(scenario, list(page.object_list), filters.raters)
-    dimensions = [d for d in scenario.config.get("dimensions", []) if isinstance(d, dict)]
+    kind = registry.of(scenario)
     for row in rows:
         row["tally"] = _tally(row)
-        row["form"] = _form(row, dimensions)
-    kind = registry.of(scenario)
+        row["form"] = _form(row, kind, scenario.config)
     query = urlencode({k: request.GET[k] for k in FILTER_KEYS if request.GET.get(k)})
     return render(
         request,
@@ -120,18 +106,15 @@ def review_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
 
 
 def _answer(scenario: Scenario, post: QueryDict) -> Any:
-    """The answer a review form posts: the type's answer fields (``answer_from_form``;
-    a ranking's places, best first, as its ``ranking``), or ``answer_json``."""
+    """The answer a review form posts: the type's answer fields (``answer_from_form``), or
+    ``answer_json``."""
     if "answer_json" in post:
         raw = post.get("answer_json", "")
         try:
             return validation.json_value(raw)
         except ValueError:
             return raw  # not an object: the check says so
-    fields = post.copy()
-    if "place" in post:
-        fields["ranking"] = ",".join(post.getlist("place"))
-    return registry.of(scenario).answer_from_form(fields, scenario.config)
+    return registry.of(scenario).answer_from_form(post, scenario.config)
 
 
 def _back(scenario: Scenario, post: QueryDict, task_id: int) -> HttpResponse:

@@ -28,7 +28,7 @@ from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_SUBMIT
 from evalplatform.errors import NotFound
 from evalplatform.prepared import Prepared
-from evaluations.models import Invitation
+from evaluations.invitations.models import Invitation
 from scenarios.models import Scenario, ScenarioAssignee, ScenarioAssigneeGroup
 
 

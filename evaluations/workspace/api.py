@@ -21,8 +21,9 @@ from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_VIEW_ALL, SCENARIOS_VIEW
 from evalplatform.api import bodies
 from evalplatform.errors import FieldErrors, NotFound
-from evaluations.models import Assignment, Judgment, JudgmentRevision, TaskFlag
+from evaluations.judgments.models import Assignment, Judgment
 from evaluations.workspace import access, flags, revisions, selectors, services
+from evaluations.workspace.models import JudgmentRevision, TaskFlag
 from scenarios.models import Scenario
 
 

@@ -10,8 +10,9 @@ from django.db import transaction
 
 from evalplatform import validation
 from evalplatform.errors import Conflict, FieldErrors
-from evaluations.models import Assignment, AssignmentStatus, FlagReason, TaskFlag
+from evaluations.judgments.models import Assignment, AssignmentStatus
 from evaluations.workspace import services
+from evaluations.workspace.models import FlagReason, TaskFlag
 
 
 def task_flag(*, user: Any, assignment: Assignment, data: Mapping[str, Any]) -> TaskFlag:

@@ -14,8 +14,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from evalplatform.errors import Conflict, NotFound
-from evaluations.models import Judgment, JudgmentRevision
+from evaluations.judgments.models import Judgment
 from evaluations.workspace import access
+from evaluations.workspace.models import JudgmentRevision
 from evaluations.workspace.services import checked_answer
 from scenarios.models import ScenarioStatus
 

@@ -9,8 +9,9 @@ from typing import Any
 
 from django.db.models import Count, F, QuerySet
 
-from evaluations.models import Assignment, AssignmentStatus, Judgment, TaskFlag
+from evaluations.judgments.models import Assignment, AssignmentStatus, Judgment
 from evaluations.workspace import access
+from evaluations.workspace.models import TaskFlag
 from scenarios.models import GoldTask, Scenario, ScenarioStatus, Task
 
 QUEUE_LENGTH = 200

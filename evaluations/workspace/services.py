@@ -31,7 +31,7 @@ from django.utils import timezone
 from evalplatform import validation
 from evalplatform.errors import Conflict, FieldErrors, NotFound
 from evalplatform.prepared import Prepared
-from evaluations.models import Assignment, AssignmentStatus, Judgment, RaterKind
+from evaluations.judgments.models import Assignment, AssignmentStatus, Judgment, RaterKind
 from evaluations.workspace import access
 from evaluations.workspace.selectors import TASK_VIEW
 from scenarios.models import GoldKind, GoldTask, Scenario, ScenarioStatus, Task, Variant

@@ -15,11 +15,12 @@ from django.views.decorators.http import require_POST
 
 from evalplatform import validation
 from evalplatform.errors import ApplicationError, FieldErrors, NotFound
-from evaluations.models import Assignment, AssignmentStatus, FlagReason
+from evaluations.judgments.models import Assignment, AssignmentStatus
 from evaluations.workspace import access, flags, revisions, selectors, services
+from evaluations.workspace.models import FlagReason
 from scenarios.models import Scenario, ScenarioStatus
 from scenarios.types import registry
-from scenarios.types.base import KEYS
+from scenarios.types.base import ScenarioKind
 
 
 @login_required
@@ -68,22 +69,13 @@ def _error_list(exc: ApplicationError) -> list[str]:
     return [exc.message]
 
 
-def _chosen(view: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+def _chosen(kind: ScenarioKind, view: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
     """What the page shows as already chosen, from an answer under the presented keys (a
     judgment being revised, or a form sent back with errors)."""
     found = data.get("answer")
     answer: dict[str, Any] = found if isinstance(found, dict) else {}
-    dimensions = view["config"].get("dimensions", [])
-    scores, notes = answer.get("scores") or {}, answer.get("justifications") or {}
     keys = [v["key"] for v in view["variants"]]
-    order = [k for k in answer.get("ranking") or [] if k in keys]
-    return {
-        "winner": answer.get("winner"),
-        "scores": [scores.get(d["name"]) if isinstance(scores, dict) else None for d in dimensions],
-        "notes": [notes.get(d["name"], "") if isinstance(notes, dict) else "" for d in dimensions],
-        "labels": answer.get("labels") or [],
-        "text": answer.get("text") or "",
-        "order": order + [k for k in keys if k not in order],
+    return kind.form_fill(answer, view["config"], keys) | {
         "rationale": data.get("rationale", ""),
         "comment": data.get("comment", ""),
     }
@@ -110,17 +102,7 @@ def _render_task(
             (key, value if isinstance(value, str) else repr(value))
             for key, value in (view["context"] or {}).items()
         ],
-        "scale": [
-            (index, dim, list(range(dim["min"], dim["max"] + 1)), score, note)
-            for index, (dim, score, note) in enumerate(
-                zip(
-                    view["config"].get("dimensions", []),
-                    chosen["scores"],
-                    chosen["notes"],
-                    strict=True,
-                )
-            )
-        ],
+        "scale": chosen.get("scale", []),
         "flag_reasons": FlagReason.choices,
         **extra,
     }
@@ -153,7 +135,7 @@ def task(request: HttpRequest, assignment_id: int) -> HttpResponse:
         request,
         scenario=scenario,
         view=view,
-        chosen=_chosen(view, data),
+        chosen=_chosen(registry.of(scenario), view, data),
         errors=errors,
         assignment=assignment,
         previous=selectors.previous_judgment(request.user, scenario.pk),
@@ -183,7 +165,7 @@ def revise(request: HttpRequest, judgment_id: int) -> HttpResponse:
             return redirect("workspace:next", scenario_id=scenario.pk)
     else:
         data = {
-            "answer": _under_keys(judgment.payload, list(judgment.presented)),
+            "answer": registry.of(scenario).under_keys(judgment.payload, list(judgment.presented)),
             "rationale": judgment.rationale,
             "comment": judgment.comment,
         }
@@ -191,24 +173,13 @@ def revise(request: HttpRequest, judgment_id: int) -> HttpResponse:
         request,
         scenario=scenario,
         view=view,
-        chosen=_chosen(view, data),
+        chosen=_chosen(registry.of(scenario), view, data),
         errors=errors,
         judgment=judgment,
         previous=selectors.previous_judgment(request.user, scenario.pk, before=judgment.pk),
     )
 
 
-def _under_keys(payload: dict[str, Any], presented: list[int]) -> dict[str, Any]:
-    """A stored answer as the page's answer under the presented keys: a ranking names
-    variant ids, the page names keys."""
-    if "ranking" not in payload:
-        return payload
-    key_of = dict(zip(presented, KEYS, strict=False))
-    return {"ranking": [key_of[pk] for pk in payload["ranking"] if pk in key_of]}
-
-
-@login_required
-@require_POST
 def flag(request: HttpRequest, assignment_id: int) -> HttpResponse:
     assignment = _assignment(request, assignment_id)
     data = {"reason": request.POST.get("reason"), "note": request.POST.get("note", "")}

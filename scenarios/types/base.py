@@ -15,10 +15,13 @@ the models can take the type choices from it.
 
 from __future__ import annotations
 
+import json
 import random
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import combinations
 from typing import Any, ClassVar, Protocol
 
 from evalplatform import validation
@@ -192,7 +195,135 @@ class ScenarioKind(ABC):
         answer names variants by key)."""
         return dict(answer)
 
+    def under_keys(self, payload: Mapping[str, Any], presented: Sequence[Any]) -> dict[str, Any]:
+        """A stored answer under the presented keys again (``stored``'s inverse): what the
+        evaluator page shows when an answer is revised."""
+        return dict(payload)
+
+    def form_fill(
+        self, answer: Mapping[str, Any], config: Mapping[str, Any], keys: Sequence[str]
+    ) -> dict[str, Any]:
+        """What the evaluator page shows as already chosen, from an answer under the
+        presented ``keys`` (a judgment being revised, or a form sent back with errors):
+        ``order``, the keys in the order shown, and the type's own fields."""
+        return {"order": list(keys)}
+
+    def review_form(
+        self, answer: Mapping[str, Any], config: Mapping[str, Any], keys: Sequence[str]
+    ) -> dict[str, Any]:
+        """What the review page's answer form shows of an answer under the task's ``keys``
+        (the adjudicated one), for the type's ``review/answer_<type>.html``; nothing by
+        default (a type without such a template takes the answer as JSON)."""
+        return {}
+
+    # --- answers compared: review, adjudication, quality, judge cards, exports ---------------
+    # What ``quality`` reports as a person's agreement with the others.
+    agreement_measure: ClassVar[str] = "share of answers equal to the others' most common answer"
+    # A person's median seconds a task under which they are flagged "fast".
+    fast_seconds: ClassVar[float] = 3.0
+
+    def answer_value(self, payload: Mapping[str, Any], presented: Sequence[Any]) -> Any:
+        """A judgment's answer whatever order it was shown in (variant ids where it names
+        variants), what raters are compared on; None when it has none (a type without an
+        analysis compares none)."""
+        return None
+
+    def disagreement(self, values: Sequence[Any], config: Mapping[str, Any]) -> float | None:
+        """How much the answers (``answer_value``s, at least two) of one task disagree, 0
+        to 1; None when the type cannot say."""
+        return None
+
+    def spread(
+        self, values: Sequence[Any], config: Mapping[str, Any]
+    ) -> list[dict[str, Any]] | None:
+        """The answers' spread by part of the answer (a rating's, by dimension); None for a
+        type whose answers have no parts."""
+        return None
+
+    def in_task_keys(
+        self, payload: Mapping[str, Any], presented: Sequence[Any], task_order: Sequence[Any]
+    ) -> dict[str, Any]:
+        """An answer as if given to the task in its own order (A its first variant, ...):
+        what a manager reads side by side, and the shape an adjudication takes."""
+        return dict(payload)
+
+    def summary(
+        self, payload: Mapping[str, Any], presented: Sequence[Any], task_order: Sequence[Any]
+    ) -> str:
+        """An answer in a few words, under the task's keys."""
+        return ", ".join(f"{k}: {v}" for k, v in payload.items())
+
+    def export_cell(
+        self,
+        payload: Mapping[str, Any],
+        presented: Sequence[Any],
+        row: Mapping[str, Any],
+        variant_ids: Mapping[Any, str],
+    ) -> Any:
+        """The adjudicated answer in the terms of one export row (``row``: its answer cells
+        by column); by default the answer as it is stored."""
+        return "" if self.answer_value(payload, presented) is None else dict(payload)
+
+    def held_to(
+        self, pairs: Sequence[tuple[Any, Any, Sequence[Any]]], config: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Judgments held to adjudicated answers: the figures of (``answer_value`` of the
+        judgment, of the adjudicated answer, the adjudicated answer's presented variants)
+        pairs; none by default."""
+        return {}
+
+    def agreement_key(self, payload: Mapping[str, Any], presented: Sequence[Any]) -> Any:
+        """An answer as one hashable value, equal for answers that agree (by variant, not
+        position); by default the stored answer itself."""
+        return json.dumps(payload, sort_keys=True, default=str)
+
+    def position_key(self, payload: Mapping[str, Any], presented: Sequence[Any]) -> Any:
+        """An answer by the positions it chose ("always A": straight-lining)."""
+        return self.agreement_key(payload, presented)
+
+    def agreement_with(
+        self,
+        payload: Mapping[str, Any],
+        key: Any,
+        others: Sequence[tuple[Any, Mapping[str, Any]]],
+    ) -> float | None:
+        """One answer's agreement with the others' (``(agreement_key, payload)`` each) on
+        the same task: 1 when it is the others' most common answer, 0 when not, None when
+        the others tie or there are none."""
+        counts = Counter(k for k, _ in others)
+        if not counts:
+            return None
+        (top, n), *rest = counts.most_common(2)
+        if rest and rest[0][1] == n:
+            return None  # the others tie: no majority to agree with
+        return 1.0 if key == top else 0.0
+
+    def flat(self, payloads: Sequence[Mapping[str, Any]]) -> bool:
+        """Whether a person's answers never vary in some part (straight-lining beyond one
+        repeated answer); no by default."""
+        return False
+
+    def followed(self, payload: Mapping[str, Any], asked: Mapping[str, Any]) -> bool:
+        """Whether an answer to an attention check is exactly what its instruction asked
+        for (by position: "choose B" means the one shown second)."""
+        return dict(payload) == dict(asked)
+
+    def correct(
+        self,
+        payload: Mapping[str, Any],
+        presented: Sequence[Any],
+        gold: Mapping[str, Any],
+        gold_presented: Sequence[Any],
+    ) -> bool:
+        """Whether an answer is a gold task's (``gold`` under ``gold_presented``)."""
+        return self.agreement_key(payload, presented) == self.agreement_key(gold, gold_presented)
+
     # --- judges -----------------------------------------------------------------------------
+    def verdict_properties(self, config: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The JSON schema properties of a judge's verdict (structured output), the
+        rationale aside; None for a type that has no schema."""
+        return None
+
     def judge_variables(self, config: Mapping[str, Any]) -> dict[str, str]:
         """The judge prompt variables that come from the configuration."""
         return {}
@@ -288,3 +419,48 @@ def two_variants_per_item(sizes: Sequence[tuple[str, int]]) -> None:
         raise FieldErrors(
             {"items": f"Each item needs at least two variants to compare or rank: {listed}."}
         )
+
+
+def kendall_tau(one: Sequence[Any], other: Sequence[Any]) -> float | None:
+    """Kendall's tau of two rankings (best first) over the variants both hold."""
+    held = set(other)
+    common = [v for v in one if v in held]
+    if len(common) < 2:
+        return None
+    place = {v: i for i, v in enumerate(other)}
+    concordant = sum(
+        1 if place[a] < place[b] else -1 for a, b in combinations(common, 2)
+    )  # ``common`` is in ``one``'s order: a before b there
+    return concordant / (len(common) * (len(common) - 1) / 2)
+
+
+def cohen_kappa(pairs: Sequence[tuple[Any, Any]]) -> float | None:
+    """Cohen's kappa of (rater, reference) pairs of categories; None when chance agreement is
+    certain (one category only) or there are no pairs."""
+    if not pairs:
+        return None
+    n = len(pairs)
+    observed = sum(a == b for a, b in pairs) / n
+    first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
+    expected = sum(first[c] * second[c] for c in first) / (n * n)
+    return None if expected >= 1 else (observed - expected) / (1 - expected)
+
+
+def rounded(value: float | None) -> float | None:
+    """Seven significant digits (the adjudicated figures' rounding)."""
+    return None if value is None else float(f"{value:.7g}")
+
+
+def most_common_share(values: Sequence[Any]) -> float:
+    """1 - the share of the most frequent value (a disagreement of categories)."""
+    return 1 - Counter(values).most_common(1)[0][1] / len(values)
+
+
+def categorical_held_to(
+    pairs: Sequence[tuple[Any, Any]],
+) -> dict[str, Any]:
+    """``accuracy`` and Cohen's kappa of (judgment, adjudicated) categories."""
+    return {
+        "accuracy": rounded(sum(a == b for a, b in pairs) / len(pairs)) if pairs else None,
+        "cohen_kappa": rounded(cohen_kappa(pairs)),
+    }

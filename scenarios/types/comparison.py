@@ -21,6 +21,7 @@ from typing import Any
 from evalplatform.errors import FieldErrors
 from scenarios.types.base import (
     JUDGE_PREAMBLE,
+    KEYS,
     DesignItems,
     ImportedRow,
     Rejected,
@@ -28,8 +29,10 @@ from scenarios.types.base import (
     TaskLike,
     TaskSpec,
     VariantLike,
+    categorical_held_to,
     flag,
     form_int,
+    most_common_share,
     share,
     two_variants_per_item,
 )
@@ -294,6 +297,86 @@ class Comparison(ScenarioKind):
         if winner not in allowed:
             raise Rejected(f"winner must be {' or '.join(allowed)}; the reply has {winner!r}.")
         return {"winner": winner}
+
+    def form_fill(
+        self, answer: Mapping[str, Any], config: Mapping[str, Any], keys: Sequence[str]
+    ) -> dict[str, Any]:
+        return {"order": list(keys), "winner": answer.get("winner")}
+
+    def review_form(
+        self, answer: Mapping[str, Any], config: Mapping[str, Any], keys: Sequence[str]
+    ) -> dict[str, Any]:
+        return {"winner": answer.get("winner")}
+
+    # --- answers compared: by the variant chosen, whatever the order shown ------------------
+    def answer_value(self, payload: Mapping[str, Any], presented: Sequence[Any]) -> Any:
+        """The winning variant's id, or "tie"."""
+        winner = payload.get("winner")
+        if winner == "tie":
+            return "tie"
+        if winner in ("A", "B") and len(presented) >= 2:
+            return presented["AB".index(winner)]
+        return None
+
+    def disagreement(self, values: Sequence[Any], config: Mapping[str, Any]) -> float | None:
+        """1 - the share of the most frequent answer."""
+        return most_common_share(values)
+
+    def in_task_keys(
+        self, payload: Mapping[str, Any], presented: Sequence[Any], task_order: Sequence[Any]
+    ) -> dict[str, Any]:
+        keys = {pk: KEYS[i] for i, pk in enumerate(task_order)}
+        found = self.answer_value(payload, presented)
+        return {"winner": found if found in (None, "tie") else keys.get(found)}
+
+    def summary(
+        self, payload: Mapping[str, Any], presented: Sequence[Any], task_order: Sequence[Any]
+    ) -> str:
+        """ "A", "B" or "tie", under the task's keys."""
+        return str(self.in_task_keys(payload, presented, task_order)["winner"] or "")
+
+    def export_cell(
+        self,
+        payload: Mapping[str, Any],
+        presented: Sequence[Any],
+        row: Mapping[str, Any],
+        variant_ids: Mapping[Any, str],
+    ) -> Any:
+        """The winning variant's id, or "tie" (as ``winner_variant``)."""
+        found = self.answer_value(payload, presented)
+        if found is None:
+            return ""
+        return found if found == "tie" else variant_ids.get(found, "")
+
+    def held_to(
+        self, pairs: Sequence[tuple[Any, Any, Sequence[Any]]], config: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Accuracy and Cohen's kappa, the winner read as the pair's lower or higher variant
+        id (or a tie), so that the categories mean the same in every task."""
+
+        def category(found: Any, presented: Sequence[Any]) -> Any:
+            if found in (None, "tie"):
+                return found
+            return "lower" if found == min(presented) else "higher"
+
+        return categorical_held_to(
+            [(category(mine, shown), category(theirs, shown)) for mine, theirs, shown in pairs]
+        )
+
+    def agreement_key(self, payload: Mapping[str, Any], presented: Sequence[Any]) -> Any:
+        """The variant chosen (or "tie"), whatever the order it was shown in."""
+        winner = payload.get("winner")
+        index = {"A": 0, "B": 1}.get(winner) if isinstance(winner, str) else None
+        return presented[index] if index is not None and index < len(presented) else winner
+
+    def position_key(self, payload: Mapping[str, Any], presented: Sequence[Any]) -> Any:
+        return payload.get("winner")
+
+    def followed(self, payload: Mapping[str, Any], asked: Mapping[str, Any]) -> bool:
+        return payload.get("winner") == asked.get("winner")
+
+    def verdict_properties(self, config: Mapping[str, Any]) -> dict[str, Any] | None:
+        return {"winner": {"type": "string", "enum": _winners(config)}}
 
     def judge_variables(self, config: Mapping[str, Any]) -> dict[str, str]:
         return {

@@ -19,7 +19,9 @@ from scenarios.types.base import (
     ScenarioKind,
     TaskLike,
     VariantLike,
+    categorical_held_to,
     flag,
+    most_common_share,
 )
 
 MAX_LABELS = 100
@@ -156,6 +158,77 @@ class Labeling(ScenarioKind):
             raise Rejected("One label only.")
         text_note = found.get("text", "")
         return {"labels": chosen, "text": text_note if isinstance(text_note, str) else ""}
+
+    def form_fill(
+        self, answer: Mapping[str, Any], config: Mapping[str, Any], keys: Sequence[str]
+    ) -> dict[str, Any]:
+        return {
+            "order": list(keys),
+            "labels": answer.get("labels") or [],
+            "text": answer.get("text") or "",
+        }
+
+    def review_form(
+        self, answer: Mapping[str, Any], config: Mapping[str, Any], keys: Sequence[str]
+    ) -> dict[str, Any]:
+        return {"labels": answer.get("labels") or [], "text": answer.get("text") or ""}
+
+    # --- answers compared: the set of labels ------------------------------------------------
+    def answer_value(self, payload: Mapping[str, Any], presented: Sequence[Any]) -> Any:
+        """The labels, as a sorted tuple."""
+        labels = payload.get("labels")
+        return tuple(sorted(map(str, labels))) if isinstance(labels, list) else None
+
+    def disagreement(self, values: Sequence[Any], config: Mapping[str, Any]) -> float | None:
+        """1 - the share of the most frequent set of labels."""
+        return most_common_share(values)
+
+    def summary(
+        self, payload: Mapping[str, Any], presented: Sequence[Any], task_order: Sequence[Any]
+    ) -> str:
+        """ "helpful, safe", with the text after when there is some."""
+        text = payload.get("text") or ""
+        return ", ".join(map(str, payload.get("labels") or [])) + (f" · “{text}”" if text else "")
+
+    def export_cell(
+        self,
+        payload: Mapping[str, Any],
+        presented: Sequence[Any],
+        row: Mapping[str, Any],
+        variant_ids: Mapping[Any, str],
+    ) -> Any:
+        """The labels joined by ``|`` (as ``labels``)."""
+        found = self.answer_value(payload, presented)
+        return "" if found is None else SEPARATOR.join(found)
+
+    def held_to(
+        self, pairs: Sequence[tuple[Any, Any, Sequence[Any]]], config: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Accuracy and Cohen's kappa of the sets of labels."""
+        return categorical_held_to([(mine, theirs) for mine, theirs, _ in pairs])
+
+    def agreement_key(self, payload: Mapping[str, Any], presented: Sequence[Any]) -> Any:
+        return tuple(sorted(map(str, payload.get("labels") or [])))
+
+    def followed(self, payload: Mapping[str, Any], asked: Mapping[str, Any]) -> bool:
+        return sorted(payload.get("labels") or []) == sorted(asked.get("labels") or [])
+
+    def correct(
+        self,
+        payload: Mapping[str, Any],
+        presented: Sequence[Any],
+        gold: Mapping[str, Any],
+        gold_presented: Sequence[Any],
+    ) -> bool:
+        return self.followed(payload, gold)
+
+    def verdict_properties(self, config: Mapping[str, Any]) -> dict[str, Any] | None:
+        return {
+            "labels": {
+                "type": "array",
+                "items": {"type": "string", "enum": list(config.get("labels", []))},
+            }
+        }
 
     def judge_variables(self, config: Mapping[str, Any]) -> dict[str, str]:
         return {

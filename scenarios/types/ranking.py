@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import combinations
 from typing import Any
 
 from evalplatform.errors import FieldErrors
@@ -22,6 +23,8 @@ from scenarios.types.base import (
     TaskLike,
     TaskSpec,
     VariantLike,
+    kendall_tau,
+    rounded,
     two_variants_per_item,
 )
 
@@ -70,6 +73,10 @@ class Ranking(ScenarioKind):
         return tasks
 
     def answer_from_form(self, post: Any, config: Mapping[str, Any]) -> dict[str, Any]:
+        """``ranking``, the keys best first joined by commas (the evaluator page), or one
+        ``place`` field a place, best first (the review page's form)."""
+        if "place" in post:
+            return {"ranking": [k for k in post.getlist("place") if k]}
         return {"ranking": [k for k in post.get("ranking", "").split(",") if k]}
 
     def check_answer(
@@ -95,6 +102,115 @@ class Ranking(ScenarioKind):
     def stored(self, answer: Mapping[str, Any], presented: Sequence[Any]) -> dict[str, Any]:
         keys = KEYS[: len(presented)]
         return {"ranking": [presented[keys.index(key)] for key in answer["ranking"]]}
+
+    def under_keys(self, payload: Mapping[str, Any], presented: Sequence[Any]) -> dict[str, Any]:
+        """The ranking's variant ids as the presented keys."""
+        if "ranking" not in payload:
+            return dict(payload)
+        key_of = dict(zip(presented, KEYS, strict=False))
+        return {"ranking": [key_of[pk] for pk in payload["ranking"] if pk in key_of]}
+
+    def review_form(
+        self, answer: Mapping[str, Any], config: Mapping[str, Any], keys: Sequence[str]
+    ) -> dict[str, Any]:
+        """A place for every key, each with the answer's key there (None past its end)."""
+        ranking = list(answer.get("ranking") or [])
+        ranking += [None] * (len(keys) - len(ranking))
+        return {"places": [{"place": n + 1, "current": key} for n, key in enumerate(ranking)]}
+
+    def form_fill(
+        self, answer: Mapping[str, Any], config: Mapping[str, Any], keys: Sequence[str]
+    ) -> dict[str, Any]:
+        """``order``: the answer's ranking, then any key it leaves out."""
+        order = [k for k in answer.get("ranking") or [] if k in keys]
+        return {"order": order + [k for k in keys if k not in order]}
+
+    # --- answers compared: variant ids, best first -----------------------------------------
+    fast_seconds = 5.0
+
+    def answer_value(self, payload: Mapping[str, Any], presented: Sequence[Any]) -> Any:
+        ranking = payload.get("ranking")
+        return tuple(ranking) if isinstance(ranking, list) and ranking else None
+
+    def disagreement(self, values: Sequence[Any], config: Mapping[str, Any]) -> float | None:
+        """(1 - the mean Kendall tau of every two rankings) / 2: 1 when every two rankings
+        are reversals of each other."""
+        taus = [t for a, b in combinations(values, 2) if (t := kendall_tau(a, b)) is not None]
+        return (1 - sum(taus) / len(taus)) / 2 if taus else None
+
+    def in_task_keys(
+        self, payload: Mapping[str, Any], presented: Sequence[Any], task_order: Sequence[Any]
+    ) -> dict[str, Any]:
+        keys = {pk: KEYS[i] for i, pk in enumerate(task_order)}
+        return {"ranking": [keys.get(pk) for pk in self.answer_value(payload, presented) or ()]}
+
+    def summary(
+        self, payload: Mapping[str, Any], presented: Sequence[Any], task_order: Sequence[Any]
+    ) -> str:
+        """ "B > A > C", under the task's keys."""
+        shown = self.in_task_keys(payload, presented, task_order)
+        return " > ".join(str(k) for k in shown["ranking"])
+
+    def export_cell(
+        self,
+        payload: Mapping[str, Any],
+        presented: Sequence[Any],
+        row: Mapping[str, Any],
+        variant_ids: Mapping[Any, str],
+    ) -> Any:
+        """The adjudicated rank of the row's ``variant``."""
+        found = self.answer_value(payload, presented)
+        if found is None:
+            return ""
+        ranked = [variant_ids.get(pk) for pk in found]
+        variant = row.get("variant")
+        return ranked.index(variant) + 1 if variant in ranked else ""
+
+    def held_to(
+        self, pairs: Sequence[tuple[Any, Any, Sequence[Any]]], config: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """The share of identical rankings and the mean Kendall tau."""
+        same, taus = [], []
+        for mine, theirs, _ in pairs:
+            if mine is None or theirs is None:
+                continue
+            same.append(mine == theirs)
+            tau = kendall_tau(mine, theirs)
+            if tau is not None:
+                taus.append(tau)
+        return {
+            "accuracy": rounded(sum(same) / len(same)) if same else None,
+            "mean_kendall_tau": rounded(sum(taus) / len(taus)) if taus else None,
+        }
+
+    def agreement_key(self, payload: Mapping[str, Any], presented: Sequence[Any]) -> Any:
+        return tuple(payload.get("ranking") or [])
+
+    def position_key(self, payload: Mapping[str, Any], presented: Sequence[Any]) -> Any:
+        """The places, by the positions shown."""
+        order = list(presented)
+        return tuple(order.index(v) if v in order else v for v in payload.get("ranking") or [])
+
+    def followed(self, payload: Mapping[str, Any], asked: Mapping[str, Any]) -> bool:
+        return list(payload.get("ranking") or []) == list(asked.get("ranking") or [])
+
+    def correct(
+        self,
+        payload: Mapping[str, Any],
+        presented: Sequence[Any],
+        gold: Mapping[str, Any],
+        gold_presented: Sequence[Any],
+    ) -> bool:
+        return list(payload.get("ranking") or []) == list(gold.get("ranking") or [])
+
+    def verdict_properties(self, config: Mapping[str, Any]) -> dict[str, Any] | None:
+        return {
+            "ranking": {
+                "type": "array",
+                "description": "Every response's key once, best first.",
+                "items": {"type": "string", "enum": list(KEYS)},
+            }
+        }
 
     def judge_responses(self, contents: Sequence[str], keys: Sequence[str]) -> dict[str, str]:
         return {

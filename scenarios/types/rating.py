@@ -4,6 +4,8 @@ with optional anchors and justifications)."""
 from __future__ import annotations
 
 import math
+import statistics
+from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -18,10 +20,13 @@ from scenarios.types.base import (
     TaskLike,
     VariantLike,
     form_int,
+    rounded,
 )
 
 MAX_DIMENSIONS = 20
 MAX_SCALE_STEPS = 100
+# A score on a gold task is correct within this of gold's (on every dimension).
+GOLD_TOLERANCE = 1
 EMPTY_DIMENSION_ROWS = 2  # the scenario form's blank rows, to add dimensions
 
 
@@ -285,6 +290,189 @@ class Rating(ScenarioKind):
                 )
             clean[dim["name"]] = int(number) if number.is_integer() else number
         return {"scores": clean, "justifications": {}}
+
+    def form_fill(
+        self, answer: Mapping[str, Any], config: Mapping[str, Any], keys: Sequence[str]
+    ) -> dict[str, Any]:
+        """Each dimension's score and justification, in the rubric's order; ``scale``:
+        each dimension with its index, points, score and justification."""
+        dimensions = config.get("dimensions", [])
+        scores, notes = answer.get("scores") or {}, answer.get("justifications") or {}
+        chosen = [scores.get(d["name"]) if isinstance(scores, dict) else None for d in dimensions]
+        written = [notes.get(d["name"], "") if isinstance(notes, dict) else "" for d in dimensions]
+        return {
+            "order": list(keys),
+            "scores": chosen,
+            "notes": written,
+            "scale": [
+                (index, dim, list(range(dim["min"], dim["max"] + 1)), score, note)
+                for index, (dim, score, note) in enumerate(
+                    zip(dimensions, chosen, written, strict=True)
+                )
+            ],
+        }
+
+    def review_form(
+        self, answer: Mapping[str, Any], config: Mapping[str, Any], keys: Sequence[str]
+    ) -> dict[str, Any]:
+        """Each dimension with its points and the answer's score."""
+        dimensions = [d for d in config.get("dimensions", []) if isinstance(d, dict)]
+        scores = answer.get("scores") or {}
+        return {
+            "scores": [
+                {
+                    "index": i,
+                    "name": dim["name"],
+                    "points": list(range(dim["min"], dim["max"] + 1)),
+                    "current": scores.get(dim["name"]),
+                }
+                for i, dim in enumerate(dimensions)
+            ]
+        }
+
+    # --- answers compared: the scores by dimension -----------------------------------------
+    agreement_measure = "mean absolute difference from the others' mean score"
+
+    def answer_value(self, payload: Mapping[str, Any], presented: Sequence[Any]) -> Any:
+        scores = payload.get("scores")
+        return dict(scores) if isinstance(scores, dict) else None
+
+    def disagreement(self, values: Sequence[Any], config: Mapping[str, Any]) -> float | None:
+        """Per dimension, the standard deviation of the scores (n in the denominator) over
+        half the dimension's scale, the most it can be; the mean over the dimensions."""
+        spreads = []
+        for dim in config.get("dimensions", []):
+            scores = [float(s[dim["name"]]) for s in values if s.get(dim["name"]) is not None]
+            half = (dim["max"] - dim["min"]) / 2
+            if len(scores) >= 2 and half > 0:
+                mean = sum(scores) / len(scores)
+                sd = (sum((x - mean) ** 2 for x in scores) / len(scores)) ** 0.5
+                spreads.append(min(1.0, sd / half))
+        return sum(spreads) / len(spreads) if spreads else None
+
+    def spread(
+        self, values: Sequence[Any], config: Mapping[str, Any]
+    ) -> list[dict[str, Any]] | None:
+        """Each dimension's scores of a task, with their mean, SD (n) and range."""
+        rows = []
+        for dim in config.get("dimensions", []):
+            scores = [float(s[dim["name"]]) for s in values if s and s.get(dim["name"]) is not None]
+            if not scores:
+                continue
+            mean = sum(scores) / len(scores)
+            sd = (sum((x - mean) ** 2 for x in scores) / len(scores)) ** 0.5
+            rows.append(
+                {
+                    "dimension": dim["name"],
+                    "n": len(scores),
+                    "mean": round(mean, 4),
+                    "sd": round(sd, 4),
+                    "range": max(scores) - min(scores),
+                }
+            )
+        return rows
+
+    def summary(
+        self, payload: Mapping[str, Any], presented: Sequence[Any], task_order: Sequence[Any]
+    ) -> str:
+        """ "clarity 4 · tone 2"."""
+        scores = payload.get("scores") or {}
+        return " · ".join(f"{dim} {score}" for dim, score in scores.items())
+
+    def export_cell(
+        self,
+        payload: Mapping[str, Any],
+        presented: Sequence[Any],
+        row: Mapping[str, Any],
+        variant_ids: Mapping[Any, str],
+    ) -> Any:
+        """The adjudicated score of the row's ``dimension``."""
+        found = self.answer_value(payload, presented)
+        return "" if found is None else found.get(row.get("dimension"), "")
+
+    def held_to(
+        self, pairs: Sequence[tuple[Any, Any, Sequence[Any]]], config: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """The share of exact scores and the mean absolute error, over every dimension
+        (``scores``, ``accuracy``, ``mean_abs_error``) and ``by_dimension``."""
+        by_dimension: dict[str, list[float]] = defaultdict(list)
+        for mine, theirs, _ in pairs:
+            mine, theirs = mine or {}, theirs or {}
+            for dim in config.get("dimensions", []):
+                name = dim["name"]
+                if mine.get(name) is not None and theirs.get(name) is not None:
+                    by_dimension[name].append(float(mine[name]) - float(theirs[name]))
+
+        def scored(diffs: list[float]) -> dict[str, Any]:
+            return {
+                "scores": len(diffs),
+                "accuracy": rounded(sum(d == 0 for d in diffs) / len(diffs)) if diffs else None,
+                "mean_abs_error": (
+                    rounded(sum(abs(d) for d in diffs) / len(diffs)) if diffs else None
+                ),
+            }
+
+        every = [d for diffs in by_dimension.values() for d in diffs]
+        return scored(every) | {
+            "by_dimension": {name: scored(diffs) for name, diffs in by_dimension.items()}
+        }
+
+    def agreement_key(self, payload: Mapping[str, Any], presented: Sequence[Any]) -> Any:
+        return tuple(sorted((payload.get("scores") or {}).items()))
+
+    def agreement_with(
+        self,
+        payload: Mapping[str, Any],
+        key: Any,
+        others: Sequence[tuple[Any, Mapping[str, Any]]],
+    ) -> float | None:
+        """The mean over dimensions of the absolute difference from the others' mean."""
+        theirs_all = [p.get("scores") or {} for _, p in others]
+        diffs = []
+        for dim, value in (payload.get("scores") or {}).items():
+            theirs = [o[dim] for o in theirs_all if isinstance(o.get(dim), int | float)]
+            if theirs and isinstance(value, int | float):
+                diffs.append(abs(value - statistics.fmean(theirs)))
+        return statistics.fmean(diffs) if diffs else None
+
+    def flat(self, payloads: Sequence[Mapping[str, Any]]) -> bool:
+        """One score for every answer of some dimension."""
+        by_dim: dict[str, set[Any]] = defaultdict(set)
+        for payload in payloads:
+            for dim, value in (payload.get("scores") or {}).items():
+                by_dim[dim].add(value)
+        return any(len(values) == 1 for values in by_dim.values())
+
+    def followed(self, payload: Mapping[str, Any], asked: Mapping[str, Any]) -> bool:
+        return (payload.get("scores") or {}) == (asked.get("scores") or {})
+
+    def correct(
+        self,
+        payload: Mapping[str, Any],
+        presented: Sequence[Any],
+        gold: Mapping[str, Any],
+        gold_presented: Sequence[Any],
+    ) -> bool:
+        """Every dimension of gold's within ``GOLD_TOLERANCE``."""
+        scores, wanted = payload.get("scores") or {}, gold.get("scores") or {}
+        return all(
+            isinstance(scores.get(dim), int | float) and abs(scores[dim] - value) <= GOLD_TOLERANCE
+            for dim, value in wanted.items()
+        )
+
+    def verdict_properties(self, config: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A number per dimension, every one required."""
+        names = [d["name"] for d in config.get("dimensions", [])]
+        scale = "; ".join(f"{d['name']}: {d['min']} to {d['max']}" for d in config["dimensions"])
+        return {
+            "scores": {
+                "type": "object",
+                "description": f"A score per dimension ({scale}).",
+                "properties": {name: {"type": "number"} for name in names},
+                "required": names,
+                "additionalProperties": False,
+            }
+        }
 
     def judge_variables(self, config: Mapping[str, Any]) -> dict[str, str]:
         return {"rubric": rubric_text(config)}

@@ -10,7 +10,6 @@ from typing import Any
 
 from evalplatform.api.uploads import csv_chunks as csv_stream
 from evaluations.models import Adjudication, Judgment, ParseStatus, TaskFlag
-from evaluations.review import answers
 from evaluations.review.selectors import adjudicated_tasks
 from scenarios import selectors as scenario_selectors
 from scenarios.models import Scenario
@@ -108,7 +107,7 @@ def rows(scenario: Scenario) -> Iterator[list[Any]]:
         if found is None:
             return ""
         row = dict(zip(kind.export_columns, cells, strict=True))
-        return answers.export_cell(kind.analysis, found.payload, found.presented, row, variant_ids)
+        return kind.export_cell(found.payload, found.presented, row, variant_ids)
 
     for j in _judgments(scenario):
         task = j.task

@@ -25,6 +25,7 @@ from evalplatform.errors import FieldErrors
 from evaluations.analytics.analyze import ANALYSES, Analysis, analysis_of
 from evaluations.judges import verdicts
 from evaluations.manager import exports, imports
+from evaluations.review import selectors as review_selectors
 from evaluations.workspace import services
 from scenarios import design, forms
 from scenarios import services as scenario_services
@@ -206,6 +207,23 @@ class Acceptability(ScenarioKind):
 
     def export_rows(self, *, payload, shown, variants, task):
         yield [shown[0].variant_id, payload["acceptable"]]
+
+    # What its answer means: compared by the verdict, summed up in words, a judge's schema.
+    def answer_value(self, payload, presented):
+        found = payload.get("acceptable")
+        return found if isinstance(found, bool) else None
+
+    def disagreement(self, values, config):
+        return 0.0 if len(set(values)) == 1 else 1.0
+
+    def summary(self, payload, presented, task_order):
+        return "acceptable" if payload.get("acceptable") else "not acceptable"
+
+    def agreement_key(self, payload, presented):
+        return bool(payload.get("acceptable"))
+
+    def verdict_properties(self, config):
+        return {"acceptable": {"type": "boolean"}}
 '''
 
 
@@ -267,6 +285,18 @@ def test_a_fifth_type_is_one_module(fifth_type, member):
         ]
     }
     call_command("makemigrations", "--check", "--dry-run", verbosity=0)  # exits 1 on a change
+    # Its answers are compared as it says: the review's disagreement and summary, the judge's
+    # schema, the quality figures' agreement and gold (nothing else reads its answer keys).
+    yes, no = {"acceptable": True}, {"acceptable": False}
+    assert review_selectors.disagreement(fifth_type, [True, True, None], {}) == 0.0
+    assert review_selectors.disagreement(fifth_type, [True, False], {}) == 1.0
+    assert review_selectors.disagreement(fifth_type, [True], {}) is None
+    assert fifth_type.summary(no, [10], [10]) == "not acceptable"
+    schema = verdicts.verdict_schema("acceptability", {})
+    assert schema["required"] == ["acceptable", "rationale"]
+    assert fifth_type.correct(yes, [10], yes, [10]) and not fifth_type.correct(no, [10], yes, [10])
+    assert fifth_type.agreement_with(yes, True, [(True, yes), (True, yes), (False, no)]) == 1.0
+    assert fifth_type.in_task_keys(no, [10], [10]) == no
     # The scenario form offers it (a type without settings has no fieldset).
     client = Client()
     client.force_login(manager)
