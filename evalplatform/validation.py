@@ -17,8 +17,9 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Collection
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, TypeGuard
 
 from django.core.validators import MaxValueValidator, MinValueValidator
 
@@ -52,6 +53,11 @@ def bounded(lo: int | float | Decimal, hi: int | float | Decimal) -> list[Any]:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_integer(value: Any) -> TypeGuard[int]:
+    """An integer, and not a boolean (JSON's ``true`` is no id): what an id in a request is."""
+    return _is_int(value)
 
 
 def digits(text: Any, *, most: int = 18, signed: bool = False) -> int | None:
@@ -234,6 +240,16 @@ def temperatures(
         errors[name] = problem
         return list(default)
     return [None if t is None else float(t) for t in value]
+
+
+def one_of(
+    value: Any, *, name: str, choices: Collection[Any], errors: dict[str, str], message: str
+) -> Any:
+    """One of ``choices`` (compared by equality: ``"live"`` is ``JobMode.LIVE``), or None."""
+    if value in choices:
+        return value
+    errors[name] = message
+    return None
 
 
 def flag(value: Any, *, name: str, errors: dict[str, str], default: bool) -> bool:

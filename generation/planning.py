@@ -5,14 +5,13 @@ without writing anything, and ``job_estimate`` says what it will cost. A pilot
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 
-from evalplatform import validation
 from evalplatform.accounts import policy
 from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import GENERATION_CREATE, PROMPTS_VIEW, PROVIDERS_VIEW
@@ -27,7 +26,8 @@ from evalplatform.prompts.rendering import (
 )
 from evalplatform.providers.estimate import estimate_cost
 from evalplatform.providers.models import LLMModel
-from generation import sources
+from generation import job_input, sources
+from generation.job_input import reserved_params as reserved_params  # judges use it here
 from generation.models import JobMode, SourceKind
 
 MAX_PROBLEMS = 5  # malformed placeholders quoted per prompt version
@@ -104,157 +104,193 @@ def job_plan(
     internal: bool = False,
 ) -> JobPlan:
     """Check a job configuration completely, without writing anything. ``internal``: the
-    caller is the service of an internal source (``sources.INTERNAL_SOURCES``)."""
+    caller is the service of an internal source (``sources.INTERNAL_SOURCES``).
+
+    The fields are checked as ``job_input`` declares them, and against the team's prompt
+    versions, models and items, part by part in the API's order; one ``FieldErrors`` names
+    every problem found. Then the prompts' variables against the items
+    (``MissingVariables``), and the job's size."""
+    team = _team(user, data.get("team"))
     errors: dict[str, str] = {}
-    team_slug = data.get("team")
-    teams = policy.teams_with(user, GENERATION_CREATE)
-    team = teams.filter(slug=team_slug).first() if team_slug else None
-    if team is None:
-        candidates = list(teams[:2])
-        if team_slug or len(candidates) != 1:
-            raise FieldErrors(
-                {
-                    "team": "Unknown team, or one where you may not create jobs."
-                    if team_slug
-                    else "Name the team (slug)."
-                }
-            )
-        team = candidates[0]
-    name = str(data.get("name") or "").strip()
-    if not name or len(name) > 200:
-        errors["name"] = "A job needs a name of at most 200 characters."
-    mode = data.get("mode", JobMode.LIVE)
-    if mode not in JobMode.values:
-        errors["mode"] = "live or batch."
-    finish_live = data.get("finish_live", False)
-    if not isinstance(finish_live, bool):
-        errors["finish_live"] = "true or false."
-
-    def whole(name: str, default: int, lo: int, hi: int) -> int:
-        number = validation.whole_number(
-            data.get(name, default), name=name, lo=lo, hi=hi, errors=errors, default=default
-        )
-        return default if number is None else number
-
-    repetitions = whole("repetitions", 1, 1, 100)
-    max_tokens = validation.max_tokens(data.get("max_tokens"), errors=errors)
-    max_retries = whole("max_retries", 3, 0, 10)
-    concurrency = whole("concurrency", 8, 1, 256)
-    temperatures = validation.temperatures(
-        data.get("temperatures", [data.get("temperature", 0.7)]),
-        errors=errors,
-        default=[0.7],
-        allow_none=True,
+    fields = job_input.JobFields.read(data, errors)
+    prompt_ids = job_input.prompt_version_ids(data.get("prompt_versions"), errors)
+    prompts = _prompt_versions(user, team, prompt_ids, errors)
+    entries = job_input.model_entries(data.get("models"), errors)
+    models = _model_specs(user, team, entries, mode=fields.mode, errors=errors)
+    source = job_input.source_spec(data.get("source"))
+    kind = source.get("type", SourceKind.MANUAL if upload is not None else None)
+    items, meta = _source_items(
+        user, team, kind, source, upload=upload, filename=filename, internal=internal, errors=errors
     )
-    budget = validation.usd(data.get("budget_usd"), errors=errors)
+    _check_placeholders(prompts, prompt_ids, errors)
+    if errors:
+        raise FieldErrors(errors)
+    _check_variables(prompts, items)
+    plan = JobPlan(
+        team,
+        fields.name,
+        fields.mode,
+        str(kind),
+        meta,
+        items,
+        prompts,
+        models,
+        fields.repetitions,
+        fields.temperatures,
+        fields.max_tokens,
+        fields.budget_usd,
+        fields.max_retries,
+        fields.concurrency,
+        fields.finish_live,
+    )
+    limit = settings.GENERATION_MAX_CELLS
+    if plan.cell_count > limit:
+        raise FieldErrors({"models": f"{plan.cell_count:,} cells; at most {limit:,} per job."})
+    return plan
 
-    prompt_ids = data.get("prompt_versions") or []
+
+def _team(user: Any, slug: Any) -> Team:
+    """The team named, where the user may create jobs; without a name, the user's only such
+    team. Refused at once: nothing else can be looked up without it."""
+    teams = policy.teams_with(user, GENERATION_CREATE)
+    team = teams.filter(slug=slug).first() if slug else None
+    if team is not None:
+        return team
+    candidates = list(teams[:2])
+    if slug or len(candidates) != 1:
+        raise FieldErrors(
+            {
+                "team": "Unknown team, or one where you may not create jobs."
+                if slug
+                else "Name the team (slug)."
+            }
+        )
+    return candidates[0]
+
+
+def _prompt_versions(
+    user: Any, team: Team, ids: list[int], errors: dict[str, str]
+) -> list[PromptVersion]:
+    """The team's prompt versions that ``ids`` name, once each and in order."""
+    if not ids:
+        return []
+    found = (
+        {
+            v.pk: v
+            for v in PromptVersion.objects.filter(pk__in=ids, template__team=team)
+            .select_related("template")
+            .prefetch_related("blocks")
+        }
+        if policy.has_feature(user, PROMPTS_VIEW, team)
+        else {}
+    )
     prompts: list[PromptVersion] = []
-    if (
-        not isinstance(prompt_ids, list)
-        or not prompt_ids
-        or not all(isinstance(p, int) and not isinstance(p, bool) for p in prompt_ids)
-    ):
-        errors["prompt_versions"] = "Choose at least one prompt version (a list of ids)."
-    else:
-        found = (
-            {
-                v.pk: v
-                for v in PromptVersion.objects.filter(pk__in=prompt_ids, template__team=team)
-                .select_related("template")
-                .prefetch_related("blocks")
-            }
-            if policy.has_feature(user, PROMPTS_VIEW, team)
-            else {}
-        )
-        for index, pid in enumerate(prompt_ids):
-            if pid not in found:
-                errors[f"prompt_versions[{index}]"] = "Unknown prompt version in this team."
-            elif found[pid] in prompts:
-                errors[f"prompt_versions[{index}]"] = "Listed twice."
-            else:
-                prompts.append(found[pid])
+    for index, pid in enumerate(ids):
+        if pid not in found:
+            errors[f"prompt_versions[{index}]"] = "Unknown prompt version in this team."
+        elif found[pid] in prompts:
+            errors[f"prompt_versions[{index}]"] = "Listed twice."
+        else:
+            prompts.append(found[pid])
+    return prompts
 
+
+def _model_specs(
+    user: Any, team: Team, entries: list[dict[str, Any]], *, mode: str, errors: dict[str, str]
+) -> list[ModelSpec]:
+    """The configurations of the team's active models that ``entries`` name. An entry's
+    problems go under ``models[<index>]``: an unknown model (its parameters are not checked
+    then), else its parameters, else a label used twice or a model without a batch API."""
+    if not entries:
+        return []
+    ids = [e.get("model") for e in entries]
+    found = (
+        {
+            m.pk: m
+            for m in LLMModel.objects.filter(
+                pk__in=[i for i in ids if isinstance(i, int)], connection__team=team, active=True
+            ).select_related("connection")
+        }
+        if policy.has_feature(user, PROVIDERS_VIEW, team)
+        else {}
+    )
     models: list[ModelSpec] = []
-    raw_models = data.get("models") or []
-    if not isinstance(raw_models, list) or not raw_models:
-        errors["models"] = "Choose at least one model (ids, or objects {model, label, params})."
-    else:
-        specs = [m if isinstance(m, dict) else {"model": m} for m in raw_models]
-        ids = [s.get("model") for s in specs]
-        found_models = (
-            {
-                m.pk: m
-                for m in LLMModel.objects.filter(
-                    pk__in=[i for i in ids if isinstance(i, int)],
-                    connection__team=team,
-                    active=True,
-                ).select_related("connection")
-            }
-            if policy.has_feature(user, PROVIDERS_VIEW, team)
-            else {}
-        )
-        labels: set[str] = set()
-        for index, spec in enumerate(specs):
-            model_pk = spec.get("model")
-            model = found_models.get(model_pk) if isinstance(model_pk, int) else None
-            params = spec.get("params") or {}
-            if model is None:
-                errors[f"models[{index}]"] = "Unknown or inactive model in this team."
-                continue
-            if not isinstance(params, dict):
-                errors[f"models[{index}].params"] = "Parameters are an object."
-                continue
-            if reserved := reserved_params(params):
-                errors[f"models[{index}].params"] = (
-                    f"{', '.join(reserved)} are set by the job (model, prompt, max_tokens, "
-                    "temperature, one reply), not by parameters; "
-                    '"temperature": null sends no temperature for this model.'
-                )
-                continue
-            label = str(
-                spec.get("label")
-                or model.display_name
-                + (" " + ",".join(f"{k}={v}" for k, v in sorted(params.items())) if params else "")
-            )[:250]
-            if label in labels:
+    labels: set[str] = set()
+    for index, entry in enumerate(entries):
+        model_pk = entry.get("model")
+        model = found.get(model_pk) if isinstance(model_pk, int) else None
+        params = entry.get("params") or {}
+        if model is None:
+            errors[f"models[{index}]"] = "Unknown or inactive model in this team."
+        elif problem := job_input.params_problem(params):
+            errors[f"models[{index}].params"] = problem
+        else:
+            spec = ModelSpec(model, _model_label(entry.get("label"), model, params), params)
+            if spec.label in labels:
                 errors[f"models[{index}]"] = "Two model configurations with the same label."
-            labels.add(label)
+            labels.add(spec.label)
             if mode == JobMode.BATCH and not model.batch_capable:
                 errors[f"models[{index}]"] = (
                     f"{model.display_name} has no batch API here; choose live mode or "
                     "another model."
                 )
-            models.append(ModelSpec(model, label, params))
+            models.append(spec)
+    return models
 
-    source = data.get("source") or {}
-    if not isinstance(source, dict):
-        raise FieldErrors({"source": "The source is an object: {type, format, content}."})
-    kind = source.get("type", SourceKind.MANUAL if upload is not None else None)
-    items: list[sources.Item] = []
-    meta: dict[str, Any] = {}
+
+def _model_label(label: Any, model: LLMModel, params: dict[str, Any]) -> str:
+    """The label given, or the model's name and its parameters; at most 250 characters."""
+    shown = " " + ",".join(f"{k}={v}" for k, v in sorted(params.items())) if params else ""
+    return str(label or model.display_name + shown)[:250]
+
+
+def _source_items(
+    user: Any,
+    team: Team,
+    kind: Any,
+    source: dict[str, Any],
+    *,
+    upload: bytes | None,
+    filename: str,
+    internal: bool,
+    errors: dict[str, str],
+) -> tuple[list[sources.Item], dict[str, Any]]:
+    """The items of the source, and what the job keeps of its spec (``source_meta``)."""
     if kind == SourceKind.PROMPT_ONLY:
-        items = [sources.PROMPT_ONLY_ITEM]
-    elif kind == SourceKind.MANUAL:
+        return [sources.PROMPT_ONLY_ITEM], {}
+    if kind == SourceKind.MANUAL:
         raw = upload if upload is not None else str(source.get("content", "")).encode()
         fmt = sources.detect_format(filename, source.get("format", ""))
-        try:
-            items = sources.parse_upload(raw, fmt)
-        except FieldErrors as exc:
-            errors.update({k: v[0] for k, v in exc.errors.items()})
-        meta = {"format": fmt, "filename": filename, "bytes": len(raw)}
-    elif (
+        items = _collect(errors, sources.parse_upload, raw, fmt)
+        return items, {"format": fmt, "filename": filename, "bytes": len(raw)}
+    if (
         isinstance(kind, str)
         and kind in sources.SOURCE_REGISTRY
         and (internal or kind not in sources.INTERNAL_SOURCES)
     ):
-        try:
-            items = sources.SOURCE_REGISTRY[kind](user=user, team=team, spec=source)
-        except FieldErrors as exc:
-            errors.update({k: v[0] for k, v in exc.errors.items()})
-        meta = {k: v for k, v in source.items() if k != "type"}
-    else:
-        errors["source.type"] = "One of: " + ", ".join(sources.public_kinds()) + "."
+        items = _collect(errors, sources.SOURCE_REGISTRY[kind], user=user, team=team, spec=source)
+        return items, {k: v for k, v in source.items() if k != "type"}
+    errors["source.type"] = "One of: " + ", ".join(sources.public_kinds()) + "."
+    return [], {}
+
+
+def _collect(
+    errors: dict[str, str], read: Callable[..., list[sources.Item]], *args: Any, **kwargs: Any
+) -> list[sources.Item]:
+    """The items ``read`` returns; or none, and its problems (the first message of each
+    field) in ``errors``."""
+    try:
+        return read(*args, **kwargs)
+    except FieldErrors as exc:
+        errors.update({k: v[0] for k, v in exc.errors.items()})
+        return []
+
+
+def _check_placeholders(
+    prompts: list[PromptVersion], prompt_ids: list[int], errors: dict[str, str]
+) -> None:
+    """A version with placeholders that are no variable (saved before placeholders were
+    checked on save) cannot run."""
     for version in prompts:
         if problems := placeholder_problems(version.as_blocks()):
             more = len(problems) - MAX_PROBLEMS
@@ -264,9 +300,10 @@ def job_plan(
                 + "; ".join(map(str, problems[:MAX_PROBLEMS]))
                 + (f"; and {more} more." if more > 0 else ".")
             )
-    if errors:
-        raise FieldErrors(errors)
 
+
+def _check_variables(prompts: list[PromptVersion], items: list[sources.Item]) -> None:
+    """Every variable of every prompt version has a value for every item."""
     missing: list[MissingVariable] = []
     for version in prompts:
         for gap in missing_for(version.as_blocks(), items, version.default_variables):
@@ -277,56 +314,6 @@ def job_plan(
             )
     if missing:
         raise MissingVariables(missing)
-    plan = JobPlan(
-        team,
-        name,
-        mode,
-        str(kind),
-        meta,
-        items,
-        prompts,
-        models,
-        repetitions,
-        temperatures,
-        max_tokens,
-        budget,
-        max_retries or 0,
-        concurrency,
-        finish_live is True,
-    )
-    limit = settings.GENERATION_MAX_CELLS
-    if plan.cell_count > limit:
-        raise FieldErrors({"models": f"{plan.cell_count:,} cells; at most {limit:,} per job."})
-    return plan
-
-
-# Request fields the job sets itself: parameters may not override them, or the budget
-# reservation (based on max_tokens and one reply) and the pricing would be wrong.
-_RESERVED_KEYS = {
-    "model",
-    "messages",
-    "contents",
-    "system",
-    "systemInstruction",
-    "stream",
-    "n",
-    "max_tokens",
-    "max_completion_tokens",
-    "temperature",
-    "candidateCount",
-    "maxOutputTokens",
-}
-
-
-def reserved_params(params: Mapping[str, Any]) -> list[str]:
-    """The parameters a job sets itself; ``"temperature": null`` (send none) is allowed."""
-    found = sorted(
-        k for k in params if k in _RESERVED_KEYS and not (k == "temperature" and params[k] is None)
-    )
-    config = params.get("generationConfig")
-    if isinstance(config, Mapping):
-        found += [f"generationConfig.{k}" for k in sorted(config) if k in _RESERVED_KEYS]
-    return found
 
 
 def job_estimate(plan: JobPlan, pilot: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -161,7 +161,35 @@ def chat_request(body: Any, *, openai_compatible: bool = True) -> RowRequest:
     model = body.get("model")
     if not isinstance(model, str) or not model.strip():
         raise BadRow("body.model: the name of one of the team's models.")
-    messages = body.get("messages")
+    system, turns = _conversation(body.get("messages"))
+    # The other fields' problems are reported together, in one sentence each.
+    errors: dict[str, str] = {}
+    temperature = body.get("temperature")
+    if temperature is not None and validation.temperatures_problem([temperature]):
+        errors["body.temperature"] = "a number from 0 to 2."
+    raw_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    max_tokens = validation.max_tokens(raw_tokens, errors=errors, name="body.max_tokens")
+    if body.get("n") not in (None, 1):
+        errors["body.n"] = "only 1 (one reply per row)."
+    if body.get("stream") not in (None, False):
+        errors["body.stream"] = "a batch does not stream."
+    params = _params(body, openai_compatible=openai_compatible, errors=errors)
+    if errors:
+        raise BadRow(" ".join(f"{k}: {v}" for k, v in errors.items()))
+    return RowRequest(
+        model=model.strip(),
+        user=turns[-1][1],
+        system="\n\n".join(system),
+        turns=tuple(turns[:-1]),
+        temperature=float(temperature) if temperature is not None else None,
+        max_tokens=max_tokens,
+        params=params,
+    )
+
+
+def _conversation(messages: Any) -> tuple[list[str], list[tuple[str, str]]]:
+    """The system prompt's parts and the turns (role, text) of ``body.messages``: system and
+    developer messages first, the user's last."""
     if not isinstance(messages, list) or not messages:
         raise BadRow("body.messages: a non-empty list of messages.")
     system: list[str] = []
@@ -184,20 +212,18 @@ def chat_request(body: Any, *, openai_compatible: bool = True) -> RowRequest:
             turns.append((role, text))
     if not turns or turns[-1][0] != "user":
         raise BadRow("body.messages: the last message must be the user's.")
-    errors: dict[str, str] = {}
-    temperature = body.get("temperature")
-    if temperature is not None and validation.temperatures_problem([temperature]):
-        errors["body.temperature"] = "a number from 0 to 2."
-    raw_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    max_tokens = validation.max_tokens(raw_tokens, errors=errors, name="body.max_tokens")
-    if body.get("n") not in (None, 1):
-        errors["body.n"] = "only 1 (one reply per row)."
-    if body.get("stream") not in (None, False):
-        errors["body.stream"] = "a batch does not stream."
+    return system, turns
+
+
+# The fields ``chat_request`` reads itself.
+_READ = frozenset({"model", "messages", "temperature", "max_tokens", "max_completion_tokens", "n"})
+
+
+def _params(body: dict[str, Any], *, openai_compatible: bool, errors: dict[str, str]) -> dict:
+    """The parameters sent on as they are (``OPENAI_PARAMS``); any other field is refused."""
     params: dict[str, Any] = {}
-    known = {"model", "messages", "temperature", "max_tokens", "max_completion_tokens", "n"}
     for key, value in body.items():
-        if key in known or key in IGNORED or key == "stream":
+        if key in _READ or key in IGNORED or key == "stream":
             continue
         if key not in OPENAI_PARAMS:
             errors[f"body.{storable(key)[:100]!r}"] = "not supported here."
@@ -205,14 +231,4 @@ def chat_request(body: Any, *, openai_compatible: bool = True) -> RowRequest:
             errors[f"body.{key}"] = "sent only to OpenAI-compatible models; this one is not."
         else:
             params[key] = value
-    if errors:
-        raise BadRow(" ".join(f"{k}: {v}" for k, v in errors.items()))
-    return RowRequest(
-        model=model.strip(),
-        user=turns[-1][1],
-        system="\n\n".join(system),
-        turns=tuple(turns[:-1]),
-        temperature=float(temperature) if temperature is not None else None,
-        max_tokens=max_tokens,
-        params=params,
-    )
+    return params

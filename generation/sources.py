@@ -274,63 +274,10 @@ def parse_upload(raw: Upload, fmt: str) -> list[Item]:
         if parsed is not None:
             items.append(parsed)
 
-    if fmt == "json":
-        with _text(file, newline="") as text:
-            try:
-                for index, value in enumerate(_JSONArray(text)):
-                    add(f"items[{index}]", value)
-            except RecursionError as exc:
-                raise FieldErrors({"source.file": "The JSON is nested too deeply."}) from exc
-            except ValueError as exc:
-                if not _too_long_a_number(exc):
-                    raise
-                raise FieldErrors({"source.file": "The JSON has a number too long."}) from exc
-    elif fmt == "jsonl":
-        with _text(file, newline=None) as text:
-            for number, line in enumerate(text, 1):
-                if line.strip():
-                    try:
-                        add(f"line {number}", json.loads(line.removesuffix("\n")))
-                    except RecursionError:
-                        errors[f"line {number}"] = "The JSON is nested too deeply."
-                    except json.JSONDecodeError as exc:
-                        errors[f"line {number}"] = f"Invalid JSON: {exc.msg} (column {exc.colno})."
-                    except ValueError as exc:
-                        if not _too_long_a_number(exc):
-                            raise
-                        errors[f"line {number}"] = "The JSON has a number too long."
-    elif fmt == "csv":
-        csv.field_size_limit(max(csv.field_size_limit(), settings.UPLOAD_MAX_BYTES))
-        with _text(file, newline="") as text:
-            reader = csv.reader(text)
-            header = next(reader, [])
-            names = [h.strip() for h in header]
-            if not names or any(not n for n in names):
-                raise FieldErrors({"source.file": "Line 1 must be a header naming every column."})
-            if len(set(names)) != len(names):
-                raise FieldErrors({"source.file": "Line 1 (the header) repeats a column name."})
-            for row in reader:
-                number = reader.line_num
-                if not any(cell.strip() for cell in row):
-                    continue
-                if len(row) != len(names):
-                    errors[f"line {number}"] = f"{len(row)} fields; the header has {len(names)}."
-                    continue
-                add(f"line {number}", dict(zip(names, row, strict=True)))
-    else:
-        with _text(file, newline=None) as text:
-            for number, line in enumerate(text, 1):
-                if line.strip():
-                    add(f"line {number}", {"id": number, "content": line.strip()})
+    _READERS.get(fmt, _read_text)(file, add, errors)
     if not items and not errors:
         errors["source.file"] = "The file holds no items."
-    seen: dict[str, int] = {}
-    for index, (item_id, _) in enumerate(items):
-        if item_id in seen:
-            errors[f"items[{index}].id"] = (
-                f"Duplicate id {item_id!r} (first used by item {seen[item_id] + 1})."
-            )
-        seen.setdefault(item_id, index)
+    _check_ids(items, errors)
     if errors:
         shown = dict(list(errors.items())[:MAX_ERRORS])
         more = len(errors) - len(shown)
@@ -338,6 +285,87 @@ def parse_upload(raw: Upload, fmt: str) -> list[Item]:
             shown["source"] = f"... and {more} more problems."
         raise FieldErrors(shown)
     return items
+
+
+# A reader of one format: (the checked file, ``add(where, value)`` for each item read, the
+# errors of the upload). A problem that ends the reading raises ``FieldErrors``; one of an
+# item (a line) goes to the errors, and the reading goes on.
+_Add = Callable[[str, Any], None]
+
+
+def _read_json(file: IO[bytes], add: _Add, errors: dict[str, str]) -> None:
+    with _text(file, newline="") as text:
+        try:
+            for index, value in enumerate(_JSONArray(text)):
+                add(f"items[{index}]", value)
+        except RecursionError as exc:
+            raise FieldErrors({"source.file": "The JSON is nested too deeply."}) from exc
+        except ValueError as exc:
+            if not _too_long_a_number(exc):
+                raise
+            raise FieldErrors({"source.file": "The JSON has a number too long."}) from exc
+
+
+def _read_jsonl(file: IO[bytes], add: _Add, errors: dict[str, str]) -> None:
+    with _text(file, newline=None) as text:
+        for number, line in enumerate(text, 1):
+            if line.strip():
+                try:
+                    add(f"line {number}", json.loads(line.removesuffix("\n")))
+                except RecursionError:
+                    errors[f"line {number}"] = "The JSON is nested too deeply."
+                except json.JSONDecodeError as exc:
+                    errors[f"line {number}"] = f"Invalid JSON: {exc.msg} (column {exc.colno})."
+                except ValueError as exc:
+                    if not _too_long_a_number(exc):
+                        raise
+                    errors[f"line {number}"] = "The JSON has a number too long."
+
+
+def _read_csv(file: IO[bytes], add: _Add, errors: dict[str, str]) -> None:
+    csv.field_size_limit(max(csv.field_size_limit(), settings.UPLOAD_MAX_BYTES))
+    with _text(file, newline="") as text:
+        reader = csv.reader(text)
+        header = next(reader, [])
+        names = [h.strip() for h in header]
+        if not names or any(not n for n in names):
+            raise FieldErrors({"source.file": "Line 1 must be a header naming every column."})
+        if len(set(names)) != len(names):
+            raise FieldErrors({"source.file": "Line 1 (the header) repeats a column name."})
+        for row in reader:
+            number = reader.line_num
+            if not any(cell.strip() for cell in row):
+                continue
+            if len(row) != len(names):
+                errors[f"line {number}"] = f"{len(row)} fields; the header has {len(names)}."
+                continue
+            add(f"line {number}", dict(zip(names, row, strict=True)))
+
+
+def _read_text(file: IO[bytes], add: _Add, errors: dict[str, str]) -> None:
+    with _text(file, newline=None) as text:
+        for number, line in enumerate(text, 1):
+            if line.strip():
+                add(f"line {number}", {"id": number, "content": line.strip()})
+
+
+# Any other format is plain text (``detect_format`` names only these).
+_READERS: dict[str, Callable[[IO[bytes], _Add, dict[str, str]], None]] = {
+    "json": _read_json,
+    "jsonl": _read_jsonl,
+    "csv": _read_csv,
+}
+
+
+def _check_ids(items: list[Item], errors: dict[str, str]) -> None:
+    """Each item's id is used once."""
+    seen: dict[str, int] = {}
+    for index, (item_id, _) in enumerate(items):
+        if item_id in seen:
+            errors[f"items[{index}].id"] = (
+                f"Duplicate id {item_id!r} (first used by item {seen[item_id] + 1})."
+            )
+        seen.setdefault(item_id, index)
 
 
 PROMPT_ONLY_ITEM: Item = ("prompt", {})

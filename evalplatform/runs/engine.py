@@ -120,48 +120,28 @@ class RunSummary:
                 self.failed += 1
 
 
-async def run_live(
-    work: Work, *, client_factory: Callable[[Any], ProviderClient] | None = None
-) -> RunSummary:
-    summary = RunSummary()
-    if not await sync_to_async(work.begin)():
-        summary.stopped_by = "held"
-        return summary
-    clients: dict[int, ProviderClient] = {}
-    make_client = client_factory or (
-        lambda conn: ProviderClient.for_connection(conn, retry=work.retry)
-    )
-    step = sync_to_async(work.step)
-    creating = asyncio.Lock()
-    in_flight: set[asyncio.Task[Outcome]] = set()
-    lost = asyncio.Event()
-    halted = asyncio.Event()  # the heartbeat found the job stopped
+class _Calls:
+    """The provider calls of one run: one client (one pool) per connection, made when the
+    first of its cells starts; with a publisher, replies stream while someone watches."""
 
-    publisher = work.publisher
+    def __init__(
+        self,
+        work: Work,
+        make_client: Callable[[Any], ProviderClient],
+        publisher: ThrottledPublisher | None,
+    ) -> None:
+        self.work = work
+        self.make_client = make_client
+        self.publisher = publisher
+        self.clients: dict[int, ProviderClient] = {}
+        self.creating = asyncio.Lock()
 
-    async def call(client: ProviderClient, cell: Cell) -> CallResult:
-        # Replies stream only while someone watches the run.
-        if publisher is None or not publisher.watching:
-            return await client.complete(cell.request, retry=work.retry)
-        try:
-            return await client.complete_streaming(
-                cell.request,
-                lambda delta: publisher.text(cell.id, delta),
-                on_attempt=lambda: publisher.begin_text(cell.id),
-                retry=work.retry,
-            )
-        finally:
-            publisher.end_text(cell.id)
-
-    async def execute(cell: Cell) -> Outcome:
+    async def execute(self, cell: Cell) -> Outcome:
+        """The cell's outcome; every failure is its own (it never stops the others)."""
         started = time.time()
         try:
-            if cell.connection_id not in clients:
-                async with creating:  # one client (one pool) per connection
-                    if cell.connection_id not in clients:
-                        connection = await sync_to_async(work.connection)(cell.connection_id)
-                        clients[cell.connection_id] = make_client(connection)
-            result = await call(clients[cell.connection_id], cell)
+            client = await self._client(cell.connection_id)
+            result = await self._call(client, cell)
         except ProviderError as error:
             return Outcome(cell, error.attempts, error=error, started=started)
         except Exception as exc:  # a cell's own failure must not stop the others
@@ -178,31 +158,133 @@ async def run_live(
             started=started,
         )
 
-    async def heartbeat() -> None:
-        # Keeps the lease while calls are slow, and watches the job between steps: a
-        # runner that lost the lease stops at once (what it had in flight is no longer its
-        # to record), and a job that was paused, cancelled or failed aborts its calls.
-        while True:
-            await asyncio.sleep(work.heartbeat_s)
-            try:
-                control = await sync_to_async(work.heartbeat)()
-            except DatabaseError:
-                # One missed beat is harmless (a lease lasts several). The next step meets
-                # a lasting outage itself (and the runner starts again).
-                logger.warning("the lease could not be renewed; trying again", exc_info=True)
-                await sync_to_async(close_old_connections)()
-                continue
-            if control != "run":
-                # Nothing more starts before a step has read the job (which may have been
-                # resumed by then: the beats go on).
-                halted.set()
-                for task in in_flight:
-                    task.cancel()
-                if control == "lost":
-                    lost.set()
-                    return
+    async def _client(self, connection_id: int) -> ProviderClient:
+        if connection_id not in self.clients:
+            async with self.creating:  # one client (one pool) per connection
+                if connection_id not in self.clients:
+                    connection = await sync_to_async(self.work.connection)(connection_id)
+                    self.clients[connection_id] = self.make_client(connection)
+        return self.clients[connection_id]
 
-    beat = asyncio.create_task(heartbeat())
+    async def _call(self, client: ProviderClient, cell: Cell) -> CallResult:
+        publisher = self.publisher
+        # Replies stream only while someone watches the run.
+        if publisher is None or not publisher.watching:
+            return await client.complete(cell.request, retry=self.work.retry)
+        try:
+            return await client.complete_streaming(
+                cell.request,
+                lambda delta: publisher.text(cell.id, delta),
+                on_attempt=lambda: publisher.begin_text(cell.id),
+                retry=self.work.retry,
+            )
+        finally:
+            publisher.end_text(cell.id)
+
+    async def aclose(self) -> None:
+        for client in self.clients.values():
+            await client.aclose()
+
+
+async def _heartbeat(
+    work: Work, in_flight: set[asyncio.Task[Outcome]], halted: asyncio.Event, lost: asyncio.Event
+) -> None:
+    """Keeps the lease while calls are slow, and watches the job between steps: a runner
+    that lost the lease stops at once (what it had in flight is no longer its to record),
+    and a job that was paused, cancelled or failed aborts its calls (``halted``)."""
+    while True:
+        await asyncio.sleep(work.heartbeat_s)
+        try:
+            control = await sync_to_async(work.heartbeat)()
+        except DatabaseError:
+            # One missed beat is harmless (a lease lasts several). The next step meets
+            # a lasting outage itself (and the runner starts again).
+            logger.warning("the lease could not be renewed; trying again", exc_info=True)
+            await sync_to_async(close_old_connections)()
+            continue
+        if control != "run":
+            # Nothing more starts before a step has read the job (which may have been
+            # resumed by then: the beats go on).
+            halted.set()
+            for task in in_flight:
+                task.cancel()
+            if control == "lost":
+                lost.set()
+                return
+
+
+async def _abort(in_flight: set[asyncio.Task[Outcome]]) -> list[Outcome]:
+    """Cancel the calls in flight (their cells go back to pending at ``end``); the outcomes
+    that had already landed."""
+    for task in in_flight:
+        task.cancel()
+    finished = [
+        o
+        for o in await asyncio.gather(*in_flight, return_exceptions=True)
+        if isinstance(o, Outcome)
+    ]
+    in_flight.clear()
+    return finished
+
+
+class _Unrecorded:
+    """Outcomes waiting, in memory, for the step that records them. The step is due once
+    ``together`` of them wait, or the oldest has waited ``RECORD_WAIT_S``."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, together: int) -> None:
+        self.loop = loop
+        self.together = together
+        self.outcomes: list[Outcome] = []
+        self.oldest = 0.0  # when the oldest of them came (the loop's clock)
+
+    def add(self, done: set[asyncio.Task[Outcome]]) -> None:
+        """The outcomes of calls that finished (a call the heartbeat aborted has none)."""
+        if done and not self.outcomes:
+            self.oldest = self.loop.time()
+        for task in done:
+            if not task.cancelled():  # (cancelled: the heartbeat aborted it)
+                self.outcomes.append(task.result())
+
+    def take(self) -> list[Outcome]:
+        """All of them, for a step to record."""
+        outcomes, self.outcomes = self.outcomes, []
+        return outcomes
+
+    @property
+    def failed(self) -> bool:
+        return any(o.error is not None for o in self.outcomes)
+
+    def wait_s(self) -> float | None:
+        """How long to wait for more: until the oldest is due (None: no limit)."""
+        if not self.outcomes:
+            return None
+        return max(0.0, self.oldest + RECORD_WAIT_S - self.loop.time())
+
+    def due(self) -> bool:
+        return len(self.outcomes) >= self.together or (
+            # (the loop's timers may wake a little early)
+            bool(self.outcomes) and self.loop.time() - self.oldest >= RECORD_WAIT_S * 0.99
+        )
+
+
+async def run_live(
+    work: Work, *, client_factory: Callable[[Any], ProviderClient] | None = None
+) -> RunSummary:
+    summary = RunSummary()
+    if not await sync_to_async(work.begin)():
+        summary.stopped_by = "held"
+        return summary
+    publisher = work.publisher
+    calls = _Calls(
+        work,
+        client_factory or (lambda conn: ProviderClient.for_connection(conn, retry=work.retry)),
+        publisher,
+    )
+    step = sync_to_async(work.step)
+    in_flight: set[asyncio.Task[Outcome]] = set()
+    lost = asyncio.Event()
+    halted = asyncio.Event()  # the heartbeat found the job stopped
+    beat = asyncio.create_task(_heartbeat(work, in_flight, halted, lost))
     if publisher is not None:
         publisher.start()
         await publisher.check_watching()
@@ -215,24 +297,23 @@ async def run_live(
     def start() -> None:
         while claimed and len(in_flight) < work.concurrency:
             cell = claimed.popleft()
-            in_flight.add(asyncio.create_task(execute(cell)))
+            in_flight.add(asyncio.create_task(calls.execute(cell)))
             work.started(cell)
 
     try:
         while not lost.is_set():
-            finished: list[Outcome] = []
+            unrecorded = _Unrecorded(loop, together)
             claimed.clear()  # (the last window's were returned to pending by ``end``)
             blocked = exhausted = False
             due = True  # step before waiting again
-            oldest = 0.0  # when the oldest reply in ``finished`` came (the loop's clock)
             while not lost.is_set():
                 if due:
                     free = (
                         0 if blocked else work.concurrency + ahead - len(in_flight) - len(claimed)
                     )
+                    finished = unrecorded.take()
                     control, cells, blocked = await step(finished, free)
                     summary.count(finished)
-                    finished = []
                     if control != "run":
                         summary.stopped_by = control
                         break
@@ -246,17 +327,12 @@ async def run_live(
                         await sync_to_async(work.budget_exhausted)()
                         summary.stopped_by = "budget"
                     break
-                wait = max(0.0, oldest + RECORD_WAIT_S - loop.time()) if finished else None
                 done, _ = await asyncio.wait(
-                    in_flight, timeout=wait, return_when=asyncio.FIRST_COMPLETED
+                    in_flight, timeout=unrecorded.wait_s(), return_when=asyncio.FIRST_COMPLETED
                 )
                 in_flight.difference_update(done)
-                if done and not finished:
-                    oldest = loop.time()
-                for task in done:
-                    if not task.cancelled():  # (cancelled: the heartbeat aborted it)
-                        finished.append(task.result())
-                failed = any(o.error is not None for o in finished)
+                unrecorded.add(done)
+                failed = unrecorded.failed
                 if not failed and not halted.is_set():
                     start()  # the freed slots' successors, before any step
                 blocked = False  # actual costs may have freed part of the reservations
@@ -264,25 +340,16 @@ async def run_live(
                     halted.is_set()
                     or failed
                     or not in_flight
-                    or len(finished) >= together
                     or (not claimed and not exhausted)
-                    # (the loop's timers may wake a little early)
-                    or (bool(finished) and loop.time() - oldest >= RECORD_WAIT_S * 0.99)
+                    or unrecorded.due()
                 )
             if lost.is_set():
                 summary.stopped_by = "lost"
                 break
             if in_flight:
-                # Stopping (paused, cancelled, failed): abort the calls in flight (their
-                # cells go back to pending at ``end``); record what had already landed.
-                for task in in_flight:
-                    task.cancel()
-                finished = [
-                    o
-                    for o in await asyncio.gather(*in_flight, return_exceptions=True)
-                    if isinstance(o, Outcome)
-                ]
-                in_flight.clear()
+                # Stopping (paused, cancelled, failed): abort the calls in flight; record
+                # what had already landed.
+                finished = await _abort(in_flight)
                 await step(finished, 0)
                 summary.count(finished)
             if not await sync_to_async(work.end)():
@@ -292,8 +359,7 @@ async def run_live(
         beat.cancel()
         for task in in_flight:
             task.cancel()
-        for client in clients.values():
-            await client.aclose()
+        await calls.aclose()
         if publisher is not None:
             await publisher.close()
         # The database work ran in sync_to_async's thread: close its connections there.

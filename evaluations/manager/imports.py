@@ -25,7 +25,8 @@ from evalplatform.accounts import policy
 from evalplatform.accounts.models import Membership
 from evalplatform.accounts.roles import SCENARIOS_MANAGE
 from evalplatform.errors import FieldErrors, Forbidden
-from evaluations.models import ExternalRater, Judgment, RaterKind
+from evaluations.judgments.models import Judgment, RaterKind
+from evaluations.manager.models import ExternalRater
 from generation import sources
 from scenarios import services as scenario_services
 from scenarios.models import GoldKind, Scenario, Task, Variant
@@ -59,73 +60,98 @@ def import_judgments(
     """Import every row or none; returns the number of judgments created."""
     if not policy.may(user, SCENARIOS_MANAGE, scenario):
         raise Forbidden()
+    kind = _importable_kind(scenario)
+    fmt = sources.detect_format(filename, "")
+    if fmt not in ("csv", "jsonl"):
+        raise FieldErrors({"file": "CSV with a header, or JSON lines."})
+    rows = sources.parse_upload(raw, fmt)
+    reading = _Reading(scenario, kind)
+    reading.read(rows, fmt)
+    if reading.errors:
+        raise FieldErrors(reading.errors)
+    return _write(scenario, kind, reading.judgments)
+
+
+def _importable_kind(scenario: Scenario) -> ScenarioKind:
     kind = registry.of(scenario)
     if not kind.importable:
         # Alphabetical: "comparison, labeling, ranking and rating".
         importable = sorted(k.value for k in registry.every() if k.importable)
         names = registry.listed(importable, "and")
         raise FieldErrors({"scenario": f"Judgments can be imported into {names} scenarios."})
-    fmt = sources.detect_format(filename, "")
-    if fmt not in ("csv", "jsonl"):
-        raise FieldErrors({"file": "CSV with a header, or JSON lines."})
-    rows = sources.parse_upload(raw, fmt)
-    variants: dict[tuple[str, str], Variant] = {}
-    of_item: dict[str, list[Variant]] = {}
-    for v in Variant.objects.filter(scenario=scenario).select_related("item"):
-        variants[(v.item.item_id, v.variant_id)] = v
-        of_item.setdefault(v.item.item_id, []).append(v)
-    longest = ExternalRater._meta.get_field("name").max_length or 0
-    errors: dict[str, str] = {}
-    judgments: Read = {}
-    begun: dict[tuple[str, tuple[Any, ...]], str] = {}  # the line of each judgment's first row
-    for index, (_, row) in enumerate(rows, 1):
-        where = _line(fmt, index)
+    return kind
+
+
+class _Reading:
+    """The judgments a file's rows make, and what is wrong with each bad row, by line (at
+    most ``sources.MAX_ERRORS``: reading stops there)."""
+
+    def __init__(self, scenario: Scenario, kind: ScenarioKind):
+        self.scenario = scenario
+        self.kind = kind
+        self.variants: dict[tuple[str, str], Variant] = {}
+        self.of_item: dict[str, list[Variant]] = {}
+        for v in Variant.objects.filter(scenario=scenario).select_related("item"):
+            self.variants[(v.item.item_id, v.variant_id)] = v
+            self.of_item.setdefault(v.item.item_id, []).append(v)
+        self.longest = ExternalRater._meta.get_field("name").max_length or 0
+        self.judgments: Read = {}
+        self.begun: dict[tuple[str, tuple[Any, ...]], str] = {}  # each judgment's first line
+        self.errors: dict[str, str] = {}
+
+    def _refuse(self, where: str, problem: str) -> bool:
+        """Record a bad line; whether that is as many as are reported."""
+        self.errors[where] = problem
+        return len(self.errors) >= sources.MAX_ERRORS
+
+    def read(self, rows: list[sources.Item], fmt: str) -> None:
+        """Read the rows, then finish the judgments they make."""
+        for index, (_, row) in enumerate(rows, 1):
+            where = _line(fmt, index)
+            problem = self._row(where, row)
+            if problem is not None and self._refuse(where, problem):
+                return
+        if not rows:
+            self.errors["file"] = "The file has no rows."
+        if not self.errors:
+            self._finish()
+
+    def _row(self, where: str, row: dict[str, Any]) -> str | None:
+        """Read one row into its judgment; what is wrong with it, if anything."""
         if holds_nul(row):
-            errors[where] = "The row holds a NUL character."
-            if len(errors) >= sources.MAX_ERRORS:
-                break
-            continue
+            return "The row holds a NUL character."
         item = str(row.get("item_id") or "").strip()
         rater = str(row.get("rater") or "").strip()
         problems = [] if rater else ["rater is missing"]
-        if len(rater) > longest:
-            problems.append(f"rater has more than {longest} characters")
-        read = kind.read_import_row(
+        if len(rater) > self.longest:
+            problems.append(f"rater has more than {self.longest} characters")
+        read = self.kind.read_import_row(
             row,
             item=item,
-            variants=variants,
-            item_variants=of_item.get(item, []),
-            config=scenario.config,
+            variants=self.variants,
+            item_variants=self.of_item.get(item, []),
+            config=self.scenario.config,
             problems=problems,
         )
         if read is not None:
             key = (rater, tuple(v.pk for v in read.presented))
-            if key not in judgments:
-                judgments[key] = read
-                begun[key] = where
-            elif problem := kind.merge_imported(
-                rater=rater, earlier=judgments[key].answer, later=read.answer
+            if key not in self.judgments:
+                self.judgments[key] = read
+                self.begun[key] = where
+            elif problem := self.kind.merge_imported(
+                rater=rater, earlier=self.judgments[key].answer, later=read.answer
             ):
                 problems.append(problem)
-        if problems:
-            errors[where] = "; ".join(problems) + "."
-            if len(errors) >= sources.MAX_ERRORS:
-                break
-    if not errors and not rows:
-        errors["file"] = "The file has no rows."
-    if not errors:
-        # A judgment of several rows (a ranking) is whole only once all of them are read.
-        for key, read in judgments.items():
-            problem = kind.finish_imported(
+        return "; ".join(problems) + "." if problems else None
+
+    def _finish(self) -> None:
+        """A judgment of several rows (a ranking) is whole only once all of them are read."""
+        for key, read in self.judgments.items():
+            problem = self.kind.finish_imported(
                 rater=key[0], answer=read.answer, presented=read.presented
             )
-            if problem:
-                errors[begun[key]] = problem + "."
-                if len(errors) >= sources.MAX_ERRORS:
-                    break
-    if errors:
-        raise FieldErrors(errors)
-    return _write(scenario, kind, judgments)
+            if problem and self._refuse(self.begun[key], problem + "."):
+                return
 
 
 def _task_key(spec: TaskSpec) -> tuple[Any, ...]:

@@ -29,9 +29,10 @@ from evalplatform.accounts.roles import EVALUATIONS_JUDGE, SCENARIOS_MANAGE
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
 from evaluations.judges import selectors as judge_selectors
 from evaluations.judges import services as judge_services
-from evaluations.models import BudgetPlan, LLMJudge, PlanStatus
+from evaluations.judgments.models import LLMJudge
 from evaluations.planner import design, selectors
 from evaluations.planner.design import HUMAN
+from evaluations.planner.models import BudgetPlan, PlanStatus
 from scenarios import selectors as scenario_selectors
 from scenarios import services as scenario_services
 from scenarios.models import Scenario, ScenarioStatus
@@ -60,17 +61,22 @@ def _usd(value: float) -> str:
     return str(Decimal(str(value)).quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP))
 
 
-def check_request(
-    data: Mapping[str, Any], entities: list[str], judges: list[LLMJudge]
+# A proposal's request, checked part by part: the question, the budget, the raters. Every
+# number is checked whatever the question (one that does not use it included).
+def _checked_question(
+    data: Mapping[str, Any], entities: list[str], errors: dict[str, str]
 ) -> dict[str, Any]:
-    """The question, the budget and the options of a proposal; field errors for bad input."""
-    errors: dict[str, str] = {}
+    """The question asked: ``kind`` with the fields it uses (``a`` and ``b``, ``k``, ``tau``)."""
     kind = data.get("question")
     question: dict[str, Any] = {"kind": kind}
-    if kind not in design.QUESTIONS:
-        errors["question"] = "pair, top_k or ranking."
+    validation.one_of(
+        kind,
+        name="question",
+        choices=design.QUESTIONS,
+        errors=errors,
+        message="pair, top_k or ranking.",
+    )
     n = len(entities)
-    # Every number is checked whatever the question (one that does not use it included).
     k = validation.whole_number(
         data.get("k"),
         name="k",
@@ -83,15 +89,7 @@ def check_request(
         data.get("tau"), name="tau", lo=TAU_MIN, hi=TAU_MAX, errors=errors, default=0.9
     )
     if kind == "pair":
-        for key in ("a", "b"):
-            name = data.get(key)
-            if not isinstance(name, str) or name not in entities:
-                shown = ", ".join(entities[:20]) + (" …" if n > 20 else "")
-                errors[key] = f"One of the scenario's models: {shown}."
-            else:
-                question[key] = name
-        if "a" in question and question.get("a") == question.get("b"):
-            errors["b"] = "Another model than a."
+        question |= _checked_pair(data, entities, errors)
     elif kind == "top_k":
         if n < 3:
             errors["question"] = "The top k needs at least three models."
@@ -100,41 +98,40 @@ def check_request(
         question["k"] = k
     elif kind == "ranking":
         question["tau"] = tau
+    return question
+
+
+def _checked_pair(
+    data: Mapping[str, Any], entities: list[str], errors: dict[str, str]
+) -> dict[str, str]:
+    """The two models of a pair question, ``a`` and ``b``."""
+    pair: dict[str, str] = {}
+    for key in ("a", "b"):
+        name = data.get(key)
+        if not isinstance(name, str) or name not in entities:
+            shown = ", ".join(entities[:20]) + (" …" if len(entities) > 20 else "")
+            errors[key] = f"One of the scenario's models: {shown}."
+        else:
+            pair[key] = name
+    if "a" in pair and pair.get("a") == pair.get("b"):
+        errors["b"] = "Another model than a."
+    return pair
+
+
+def _checked_budget(data: Mapping[str, Any], errors: dict[str, str]) -> dict[str, Any]:
+    """The budget (money, people's hours, or both) and the proposal's bounds."""
+
+    def amount(name: str, lo: float, hi: float, default: float | None = None) -> float | None:
+        return validation.number(
+            data.get(name), name=name, lo=lo, hi=hi, errors=errors, default=default
+        )
+
     budget: dict[str, Any] = {
-        "usd": validation.number(
-            data.get("budget_usd"),
-            name="budget_usd",
-            lo=0.0,
-            hi=BUDGET_USD_MAX,
-            errors=errors,
-            default=0.0,
-        ),
-        "hours": validation.number(
-            data.get("budget_hours"),
-            name="budget_hours",
-            lo=0.0,
-            hi=BUDGET_HOURS_MAX,
-            errors=errors,
-            default=0.0,
-        ),
-        "hourly_rate_usd": validation.number(
-            data.get("hourly_rate_usd"),
-            name="hourly_rate_usd",
-            lo=0.0,
-            hi=HOURLY_RATE_MAX,
-            errors=errors,
-            default=0.0,
-        ),
-        "seconds_per_judgment": validation.number(
-            data.get("seconds_per_judgment"),
-            name="seconds_per_judgment",
-            lo=1.0,
-            hi=SECONDS_MAX,
-            errors=errors,
-        ),
-        "target_width": validation.number(
-            data.get("target_width"), name="target_width", lo=WIDTH_MIN, hi=WIDTH_MAX, errors=errors
-        ),
+        "usd": amount("budget_usd", 0.0, BUDGET_USD_MAX, 0.0),
+        "hours": amount("budget_hours", 0.0, BUDGET_HOURS_MAX, 0.0),
+        "hourly_rate_usd": amount("hourly_rate_usd", 0.0, HOURLY_RATE_MAX, 0.0),
+        "seconds_per_judgment": amount("seconds_per_judgment", 1.0, SECONDS_MAX),
+        "target_width": amount("target_width", WIDTH_MIN, WIDTH_MAX),
         "max_tasks": validation.whole_number(
             data.get("max_tasks"),
             name="max_tasks",
@@ -147,21 +144,38 @@ def check_request(
     both_read = "budget_usd" not in errors and "budget_hours" not in errors
     if both_read and not budget["usd"] and not budget["hours"]:
         errors["budget_usd"] = "A budget in money, in people's hours, or both."
+    return budget
+
+
+def _checked_raters(
+    data: Mapping[str, Any], judges: list[LLMJudge], errors: dict[str, str]
+) -> list[str] | None:
+    """The raters the proposal may use, by key (people, ``judge:<id>``); default all."""
     keys = [HUMAN, *(f"judge:{j.pk}" for j in judges)]
     raters = data.get("raters")
     if raters is None or raters == "":
-        budget["raters"] = keys
-    elif (
+        return keys
+    if (
         not isinstance(raters, list)
         or not raters
         or not all(isinstance(r, str) and r in keys for r in raters)
     ):
         errors["raters"] = f"A list of raters among: {', '.join(keys)}."
-    else:
-        budget["raters"] = list(dict.fromkeys(raters))
+        return None
+    return list(dict.fromkeys(raters))
+
+
+def check_request(
+    data: Mapping[str, Any], entities: list[str], judges: list[LLMJudge]
+) -> dict[str, Any]:
+    """The question, the budget and the options of a proposal; field errors for bad input."""
+    errors: dict[str, str] = {}
+    question = _checked_question(data, entities, errors)
+    budget = _checked_budget(data, errors)
+    raters = _checked_raters(data, judges, errors)
     if errors:
         raise FieldErrors(errors)
-    return {"question": question, "budget": budget}
+    return {"question": question, "budget": budget | {"raters": raters}}
 
 
 def plan_propose(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> BudgetPlan:
@@ -411,6 +425,93 @@ def is_stale(plan: BudgetPlan) -> bool:
     )
 
 
+def _check_acceptable(
+    user: Any,
+    plan: BudgetPlan,
+    scenario: Scenario,
+    seen: str | None,
+    left_out: list[dict[str, Any]],
+) -> None:
+    """Refuse a proposal (read under its locks) that cannot be accepted now."""
+    # From the locked row: a pending re-plan may have been refreshed since it was read.
+    judge_keys = {w["rater"] for w in plan.proposal.get("work", [])} - {HUMAN}
+    if judge_keys and not policy.may(user, EVALUATIONS_JUDGE, scenario):
+        raise Forbidden()
+    if plan.status == PlanStatus.SKIPPED:
+        raise Conflict("This re-plan was skipped: there is nothing to accept.")
+    if plan.status != PlanStatus.PROPOSED:
+        raise Conflict("This proposal was accepted already.")
+    if scenario.status == ScenarioStatus.CLOSED:
+        raise Conflict("The scenario is closed.")
+    if seen is not None and seen != plan.fingerprint:
+        raise Conflict(
+            "This proposal was computed again since you read it: read it again.",
+            extra={"stale": True},
+        )
+    if plan.fingerprint != selectors.fingerprint(scenario, left_out):
+        raise Conflict(
+            "The verdicts, tasks or judges changed since this proposal: propose again.",
+            extra={"stale": True},
+        )
+    if not plan.proposal.get("work"):
+        raise Conflict("This proposal has no work to submit.")
+    if judge_keys and scenario.status != ScenarioStatus.OPEN:
+        raise Conflict("Open the scenario first: its judges' tasks wait for it to open.")
+
+
+def _planned_tasks(
+    scenario: Scenario, plan: BudgetPlan
+) -> tuple[list[scenario_services.NewTask], list[str]]:
+    """The proposal's work as new tasks (each pair in a seeded random order; a judges' task
+    holds every place of the overlap), with the rater of each."""
+    shuffle = random.Random(f"{scenario.seed}:plan:{plan.pk}")  # noqa: S311 - order shown
+    wanted = {v for line in plan.proposal["work"] for v in (line["variant_a"], line["variant_b"])}
+    item_of = dict(
+        scenario_selectors.variants(scenario).filter(pk__in=wanted).values_list("pk", "item_id")
+    )
+    if len(item_of) != len(wanted):
+        raise Conflict("A variant of this proposal is gone: propose again.")
+    specs: list[scenario_services.NewTask] = []
+    raters: list[str] = []
+    for line in plan.proposal["work"]:
+        held = 0 if line["rater"] == HUMAN else scenario.overlap
+        for _ in range(line["tasks"]):
+            first, second = line["variant_a"], line["variant_b"]
+            if shuffle.random() < 0.5:
+                first, second = second, first
+            specs.append(
+                scenario_services.NewTask(
+                    item_id=item_of[first], variant_a_id=first, variant_b_id=second, held=held
+                )
+            )
+            raters.append(line["rater"])
+    return specs, raters
+
+
+def _run_judges(
+    user: Any, scenario: Scenario, by_rater: Mapping[str, list[int]]
+) -> list[dict[str, Any]]:
+    """Each judge of the proposal run over its tasks, in batch where its model has a batch
+    API (else in its own mode)."""
+    judges = {
+        f"judge:{j.pk}": j
+        for j in LLMJudge.objects.filter(scenario=scenario).select_related(
+            "scenario__team", "llm_model__connection"
+        )
+    }
+    runs = []
+    for key, task_ids in sorted(by_rater.items()):
+        if key == HUMAN:
+            continue
+        judge = judges.get(key)
+        if judge is None:
+            raise Conflict("A judge of this proposal is gone: propose again.")
+        mode = "batch" if judge_selectors.batch_capable(judge) else judge.mode
+        run = judge_services.judge_run(user=user, judge=judge, data={"tasks": task_ids}, mode=mode)
+        runs.append({"judge": judge.pk, "run": run.pk, "job": run.job_id, "mode": mode})
+    return runs
+
+
 def plan_accept(*, user: Any, plan: BudgetPlan, seen: str | None = None) -> BudgetPlan:
     """Submit a proposal: its tasks are made and its judges run over theirs, all or
     nothing. Refused (409) once accepted, when the scenario is closed, when it is stale,
@@ -429,76 +530,14 @@ def plan_accept(*, user: Any, plan: BudgetPlan, seen: str | None = None) -> Budg
         scenario = Scenario.objects.select_for_update().get(pk=scenario.pk)
         plan = BudgetPlan.objects.select_for_update().get(pk=plan.pk)
         plan.scenario = scenario
-        # From the locked row: a pending re-plan may have been refreshed since it was read.
-        judge_keys = {w["rater"] for w in plan.proposal.get("work", [])} - {HUMAN}
-        if judge_keys and not policy.may(user, EVALUATIONS_JUDGE, scenario):
-            raise Forbidden()
-        if plan.status == PlanStatus.SKIPPED:
-            raise Conflict("This re-plan was skipped: there is nothing to accept.")
-        if plan.status != PlanStatus.PROPOSED:
-            raise Conflict("This proposal was accepted already.")
-        if scenario.status == ScenarioStatus.CLOSED:
-            raise Conflict("The scenario is closed.")
-        if seen is not None and seen != plan.fingerprint:
-            raise Conflict(
-                "This proposal was computed again since you read it: read it again.",
-                extra={"stale": True},
-            )
-        if plan.fingerprint != selectors.fingerprint(scenario, left_out):
-            raise Conflict(
-                "The verdicts, tasks or judges changed since this proposal: propose again.",
-                extra={"stale": True},
-            )
-        if not plan.proposal.get("work"):
-            raise Conflict("This proposal has no work to submit.")
-        if judge_keys and scenario.status != ScenarioStatus.OPEN:
-            raise Conflict("Open the scenario first: its judges' tasks wait for it to open.")
-        judges = {
-            f"judge:{j.pk}": j
-            for j in LLMJudge.objects.filter(scenario=scenario).select_related(
-                "scenario__team", "llm_model__connection"
-            )
-        }
+        _check_acceptable(user, plan, scenario, seen, left_out)
         start = scenario_selectors.next_task_position(scenario)
-        shuffle = random.Random(f"{scenario.seed}:plan:{plan.pk}")  # noqa: S311 - order shown
-        wanted = {
-            v for line in plan.proposal["work"] for v in (line["variant_a"], line["variant_b"])
-        }
-        item_of = dict(
-            scenario_selectors.variants(scenario).filter(pk__in=wanted).values_list("pk", "item_id")
-        )
-        if len(item_of) != len(wanted):
-            raise Conflict("A variant of this proposal is gone: propose again.")
-        specs: list[scenario_services.NewTask] = []
-        raters: list[str] = []
-        for line in plan.proposal["work"]:
-            held = 0 if line["rater"] == HUMAN else scenario.overlap
-            for _ in range(line["tasks"]):
-                first, second = line["variant_a"], line["variant_b"]
-                if shuffle.random() < 0.5:
-                    first, second = second, first
-                specs.append(
-                    scenario_services.NewTask(
-                        item_id=item_of[first], variant_a_id=first, variant_b_id=second, held=held
-                    )
-                )
-                raters.append(line["rater"])
+        specs, raters = _planned_tasks(scenario, plan)
         made = scenario_services.tasks_add(scenario=scenario, tasks=specs, start=start)
         by_rater: dict[str, list[int]] = defaultdict(list)
         for task, rater in zip(made, raters, strict=True):
             by_rater[rater].append(task.pk)
-        runs = []
-        for key, task_ids in sorted(by_rater.items()):
-            if key == HUMAN:
-                continue
-            judge = judges.get(key)
-            if judge is None:
-                raise Conflict("A judge of this proposal is gone: propose again.")
-            mode = "batch" if judge_selectors.batch_capable(judge) else judge.mode
-            run = judge_services.judge_run(
-                user=user, judge=judge, data={"tasks": task_ids}, mode=mode
-            )
-            runs.append({"judge": judge.pk, "run": run.pk, "job": run.job_id, "mode": mode})
+        runs = _run_judges(user, scenario, by_rater)
         plan.status = PlanStatus.ACCEPTED
         plan.accepted_at = timezone.now()
         plan.accepted_by = user
