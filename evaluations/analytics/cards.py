@@ -21,7 +21,6 @@ and its verdicts are left out of the rankings unless a manager opted in (the gat
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
@@ -29,16 +28,30 @@ from decimal import Decimal
 from typing import Any
 
 from evalplatform.providers.llm import kinds
-from evalplatform.providers.llm.types import Reasoning
 from evaluations.analytics import stats, style
 from evaluations.analytics.adjudicated import held_to
 from evaluations.analytics.agreement import Bootstrap, Reading, names_of, unit_values, versus
 from evaluations.analytics.agreement_stats import rounded
 from evaluations.analytics.data import AnalysisData, Row
 from evaluations.analytics.data import gate_for as gate_for  # the gate a scenario holds to
+from evaluations.analytics.judge_config import (
+    configuration as configuration,
+)
+from evaluations.analytics.judge_config import (
+    current_fingerprint,
+    measured_with,
+    reasoning,
+)
+from evaluations.analytics.judge_config import (
+    fingerprint as fingerprint,
+)
+from evaluations.analytics.judge_config import (
+    thinking_setting as thinking_setting,
+)
 from evaluations.analytics.models import GateThresholds, TeamTrustGate
 from evaluations.judgments.models import LLMJudge, RaterKind
 from scenarios.types import registry
+from scenarios.types.base import ScenarioKind
 
 MAX_RESAMPLES = 1000  # the bootstrap resamples of a card's agreement intervals, at most
 GATE_FIELDS = (
@@ -51,72 +64,16 @@ GATE_FIELDS = (
 )
 
 
-# --- configurations -----------------------------------------------------------------------------
-def thinking_setting(params: Any, kind: str = "mock") -> Any:
-    """The thinking (reasoning) setting among a model configuration's parameters, in its
-    provider's words (the provider's adapter reads it: e.g. Anthropic's ``thinking``,
-    Gemini's ``thinkingConfig``, OpenAI's ``reasoning_effort`` as ``{"reasoning_effort":
-    "high"}``; the mock's, any of them). None when the parameters set none."""
-    return kinds.reasoning_setting(kind, params)
-
-
-def configuration(judge: LLMJudge) -> dict[str, Any]:
-    """What a judge's verdicts depend on: the model (its provider's name for it, and the
-    connection's kind), the parameters (thinking among them), the prompt version, the
-    temperatures, repetitions, both orders or not, the token limit and the reply format.
-    A judge run records it when it starts (``JudgeRun.configuration``)."""
-    version = judge.prompt_version
-    return {
-        "model": judge.llm_model.model_id,
-        "provider": judge.llm_model.connection.kind,
-        "params": judge.params or {},
-        "thinking": thinking_setting(judge.params, judge.llm_model.connection.kind),
-        "prompt_version": judge.prompt_version_id,
-        "prompt": f"{version.template.name} v{version.number}",
-        "temperatures": judge.temperatures,
-        "repetitions": judge.repetitions,
-        "swap": judge.swap,
-        "max_tokens": judge.max_tokens,
-        "reply_format": judge.reply_format or {},
-    }
-
-
-def _at(config: Mapping[str, Any], temperature: float | None) -> dict[str, Any]:
-    """A judge configuration at one temperature (what a card is of)."""
-    found = {k: v for k, v in config.items() if k != "temperatures"}
-    return found | {"temperature": temperature}
-
-
-def fingerprint(config: Mapping[str, Any]) -> str:
-    """A configuration's fingerprint: its canonical JSON, hashed (16 hex digits)."""
-    text = json.dumps(config, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def current_fingerprint(judge: LLMJudge, temperature: float | None) -> str | None:
-    """The fingerprint of the judge's configuration now at ``temperature``; None when it
-    no longer asks at that temperature."""
-    config = configuration(judge)
-    if temperature not in (config["temperatures"] or [None]):
-        return None
-    return fingerprint(_at(config, temperature))
-
-
 # --- the figures --------------------------------------------------------------------------------
 def _winner(row: Row) -> Any:
     winner = row.payload.get("winner")
     return "tie" if winner not in ("A", "B") else row.presented["AB".index(winner)]
 
 
-def _verdict(row: Row) -> str:
-    """A verdict as one value, whatever the order it was shown in (self-consistency)."""
-    if "winner" in row.payload:
-        return str(_winner(row))
-    if "ranking" in row.payload:
-        return json.dumps(row.payload.get("ranking"))
-    if "scores" in row.payload:
-        return json.dumps(row.payload.get("scores"), sort_keys=True)
-    return json.dumps(sorted(row.payload.get("labels") or []))
+def _verdict(row: Row, answers_of: ScenarioKind) -> str:
+    """A verdict as one value, whatever the order it was shown in (self-consistency): the
+    scenario type's ``answer_value``."""
+    return json.dumps(answers_of.answer_value(row.payload, row.presented), sort_keys=True)
 
 
 def _share(k: int, n: int) -> dict[str, Any]:
@@ -149,12 +106,12 @@ def flip_rate(rows: list[Row]) -> dict[str, Any] | None:
     return {"pairs": len(pairs), "flips": flips} | _share(flips, len(pairs))
 
 
-def self_consistency(rows: list[Row]) -> dict[str, Any] | None:
+def self_consistency(rows: list[Row], answers_of: ScenarioKind) -> dict[str, Any] | None:
     """Repeated calls (the same task in the same order at the same temperature): the share
     of such groups whose calls all gave the same verdict. None without repeated calls."""
     groups: dict[tuple, list[str]] = defaultdict(list)
     for row in rows:
-        groups[(row.task, row.swapped)].append(_verdict(row))
+        groups[(row.task, row.swapped)].append(_verdict(row, answers_of))
     repeated = [v for v in groups.values() if len(v) >= 2]
     if not repeated:
         return None
@@ -277,30 +234,6 @@ def human_agreement(
     }
 
 
-def reasoning(rows: list[Row], setting: Any, asked: Reasoning | None) -> dict[str, Any]:
-    """Whether the thinking the configuration asked for (``setting`` in its provider's
-    words, ``asked`` in none) was honoured: of the replies whose provider counted reasoning
-    tokens apart, how many had some. ``honoured`` is None when no reply had a count (the
-    provider reports none: Anthropic counts thinking in the output tokens)."""
-    counted = [r.reasoning_tokens for r in rows if r.reasoning_tokens is not None]
-    requested = asked is not None and asked.enabled
-    with_tokens = sum(1 for t in counted if t > 0)
-    honoured: bool | None = None
-    if counted:
-        honoured = with_tokens == len(counted) if requested else None
-    return {
-        "requested": setting,
-        "thinking_requested": requested,
-        "replies": len(rows),
-        "replies_counted": len(counted),
-        "replies_with_reasoning": with_tokens,
-        "reasoning_tokens": sum(counted),
-        "mean_reasoning_tokens": rounded(sum(counted) / len(counted)) if counted else None,
-        "honoured": honoured,
-        "honoured_share": rounded(with_tokens / len(counted)) if counted and requested else None,
-    }
-
-
 # --- the cards ----------------------------------------------------------------------------------
 def judge_cards(
     loaded: AnalysisData,
@@ -349,8 +282,7 @@ def judge_cards(
             rows = by_config.get((judge.pk, temperature), [])
             failed = loaded.failures.get((judge.pk, temperature), 0)
             calls = len(rows) + failed
-            spent = sum((r.cost or Decimal(0) for r in rows), Decimal(0))
-            measured = _measured_with(rows, loaded.run_configurations, config_now, temperature)
+            measured = measured_with(rows, loaded.run_configurations, config_now, temperature)
             now = current_fingerprint(judge, temperature)
             preference = self_preference(rows, people, family, families)
             card: dict[str, Any] = {
@@ -370,49 +302,26 @@ def judge_cards(
                 | {"humans_blind": scenario.blind},
                 "adjudicated": held_to(registry.of(scenario), rows, loaded.adjudications, config),
                 "flip_rate": flip_rate(rows),
-                "self_consistency": self_consistency(rows),
+                "self_consistency": self_consistency(rows, registry.of(scenario)),
                 "self_preference": preference,
-                "parse_failures": {"calls": calls, "failures": failed}
-                | ({"rate": rounded(failed / calls)} if calls else {"rate": None}),
-                "cost": {
-                    "total_usd": rounded(float(spent)),
-                    "per_judgment_usd": rounded(float(spent) / len(rows)) if rows else None,
-                },
+                "parse_failures": _parse_failures(calls, failed),
+                "cost": _cost(rows),
                 "reasoning": reasoning(rows, config_now["thinking"], asked),
             }
             cards.append(card)
     return cards
 
 
-def _measured_with(
-    rows: list[Row],
-    runs: Mapping[int, Mapping[str, Any]],
-    config_now: Mapping[str, Any],
-    temperature: float | None,
-) -> dict[str, Any]:
-    """What a card was measured with: the configurations its verdicts' runs recorded when
-    they started (the judge's configuration now for verdicts of no recorded run: a judge
-    file's, or a run older than the record), their fingerprints, and the model snapshots
-    the provider reported."""
-    configs: dict[str, dict[str, Any]] = {}
-    unrecorded = 0
-    for row in rows:
-        recorded = runs.get(row.job) if row.job is not None else None
-        if recorded:
-            at = _at(recorded, temperature)
-            configs.setdefault(fingerprint(at), at)
-        else:
-            unrecorded += 1
-    if not configs:
-        at = _at(config_now, temperature)
-        configs[fingerprint(at)] = at
-    snapshots = Counter(r.model_version for r in rows if r.model_version)
+def _parse_failures(calls: int, failed: int) -> dict[str, Any]:
+    return {"calls": calls, "failures": failed, "rate": rounded(failed / calls) if calls else None}
+
+
+def _cost(rows: list[Row]) -> dict[str, Any]:
+    """The configuration's spend, in all and per judgment."""
+    spent = sum((r.cost or Decimal(0) for r in rows), Decimal(0))
     return {
-        "fingerprints": sorted(configs),
-        "configurations": [configs[k] for k in sorted(configs)],
-        "recorded": unrecorded == 0 and bool(rows),
-        "unrecorded_judgments": unrecorded,
-        "model_snapshots": [{"model": m, "judgments": n} for m, n in sorted(snapshots.items())],
+        "total_usd": rounded(float(spent)),
+        "per_judgment_usd": rounded(float(spent) / len(rows)) if rows else None,
     }
 
 

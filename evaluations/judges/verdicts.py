@@ -98,22 +98,31 @@ def check_reply_format(value: Any, dimensions: Sequence[str]) -> str | None:
     if not isinstance(scores, dict) or set(scores) - set(dimensions):
         return "fields.scores: {dimension of the rubric: the reply's field}."
     names += list(scores.values())
-    if not all(isinstance(n, str) and 0 < len(n) <= 100 and "\x00" not in n for n in names):
+    if not all(_short_text(n) for n in names):
         return "Each field is a name of at most 100 characters."
-    if (
-        not isinstance(values, dict)
-        or len(values) > 50
-        or not all(
-            isinstance(k, str)
-            and isinstance(v, str)
-            and len(k) <= 100
-            and len(v) <= 100
-            and "\x00" not in k + v
-            for k, v in values.items()
-        )
-    ):
+    if not _word_pairs(values):
         return "values: at most 50 pairs of text (the reply's word: the verdict's)."
     return None
+
+
+def _short_text(value: Any) -> bool:
+    """Text of 1 to 100 characters without NUL."""
+    return isinstance(value, str) and 0 < len(value) <= 100 and "\x00" not in value
+
+
+def _word_pairs(values: Any) -> bool:
+    """At most 50 pairs of text of at most 100 characters each, without NUL."""
+    return (
+        isinstance(values, dict)
+        and len(values) <= 50
+        and all(
+            isinstance(k, str)
+            and isinstance(v, str)
+            and (_short_text(k) or k == "")
+            and (_short_text(v) or v == "")
+            for k, v in values.items()
+        )
+    )
 
 
 def verdict_schema(kind: str, config: Mapping[str, Any]) -> dict[str, Any] | None:

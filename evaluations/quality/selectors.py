@@ -123,11 +123,8 @@ def quality(scenario: Scenario) -> dict[str, Any]:
         checks = [a for a in answers if a[0] in attention]
         passed = sum(answers_of.followed(a[3], attention[a[0]].answer) for a in checks)
         answers = [a for a in answers if a[0] not in attention]
-        right = answered = 0
-        for task, _, _, payload, shown in answers:
-            if task in gold:
-                answered += 1
-                right += answers_of.correct(payload, shown, gold[task].answer, gold_shown[task])
+        held = [(p, s, gold[t].answer, gold_shown[t]) for t, _, _, p, s in answers if t in gold]
+        answered, right = len(held), sum(answers_of.correct(*one) for one in held)
         evaluators.append(
             {
                 "evaluator": user,
@@ -139,16 +136,12 @@ def quality(scenario: Scenario) -> dict[str, Any]:
                     "accuracy": right / answered if answered else None,
                 },
                 "agreement": _agreement(answers_of, f"u{user}", answers, gold, by_task),
-                "median_seconds": (
-                    round(statistics.median(times[user]) / 1000, 3) if times.get(user) else None
-                ),
-                "attention_passed": passed,
-                "attention_failed": len(checks) - passed,
-                "attention_pass_rate": round(passed / len(checks), 4) if checks else None,
+                "median_seconds": _median_seconds(times.get(user, [])),
+            }
+            | _attention(passed, len(checks))
+            | {
                 "flags": _flags(answers_of, answers, times.get(user, []), threshold)
-                + (
-                    ["failed-attention"] if checks and passed / len(checks) < ATTENTION_PASS else []
-                ),
+                + (["failed-attention"] if _failed(passed, len(checks)) else []),
                 "excluded": user in excluded,
             }
         )
@@ -165,6 +158,23 @@ def quality(scenario: Scenario) -> dict[str, Any]:
         "attention_checks": len(attention),
         "evaluators": evaluators,
     }
+
+
+def _median_seconds(times: list[int]) -> float | None:
+    return round(statistics.median(times) / 1000, 3) if times else None
+
+
+def _attention(passed: int, checks: int) -> dict[str, Any]:
+    return {
+        "attention_passed": passed,
+        "attention_failed": checks - passed,
+        "attention_pass_rate": round(passed / checks, 4) if checks else None,
+    }
+
+
+def _failed(passed: int, checks: int) -> bool:
+    """Fewer than ``ATTENTION_PASS`` of the attention checks followed."""
+    return bool(checks) and passed / checks < ATTENTION_PASS
 
 
 def _username(user_id: int) -> str:

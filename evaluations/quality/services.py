@@ -199,31 +199,10 @@ def gold_entries(raw: Any, filename: str = "") -> Any:
     return entries
 
 
-def gold_set(*, user: Any, scenario: Scenario, data: Any) -> list[GoldTask]:
-    """Replace the scenario's gold tasks. ``data``: a list of ``{"task": id, "answer": {…}}``
-    (the answer as an evaluator would send it, in the task's presented order), or
-    ``{"tasks": [...], "gold_rate": r}`` (``gold_rate`` from 0 to 0.5; a list leaves it as it
-    is; without ``tasks`` the gold tasks stay as they are)."""
-    _manage(user, scenario)
-    errors: dict[str, str] = {}
-    rate = scenario.gold_rate
-    entries: Any = None
-    if isinstance(data, Mapping):
-        unknown = set(data) - {"tasks", "gold_rate"}
-        if unknown:
-            errors["non_field_errors"] = f"Unknown fields: {', '.join(sorted(map(str, unknown)))}."
-        if "gold_rate" in data:
-            checked = validation.number(
-                data["gold_rate"], name="gold_rate", lo=0.0, hi=GOLD_RATE_MAX, errors=errors
-            )
-            rate = rate if checked is None else checked
-        entries = data.get("tasks")
-    else:
-        entries = data
-    if entries is not None and not isinstance(entries, list):
-        raise FieldErrors({"tasks": "A list of {task, answer}."})
-    if entries is not None and len(entries) > MAX_GOLD:
-        raise FieldErrors({"tasks": f"At most {MAX_GOLD:,} gold tasks."})
+def _gold_answers(
+    scenario: Scenario, entries: list[Any], errors: dict[str, str]
+) -> dict[int, dict[str, Any]]:
+    """Each entry's checked answer by task id; what is wrong goes to ``errors``."""
     answers: dict[int, dict[str, Any]] = {}
     if entries:
         ids = [e.get("task") for e in entries if isinstance(e, Mapping)]
@@ -252,6 +231,35 @@ def gold_set(*, user: Any, scenario: Scenario, data: Any) -> list[GoldTask]:
             except FieldErrors as exc:
                 for key, messages in exc.errors.items():
                     errors[f"{where}.{key}"] = " ".join(messages)
+    return answers
+
+
+def gold_set(*, user: Any, scenario: Scenario, data: Any) -> list[GoldTask]:
+    """Replace the scenario's gold tasks. ``data``: a list of ``{"task": id, "answer": {…}}``
+    (the answer as an evaluator would send it, in the task's presented order), or
+    ``{"tasks": [...], "gold_rate": r}`` (``gold_rate`` from 0 to 0.5; a list leaves it as it
+    is; without ``tasks`` the gold tasks stay as they are)."""
+    _manage(user, scenario)
+    errors: dict[str, str] = {}
+    rate = scenario.gold_rate
+    entries: Any = None
+    if isinstance(data, Mapping):
+        unknown = set(data) - {"tasks", "gold_rate"}
+        if unknown:
+            errors["non_field_errors"] = f"Unknown fields: {', '.join(sorted(map(str, unknown)))}."
+        if "gold_rate" in data:
+            checked = validation.number(
+                data["gold_rate"], name="gold_rate", lo=0.0, hi=GOLD_RATE_MAX, errors=errors
+            )
+            rate = rate if checked is None else checked
+        entries = data.get("tasks")
+    else:
+        entries = data
+    if entries is not None and not isinstance(entries, list):
+        raise FieldErrors({"tasks": "A list of {task, answer}."})
+    if entries is not None and len(entries) > MAX_GOLD:
+        raise FieldErrors({"tasks": f"At most {MAX_GOLD:,} gold tasks."})
+    answers = _gold_answers(scenario, entries or [], errors)
     if errors:
         raise FieldErrors(errors)
     with transaction.atomic():

@@ -180,6 +180,8 @@ def revise(request: HttpRequest, judgment_id: int) -> HttpResponse:
     )
 
 
+@login_required
+@require_POST
 def flag(request: HttpRequest, assignment_id: int) -> HttpResponse:
     assignment = _assignment(request, assignment_id)
     data = {"reason": request.POST.get("reason"), "note": request.POST.get("note", "")}
