@@ -13,13 +13,16 @@
 One running job per user among the jobs that occupy task workers (``HOLDS_SLOT``: live jobs
 of the user's own items): whenever such a job stops, ``start_next_queued`` starts the owner's
 oldest queued one. Batch jobs (they wait at the provider), judge runs and judge files never
-queue: they run side by side. Runners are dispatched to django-q2 by dotted path
-(``generation.tasks.run_job``), so this module never imports the tasks, each within its
+queue: they run side by side. Runners are dispatched to django-q2 by a declared path
+(``RUN_JOB``: a system check resolves it), so this module never imports the tasks, each within its
 team's share of the task workers (``evalplatform.runs.fairshare``). A live runner holds
 a lease on the job (``take_lease``, released by ``end_run``).
 
 Functions taking a job lock it themselves, in the caller's transaction if there is one;
-permission checks and audit records are the caller's (``generation.services``).
+permission checks and audit records are the caller's (``generation.services``). Every
+terminal transition (``cancel``, ``end_run`` and ``complete_batch_jobs`` completing it,
+``fail``) tells the job's source kind once it commits (``generation.results.job_finished``):
+the one way other apps hear that a job ended.
 """
 
 from __future__ import annotations
@@ -34,11 +37,13 @@ from django.utils import timezone
 
 from evalplatform.accounts.services import notify, notify_once
 from evalplatform.errors import Conflict
-from evalplatform.runs import fairshare
-from generation import events
+from evalplatform.runs import fairshare, tasks
+from generation import events, results
 from generation.cells import release_live_cells
 from generation.models import HOLDS_SLOT, GenerationJob, JobMode, JobStatus, OutputStatus
 
+# The runner's task (this module cannot import it: the runners use the lifecycle).
+RUN_JOB = tasks.declared("generation.tasks.run_job")
 ALLOWED = {
     "start": {JobStatus.CREATED, JobStatus.PAUSED, JobStatus.FAILED},
     "pause": {JobStatus.RUNNING, JobStatus.QUEUED},
@@ -54,6 +59,12 @@ ALLOWED = {
 
 
 # --- locks and dispatch -------------------------------------------------------------------------
+def _ended(job: GenerationJob) -> None:
+    """The job reached a terminal status: its source kind hears it once this commits."""
+    job_id, kind, status = job.pk, job.source_kind, job.status
+    transaction.on_commit(lambda: results.job_finished(job_id, kind, status))
+
+
 def lock_job(job: GenerationJob) -> GenerationJob:
     """The job, freshly read and locked, with its owner locked too (call inside a
     transaction)."""
@@ -82,7 +93,7 @@ def dispatch_run(job_id: int, team_id: int | None = None) -> None:
             return  # deleted
     fairshare.submit(
         team_id=team_id,
-        func="generation.tasks.run_job",
+        func=RUN_JOB,
         args=[job_id],
         key=_run_key(job_id),
         name=_run_key(job_id),
@@ -184,6 +195,8 @@ def _stop(job: GenerationJob, action: str, status: str, message: str) -> Generat
             job.finished_at = timezone.now()
         job.save(update_fields=["status", "status_message", "finished_at", "updated_at"])
         events.announce(job)
+        if status == JobStatus.CANCELLED:
+            _ended(job)
         if was_running:
             start_next_queued(owner_id=job.owner_id)
     return job
@@ -270,6 +283,8 @@ def end_run(job_id: int, token: str) -> tuple[bool, GenerationJob | None]:
             fields += ["status", "finished_at"]
         job.runner_token, job.lease_until = "", None
         job.save(update_fields=fields)
+        if "status" in fields:
+            _ended(job)
         if job.status != JobStatus.RUNNING:
             start_next_queued(owner_id=job.owner_id)
     return False, job
@@ -343,6 +358,7 @@ def complete_batch_jobs(job_id: int | None = None) -> list[int]:
             job.reserved_usd = Decimal(0)
             job.save(update_fields=["status", "finished_at", "reserved_usd", "updated_at"])
             events.announce(job, events.JOB_COMPLETED)
+            _ended(job)
             start_next_queued(owner_id=job.owner_id)
             done.append(job.pk)
     return done
@@ -368,6 +384,7 @@ def fail(*, job_id: int, message: str, token: str | None = None) -> None:
         job.runner_token, job.lease_until = "", None
         job.save()
         events.announce(job, events.JOB_FAILED)
+        _ended(job)
         notify(
             user=job.owner,
             team=job.team,

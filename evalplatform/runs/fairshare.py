@@ -23,7 +23,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -35,6 +35,7 @@ from django.utils.module_loading import import_string
 from django_q.tasks import async_task
 
 from evalplatform.accounts.models import Team
+from evalplatform.runs import tasks
 from evalplatform.runs.models import TeamTask
 
 logger = logging.getLogger(__name__)
@@ -42,13 +43,16 @@ logger = logging.getLogger(__name__)
 WAITING = "waiting for the team's share of the workers"
 
 
-def submit(*, team_id: int, func: str, args: Sequence[Any], key: str, name: str = "") -> None:
-    """Queue ``func(*args)`` (a dotted path; JSON arguments) as work of the team. ``key``
-    names what it is for: a task waits in the team's queue once per key."""
+def submit(
+    *, team_id: int, func: Callable[..., Any] | str, args: Sequence[Any], key: str, name: str = ""
+) -> None:
+    """Queue ``func(*args)`` (a task function, or a path ``tasks.declared``; JSON
+    arguments) as work of the team. ``key`` names what it is for: a task waits in the
+    team's queue once per key."""
     async_task(
-        "evalplatform.runs.fairshare.run",
+        tasks.path(run),
         team_id,
-        func,
+        tasks.as_path(func),
         list(args),
         key,
         task_name=name or f"{key}-{time.time_ns()}",

@@ -160,7 +160,7 @@ def current(scenario: Scenario, options: dict[str, Any]) -> State:
             transaction.on_commit(
                 lambda: fairshare.submit(
                     team_id=scenario.team_id,
-                    func="evaluations.analytics.results.compute",
+                    func=compute,
                     args=[locked.pk],
                     key=f"analysis-{locked.pk}",
                     name=f"analysis-{locked.pk}-{time.time_ns()}",

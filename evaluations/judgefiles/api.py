@@ -36,7 +36,9 @@ def batch_for(user: Any, batch_id: str, feature: str = EVALUATIONS_VIEW_ALL) -> 
     return policy.access(
         user,
         feature,
-        JudgeBatch.objects.select_related("input_file", "output_file", "error_file", "parent"),
+        JudgeBatch.objects.select_related(
+            "job", "input_file", "output_file", "error_file", "parent"
+        ),
         view_feature=EVALUATIONS_VIEW_ALL,
         public_id=batch_id,
     )

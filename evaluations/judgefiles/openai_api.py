@@ -197,7 +197,9 @@ def _batch(request, batch_id: str, feature: str = EVALUATIONS_VIEW_ALL) -> Judge
     return policy.access(
         request.user,
         feature,
-        JudgeBatch.objects.select_related("input_file", "output_file", "error_file", "parent"),
+        JudgeBatch.objects.select_related(
+            "job", "input_file", "output_file", "error_file", "parent"
+        ),
         view_feature=EVALUATIONS_VIEW_ALL,
         public_id=batch_id,
     )
@@ -289,7 +291,9 @@ class BatchesView(OpenAIView):
         batches = policy.visible(
             request.user,
             EVALUATIONS_VIEW_ALL,
-            JudgeBatch.objects.select_related("input_file", "output_file", "error_file", "parent"),
+            JudgeBatch.objects.select_related(
+                "job", "input_file", "output_file", "error_file", "parent"
+            ),
         )
         return _page(request, batches, lambda b: batch_object(services.sync(b)))
 

@@ -22,23 +22,24 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from evalplatform import validation
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE, EVALUATIONS_JUDGE_FILES
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
+from evalplatform.providers.llm import kinds
 from evalplatform.providers.models import LLMModel
-from evalplatform.runs import fairshare
-from evaluations.judgefiles.verdicts import read_reply
-from evaluations.judges.services import record_judgments
-from evaluations.models import (
+from evalplatform.runs import fairshare, tasks
+from evaluations.judgefiles import batch_lifecycle
+from evaluations.judgefiles.models import (
     BatchStatus,
     FilePurpose,
     JudgeBatch,
@@ -46,11 +47,13 @@ from evaluations.models import (
     JudgeFileLine,
     JudgeRowError,
     JudgeVerdict,
-    LLMJudge,
 )
+from evaluations.judgefiles.verdicts import read_reply
+from evaluations.judges.services import record_judgments
+from evaluations.judgments.models import LLMJudge
 from generation import lifecycle
 from generation.models import GenerationOutput, JobStatus, OutputStatus
-from generation.requests import BadRow, chat_request, storable, unstorable
+from generation.requests import BadRow, RowRequest, chat_request, storable, unstorable
 from generation.services import RowsJob
 from scenarios.models import GoldKind, Task
 from scenarios.types import registry
@@ -64,8 +67,9 @@ CHUNK = 2000
 # queued is taken as lost (a worker died) and queued again.
 LOST_AFTER = timedelta(seconds=settings.Q_CLUSTER.get("timeout", 3600) + 300)
 FINISHED_JOB = {JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED}
-OPEN = {BatchStatus.VALIDATING, BatchStatus.IN_PROGRESS, BatchStatus.FINALIZING,
-        BatchStatus.CANCELLING}  # fmt: skip
+OPEN = batch_lifecycle.OPEN
+# The most batches one sweep looks at (the oldest first; the next sweep takes the rest).
+SWEEP_BATCHES = 200
 # HTTP status of a model error, for the error file (OpenAI's shape carries one).
 ERROR_STATUS = {
     "rate_limit": 429,
@@ -276,22 +280,23 @@ def _new_batch(
             user=user, team=team.pk, action="judge_files.batch.create", target=batch,
             file=source.public_id,
         )  # fmt: skip
-        transaction.on_commit(lambda: _queue("validate", batch.pk))
+        transaction.on_commit(lambda: _queue(validate, batch.pk))
     return batch
 
 
-def _queue(task: str, batch_id: int) -> None:
-    """Queue a step of the batch as work of its team (within the team's share of the task
-    workers, ``evalplatform.runs.fairshare``)."""
+def _queue(task: Callable[[int], None], batch_id: int) -> None:
+    """Queue a step of the batch (``validate`` or ``finalize``) as work of its team (within
+    the team's share of the task workers, ``evalplatform.runs.fairshare``)."""
     team_id = JudgeBatch.objects.filter(pk=batch_id).values_list("team_id", flat=True).first()
     if team_id is None:
         return  # deleted
+    step = task.__name__
     fairshare.submit(
         team_id=team_id,
-        func=f"evaluations.judgefiles.services.{task}",
+        func=tasks.path(task),
         args=[batch_id],
-        key=f"judge-batch-{task}-{batch_id}",
-        name=f"judge-batch-{task}-{batch_id}-{timezone.now().timestamp()}",
+        key=f"judge-batch-{step}-{batch_id}",
+        name=f"judge-batch-{step}-{batch_id}-{timezone.now().timestamp()}",
     )
 
 
@@ -320,6 +325,15 @@ def _tasks(judge: LLMJudge | None) -> dict[int, list[int]] | None:
     }
 
 
+class _Refused(Exception):
+    """A line that cannot run: the code and message of its ``JudgeRowError``, and the
+    ``custom_id`` it is reported under when not the row's own (None)."""
+
+    def __init__(self, code: str, message: str, custom_id: str | None = None):
+        super().__init__(message)
+        self.code, self.message, self.custom_id = code, message, custom_id
+
+
 def _row(
     number: int,
     text: str,
@@ -329,79 +343,99 @@ def _row(
     swappable: bool = False,
 ) -> tuple[str, dict[str, Any], LLMModel] | JudgeRowError:
     """A line as a row to run, or the error it goes to the error file with."""
+    custom_id = ""
+    try:
+        row = _object(text)
+        custom_id = _new_custom_id(row, seen)
+        if row.get("method") != "POST":
+            raise _Refused("invalid_method", 'method: only "POST".')
+        if row.get("url") != ENDPOINT:
+            raise _Refused("invalid_url", f"url: only {ENDPOINT}.")
+        body = row.get("body")
+        name = body.get("model") if isinstance(body, dict) else None
+        model = _model(name, models)
+        request = _request(body, model)
+        assert model is not None  # a body that names no model is no request
+        data = {"custom_id": custom_id, "line": number, "model": name, "request": request.as_data()}
+        if tasks is not None:  # the batch is a scenario judge's: the row names its task
+            data |= _task_fields(row.get("metadata"), tasks, swappable)
+    except _Refused as exc:
+        named = custom_id if exc.custom_id is None else exc.custom_id
+        return JudgeRowError(line=number, custom_id=named[:200], code=exc.code, message=exc.message)
+    return custom_id, data, model
 
-    def refused(code: str, message: str, custom_id: str = "") -> JudgeRowError:
-        return JudgeRowError(line=number, custom_id=custom_id[:200], code=code, message=message)
 
+def _object(text: str) -> dict[str, Any]:
+    """The line's JSON object, which every database can store."""
     if text == CUT:
         limit = settings.JUDGE_FILE_MAX_LINE_BYTES
-        return refused("line_too_long", f"The line is over the limit of {limit:,} bytes.")
+        raise _Refused("line_too_long", f"The line is over the limit of {limit:,} bytes.")
     try:
         row = json.loads(text, parse_constant=_no_constant)
-    except (ValueError, RecursionError):
-        return refused("invalid_json", "The line is not valid JSON.")
+    except (ValueError, RecursionError) as exc:
+        raise _Refused("invalid_json", "The line is not valid JSON.") from exc
     if not isinstance(row, dict):
-        return refused("invalid_json", "The line is JSON but not an object.")
-    problem = unstorable(row)
-    if problem:
+        raise _Refused("invalid_json", "The line is JSON but not an object.")
+    if problem := unstorable(row):
+        # Named by its custom_id when that much of it can be stored.
         custom_id = row.get("custom_id")
         named = custom_id if isinstance(custom_id, str) and not unstorable(custom_id) else ""
-        return refused("invalid_request", f"The line {problem}.", named)
+        raise _Refused("invalid_request", f"The line {problem}.", named)
+    return row
+
+
+def _new_custom_id(row: Mapping[str, Any], seen: set[str]) -> str:
+    """The row's ``custom_id``, once in the batch (added to ``seen``)."""
     custom_id = row.get("custom_id")
     if not isinstance(custom_id, str) or not custom_id.strip():
-        return refused("missing_custom_id", "The line has no custom_id (a non-empty string).")
+        raise _Refused("missing_custom_id", "The line has no custom_id (a non-empty string).")
     if len(custom_id) > 200 or "\x00" in custom_id:
-        return refused("invalid_custom_id", "custom_id: at most 200 characters, no NUL.")
+        raise _Refused("invalid_custom_id", "custom_id: at most 200 characters, no NUL.")
     if custom_id in seen:
-        return refused("duplicate_custom_id", f"custom_id {custom_id!r} is used twice.", custom_id)
+        raise _Refused("duplicate_custom_id", f"custom_id {custom_id!r} is used twice.", custom_id)
     seen.add(custom_id)
-    if row.get("method") != "POST":
-        return refused("invalid_method", 'method: only "POST".', custom_id)
-    if row.get("url") != ENDPOINT:
-        return refused("invalid_url", f"url: only {ENDPOINT}.", custom_id)
-    body = row.get("body")
-    name = body.get("model") if isinstance(body, dict) else None
+    return custom_id
+
+
+def _model(name: Any, models: Mapping[str, list[LLMModel]]) -> LLMModel | None:
+    """The team's one active model ``body.model`` names (None when it names none)."""
     found = models.get(name.strip(), []) if isinstance(name, str) else []
     if isinstance(name, str) and not found:
-        return refused(
-            "model_not_found",
-            f"body.model: the team has no active model {name.strip()[:200]!r}.",
-            custom_id,
+        raise _Refused(
+            "model_not_found", f"body.model: the team has no active model {name.strip()[:200]!r}."
         )
     if len(found) > 1:
-        return refused(
+        raise _Refused(
             "model_ambiguous",
             f"body.model: {len(found)} of the team's models are called {name!r}; "
             "write <connection name>/<model id>.",
-            custom_id,
         )
-    model = found[0] if found else None
+    return found[0] if found else None
+
+
+def _request(body: Any, model: LLMModel | None) -> RowRequest:
+    """The body as a Chat Completions request, in the dialect of the model's provider."""
     try:
-        openai = model is None or model.connection.kind == "openai"
-        request = chat_request(body, openai_compatible=openai)
+        openai = model is None or kinds.speaks_chat_completions(model.connection.kind)
+        return chat_request(body, openai_compatible=openai)
     except BadRow as exc:
-        return refused("invalid_request", str(exc), custom_id)
-    assert model is not None
-    data = {"custom_id": custom_id, "line": number, "model": name, "request": request.as_data()}
-    if tasks is not None:  # the batch is a scenario judge's: the row names its task
-        metadata = row.get("metadata")
-        if not isinstance(metadata, dict):
-            metadata = {}
-        task, swapped = metadata.get("task"), metadata.get("swapped", False)
-        if not isinstance(task, int) or isinstance(task, bool) or task not in tasks:
-            return refused(
-                "unknown_task", "metadata.task: the id of a task of the judge's scenario.",
-                custom_id,
-            )  # fmt: skip
-        if not isinstance(swapped, bool) or (swapped and not swappable):
-            return refused(
-                "invalid_metadata",
-                "metadata.swapped: true or false (true only for comparisons and rankings).",
-                custom_id,
-            )
-        shown = list(tasks[task])
-        data |= {"task": task, "swapped": swapped, "presented": shown[::-1] if swapped else shown}
-    return custom_id, data, model
+        raise _Refused("invalid_request", str(exc)) from exc
+
+
+def _task_fields(metadata: Any, tasks: Mapping[int, list[int]], swappable: bool) -> dict[str, Any]:
+    """The task of the judge's scenario a row's ``metadata`` names, in the order shown."""
+    if not isinstance(metadata, dict):
+        metadata = {}
+    task, swapped = metadata.get("task"), metadata.get("swapped", False)
+    if not validation.is_integer(task) or task not in tasks:
+        raise _Refused("unknown_task", "metadata.task: the id of a task of the judge's scenario.")
+    if not isinstance(swapped, bool) or (swapped and not swappable):
+        raise _Refused(
+            "invalid_metadata",
+            "metadata.swapped: true or false (true only for comparisons and rankings).",
+        )
+    shown = list(tasks[task])
+    return {"task": task, "swapped": swapped, "presented": shown[::-1] if swapped else shown}
 
 
 def _no_constant(name: str) -> Any:
@@ -426,11 +460,13 @@ def validate(batch_id: int) -> None:
     except Exception as exc:
         logger.exception("judge batch %s: validation failed", batch_id)
         failure = {"code": "validation_failed", "message": type(exc).__name__, "param": None}
-        JudgeBatch.objects.filter(pk=batch_id, status=BatchStatus.VALIDATING).update(
-            status=BatchStatus.FAILED,
-            failed_at=timezone.now(),
-            errors={"object": "list", "data": [failure | {"line": None}]},
-        )
+        with transaction.atomic():
+            batch = JudgeBatch.objects.select_for_update().filter(pk=batch_id).first()
+            if batch is None or not batch_lifecycle.may(batch, "refused"):
+                return
+            batch_lifecycle.move(batch, "refused", timezone.now())
+            batch.errors = {"object": "list", "data": [failure | {"line": None}]}
+            batch.save(update_fields=["status", "failed_at", "errors"])
 
 
 def _validate(batch_id: int) -> None:
@@ -477,7 +513,7 @@ def _validate(batch_id: int) -> None:
         batch.invalid, batch.failed = invalid, invalid
         if not job.total_cells:
             job.delete()
-            batch.status, batch.failed_at = BatchStatus.FAILED, now
+            batch_lifecycle.move(batch, "refused", now)
             batch.errors = {
                 "object": "list",
                 "data": [
@@ -490,9 +526,10 @@ def _validate(batch_id: int) -> None:
                 ],
             }
             batch.save()
-            transaction.on_commit(lambda: _queue("finalize", batch.pk))
+            transaction.on_commit(lambda: _queue(finalize, batch.pk))
             return
-        batch.job, batch.status, batch.in_progress_at = job, BatchStatus.IN_PROGRESS, now
+        batch.job = job
+        batch_lifecycle.move(batch, "started", now)
         batch.save()
         lifecycle.start(job)
 
@@ -555,54 +592,97 @@ def failed_lines(batch: JudgeBatch) -> set[int]:
 
 # --- following the job ---------------------------------------------------------------------------
 def sync(batch: JudgeBatch) -> JudgeBatch:
-    """Bring a batch up to date with its job (called on every read): counts; the job over
-    (or the window passed), ``finalizing`` and its files written by a task; a task lost
-    with its worker, queued again."""
-    if batch.status not in OPEN:
-        return batch
-    now = timezone.now()
+    """A batch as it is now, for a read: its job's counts while it runs (never a write: the
+    batch moves on through its job's end and ``sweep``)."""
+    return batch_lifecycle.current(batch)
+
+
+def job_ended(job_id: int) -> None:
+    """A batch's job ended (its result handler heard it): the batch finalizes."""
     with transaction.atomic():
-        # A batch its validation or finalization holds is read as it is (not waited for).
-        locked = (
-            JudgeBatch.objects.select_for_update(of=("self",), skip_locked=True)
-            .select_related("job")
-            .filter(pk=batch.pk)
+        batch = (
+            JudgeBatch.objects.select_for_update(of=("self",), skip_locked=False)
+            .filter(job_id=job_id)
             .first()
         )
-        if locked is None:
-            return batch
-        batch = locked
-        job = batch.job
-        if batch.status == BatchStatus.VALIDATING:
-            if batch.created_at < now - LOST_AFTER and not batch.job_id:
-                batch.created_at = now  # queued again: the window starts again too
-                batch.save(update_fields=["created_at"])
-                transaction.on_commit(lambda: _queue("validate", batch.pk))
-            return batch
-        if job is not None:
-            batch.completed = job.completed_cells
-            batch.failed = job.failed_cells + batch.invalid
-        if batch.status in (BatchStatus.IN_PROGRESS, BatchStatus.CANCELLING):
-            expired = batch.expires_at is not None and now > batch.expires_at
-            if job is None or job.status in FINISHED_JOB:
-                _finalizing(batch, now)
-            elif expired and batch.expired_at is None:
-                batch.expired_at = now  # marked: finalized as expired once the job stops
-                lifecycle.cancel(job)
-        elif (
-            batch.status == BatchStatus.FINALIZING
-            and batch.finalizing_at is not None
-            and batch.finalizing_at < now - LOST_AFTER
-        ):
+        if batch is not None and batch_lifecycle.may(batch, "finalizing"):
+            _finalizing(batch, timezone.now())
+            batch.save()
+
+
+def sweep() -> dict[str, list[int]]:
+    """The scheduled task (every minute): batches past their window are marked expired and
+    their jobs cancelled (they finalize as ``expired`` once the job stops); a batch whose job
+    ended unheard (a worker killed between the two) finalizes; a validation or finalization
+    lost with its worker is queued again. Takes the ``SWEEP_BATCHES`` oldest open batches
+    whose state calls for one of these, each under its own lock (a batch a task holds is
+    left to the next sweep). The batches each step took."""
+    now = timezone.now()
+    open_batches = JudgeBatch.objects.filter(status__in=OPEN).order_by("created_at", "pk")
+    due = open_batches.filter(
+        Q(status=BatchStatus.VALIDATING, created_at__lt=now - LOST_AFTER, job__isnull=True)
+        | Q(status=BatchStatus.FINALIZING, finalizing_at__lt=now - LOST_AFTER)
+        | Q(
+            status__in=[BatchStatus.IN_PROGRESS, BatchStatus.CANCELLING],
+            expires_at__lt=now,
+            expired_at__isnull=True,
+        )
+        | Q(status__in=[BatchStatus.IN_PROGRESS, BatchStatus.CANCELLING], job__isnull=True)
+        | Q(
+            status__in=[BatchStatus.IN_PROGRESS, BatchStatus.CANCELLING],
+            job__status__in=list(FINISHED_JOB),
+        )
+    )
+    done: dict[str, list[int]] = {"requeued": [], "expired": [], "finalizing": []}
+    for pk in list(due.values_list("pk", flat=True)[:SWEEP_BATCHES]):
+        with transaction.atomic():
+            batch = (
+                JudgeBatch.objects.select_for_update(of=("self",), skip_locked=True)
+                .select_related("job")
+                .filter(pk=pk, status__in=OPEN)
+                .first()
+            )
+            if batch is None:
+                continue
+            step = _swept(batch, now)
+            if step:
+                batch.save()
+                done[step].append(batch.pk)
+    return done
+
+
+def _swept(batch: JudgeBatch, now: Any) -> str | None:
+    """One batch's step of the sweep (the batch locked; the caller saves it)."""
+    job = batch.job
+    if batch.status == BatchStatus.VALIDATING:
+        if batch.created_at < now - LOST_AFTER and not batch.job_id:
+            batch.created_at = now  # queued again: it is lost again only this long after
+            transaction.on_commit(lambda: _queue(validate, batch.pk))
+            return "requeued"
+        return None
+    if batch.status == BatchStatus.FINALIZING:
+        if batch.finalizing_at is not None and batch.finalizing_at < now - LOST_AFTER:
             batch.finalizing_at = now
-            transaction.on_commit(lambda: _queue("finalize", batch.pk))
-        batch.save()
-    return batch
+            transaction.on_commit(lambda: _queue(finalize, batch.pk))
+            return "requeued"
+        return None
+    if job is None or job.status in FINISHED_JOB:
+        _finalizing(batch, now)
+        return "finalizing"
+    if batch.expires_at is not None and now > batch.expires_at and batch.expired_at is None:
+        batch.expired_at = now  # marked: finalized as expired once the job stops
+        lifecycle.cancel(job)
+        return "expired"
+    return None
 
 
 def _finalizing(batch: JudgeBatch, now: Any) -> None:
-    batch.status, batch.finalizing_at = BatchStatus.FINALIZING, now
-    transaction.on_commit(lambda: _queue("finalize", batch.pk))
+    """Finalize: the counts its job left, and the task that writes its files."""
+    if batch.job is not None:
+        batch.completed = batch.job.completed_cells
+        batch.failed = batch.job.failed_cells + batch.invalid
+    batch_lifecycle.move(batch, "finalizing", now)
+    transaction.on_commit(lambda: _queue(finalize, batch.pk))
 
 
 def batch_cancel(*, user: Any, batch: JudgeBatch) -> JudgeBatch:
@@ -620,14 +700,16 @@ def batch_cancel(*, user: Any, batch: JudgeBatch) -> JudgeBatch:
         now = timezone.now()
         batch.cancelling_at = now
         if batch.status == BatchStatus.VALIDATING:
-            batch.status, batch.cancelled_at = BatchStatus.CANCELLED, now
+            batch_lifecycle.move(batch, "cancelled", now)
         else:
-            batch.status = BatchStatus.CANCELLING
+            batch_lifecycle.move(batch, "cancelling", now)
             if batch.job is not None and batch.job.status not in FINISHED_JOB:
-                lifecycle.cancel(batch.job)
+                lifecycle.cancel(batch.job)  # its end finalizes the batch
+            elif batch_lifecycle.may(batch, "finalizing"):
+                _finalizing(batch, now)  # its job ended already: nothing to hear
         batch.save()
         audit.record(user=user, team=batch.team_id, action="judge_files.batch.cancel", target=batch)
-    return sync(batch)
+    return sync(JudgeBatch.objects.select_related("job").get(pk=batch.pk))
 
 
 def _output_line(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -787,11 +869,11 @@ def finalize(batch_id: int) -> None:
             batch.failed = batch.total - batch.completed
         if batch.status == BatchStatus.FINALIZING:
             if batch.expired_at:
-                batch.status = BatchStatus.EXPIRED
+                batch_lifecycle.move(batch, "ended", now, to=BatchStatus.EXPIRED)
             elif batch.cancelling_at:
-                batch.status, batch.cancelled_at = BatchStatus.CANCELLED, now
+                batch_lifecycle.move(batch, "ended", now, to=BatchStatus.CANCELLED)
             elif job is not None and job.status == JobStatus.FAILED:
-                batch.status, batch.failed_at = BatchStatus.FAILED, now
+                batch_lifecycle.move(batch, "ended", now, to=BatchStatus.FAILED)
                 batch.errors = {
                     "object": "list",
                     "data": [
@@ -804,7 +886,7 @@ def finalize(batch_id: int) -> None:
                     ],
                 }
             else:
-                batch.status, batch.completed_at = BatchStatus.COMPLETED, now
+                batch_lifecycle.move(batch, "ended", now, to=BatchStatus.COMPLETED)
         batch.save()
 
 
@@ -816,6 +898,10 @@ class JudgeFileResults:
 
     def check(self, job_id: int, replies: Mapping[int, str]) -> dict[int, str]:
         return {}
+
+    def finished(self, job_id: int, status: str) -> None:
+        """The batch's job ended: the batch finalizes."""
+        job_ended(job_id)
 
     def recorded(self, job_id: int, output_ids: Any) -> None:
         batch = (
@@ -866,9 +952,12 @@ def _reopen(batch_id: int) -> None:
             return
         stale = [f for f in (batch.output_file_id, batch.error_file_id) if f]
         batch.output_file = batch.error_file = None
-        batch.status, batch.errors = BatchStatus.IN_PROGRESS, None
+        batch.errors = None
         batch.finalizing_at = batch.completed_at = batch.failed_at = None
         batch.cancelling_at = batch.cancelled_at = None
+        in_progress_at = batch.in_progress_at
+        batch_lifecycle.move(batch, "reopened", timezone.now())
+        batch.in_progress_at = in_progress_at  # when it first started, as before
         batch.save()
         JudgeFile.objects.filter(pk__in=stale).delete()
 

@@ -77,7 +77,7 @@ def batch_list(request: HttpRequest) -> HttpResponse:
     batches = policy.visible(
         request.user,
         EVALUATIONS_VIEW_ALL,
-        JudgeBatch.objects.select_related("team", "input_file", "parent"),
+        JudgeBatch.objects.select_related("job", "team", "input_file", "parent"),
     ).order_by("-pk")
     page = Paginator(batches, PER_PAGE).get_page(request.GET.get("page"))
     synced = [services.sync(batch) for batch in page]
@@ -91,7 +91,6 @@ def batch_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def batch_page(request: HttpRequest, batch_id: str) -> HttpResponse:
     batch = services.sync(_batch(request, batch_id))
-    batch = _batch(request, batch_id)  # with its files, after the sync
     verdicts = JudgeVerdict.objects.filter(batch=batch).select_related("output").order_by("line")
     search = request.GET.get("q", "").replace("\x00", "").strip()[:200]
     if search:

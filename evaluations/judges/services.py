@@ -37,7 +37,7 @@ from evaluations.judges.verdicts import (
     structured_params,
     verdict_schema,
 )
-from evaluations.models import JudgeRun, Judgment, LLMJudge, ParseStatus, RaterKind
+from evaluations.judgments.models import JudgeRun, Judgment, LLMJudge, ParseStatus, RaterKind
 from generation import lifecycle, planning, sources
 from generation import services as generation
 from generation.models import (
@@ -79,15 +79,24 @@ def default_prompt_version(*, user: Any, scenario: Scenario) -> PromptVersion:
 
 
 # --- configuration ------------------------------------------------------------------------------
-def _check(
-    user: Any, scenario: Scenario, data: Mapping[str, Any], *, own: LLMJudge | None = None
-) -> dict[str, Any]:
-    errors: dict[str, str] = {}
-    current = {
-        f: getattr(own, f) if own else None
-        for f in ("name", "params", "temperatures", "repetitions", "swap", "mode")
-    }
-    name = str(data.get("name", current["name"]) or "").strip()
+# A judge's settings are checked field by field, each by its own checker below; ``_check``
+# adds the checks across fields (a batch mode or an output schema the model must support).
+# On an update, a field left out keeps the judge's value.
+def _given(data: Mapping[str, Any], own: LLMJudge | None, field: str, default: Any) -> Any:
+    """The field's value: the input's, else the judge's own (when set), else ``default``."""
+    return data.get(field, (getattr(own, field) if own else None) or default)
+
+
+def _kept(data: Mapping[str, Any], own: LLMJudge | None, field: str) -> Any:
+    """The field's value: the input's, else the judge's own, else None."""
+    return data.get(field, getattr(own, field) if own else None)
+
+
+def _checked_name(
+    scenario: Scenario, given: Any, own: LLMJudge | None, errors: dict[str, str]
+) -> str:
+    """A name of at most 200 characters no other judge of the scenario has."""
+    name = str(given or "").strip()
     clash = LLMJudge.objects.filter(scenario=scenario, name=name)
     if own is not None:
         clash = clash.exclude(pk=own.pk)
@@ -95,30 +104,47 @@ def _check(
         errors["name"] = "A judge needs a name of at most 200 characters."
     elif clash.exists():
         errors["name"] = "This scenario already has a judge of that name."
-    team: Team = scenario.team
-    version: PromptVersion | None = own.prompt_version if own else None
-    if "prompt_version" in data and data["prompt_version"] is not None:
-        pid = data["prompt_version"]
-        version = (
-            PromptVersion.objects.filter(pk=pid, template__team=team).first()
-            if isinstance(pid, int) and not isinstance(pid, bool)
-            else None
-        )
-        if version is None:
-            errors["prompt_version"] = "Unknown prompt version in this team."
-    model: LLMModel | None = own.llm_model if own else None
-    if "model" in data or own is None:
-        mid = data.get("model")
-        model = (
-            LLMModel.objects.filter(pk=mid, connection__team=team, active=True)
-            .select_related("connection")
-            .first()
-            if isinstance(mid, int) and not isinstance(mid, bool)
-            else None
-        )
-        if model is None:
-            errors["model"] = "Unknown or inactive model in this team."
-    params = data.get("params", current["params"] or {})
+    return name
+
+
+def _checked_prompt_version(
+    team: Team, data: Mapping[str, Any], own: LLMJudge | None, errors: dict[str, str]
+) -> PromptVersion | None:
+    """The team's prompt version the input names; None (the default) when it names none."""
+    pid = data.get("prompt_version")
+    if pid is None:
+        return own.prompt_version if own else None
+    version = (
+        PromptVersion.objects.filter(pk=pid, template__team=team).first()
+        if validation.is_integer(pid)
+        else None
+    )
+    if version is None:
+        errors["prompt_version"] = "Unknown prompt version in this team."
+    return version
+
+
+def _checked_model(
+    team: Team, data: Mapping[str, Any], own: LLMJudge | None, errors: dict[str, str]
+) -> LLMModel | None:
+    """The team's active model the input names (required on creation)."""
+    if "model" not in data and own is not None:
+        return own.llm_model
+    mid = data.get("model")
+    model = (
+        LLMModel.objects.filter(pk=mid, connection__team=team, active=True)
+        .select_related("connection")
+        .first()
+        if validation.is_integer(mid)
+        else None
+    )
+    if model is None:
+        errors["model"] = "Unknown or inactive model in this team."
+    return model
+
+
+def _checked_params(params: Any, errors: dict[str, str]) -> Any:
+    """Provider parameters (e.g. thinking settings), none of those a run sets itself."""
     if not isinstance(params, dict):
         errors["params"] = "Parameters are an object (e.g. thinking settings)."
     elif reserved := planning.reserved_params(params):
@@ -126,36 +152,35 @@ def _check(
             f"{', '.join(reserved)} are set by the judge's runs (model, prompt, max_tokens, "
             "temperature, one reply), not by parameters."
         )
-    temperatures = validation.temperatures(
-        data.get("temperatures", current["temperatures"] or [0.0]), errors=errors, default=[0.0]
-    )
-    repetitions = validation.whole_number(
-        data.get("repetitions", current["repetitions"] or 1),
-        name="repetitions",
-        lo=1,
-        hi=MAX_REPETITIONS,
-        errors=errors,
-        default=1,
-        message=f"Calls per task and temperature: 1 to {MAX_REPETITIONS}.",
-    )
-    swap = data.get("swap", current["swap"] or False)
+    return params
+
+
+def _checked_swap(scenario: Scenario, swap: Any, errors: dict[str, str]) -> Any:
+    """Whether each task is also asked in the reverse order (comparisons and rankings)."""
     if not isinstance(swap, bool):
         errors["swap"] = "true or false."
     elif swap and not registry.of(scenario).swappable:
         # Alphabetical: "comparisons and rankings".
         swappable = sorted(f"{kind.value}s" for kind in registry.every() if kind.swappable)
         errors["swap"] = f"Position swap applies to {registry.listed(swappable, 'and')}."
-    mode = data.get("mode", current["mode"] or JobMode.LIVE)
-    if mode not in JobMode.values:
-        errors["mode"] = "live or batch."
-    elif mode == JobMode.BATCH and model is not None and not model.batch_capable:
-        errors["mode"] = f"{model.display_name} has no batch API here; choose live mode."
-    # The same bounds as the generation job each run becomes.
-    max_tokens = validation.max_tokens(
-        data.get("max_tokens", own.max_tokens if own else None), errors=errors
+    return swap
+
+
+def _checked_mode(mode: Any, model: LLMModel | None, errors: dict[str, str]) -> Any:
+    """live or batch (batch only where the model has a batch API)."""
+    chosen = validation.one_of(
+        mode, name="mode", choices=JobMode.values, errors=errors, message="live or batch."
     )
-    budget = validation.usd(data.get("budget_usd", own.budget_usd if own else None), errors=errors)
-    reply_format = data.get("reply_format", own.reply_format if own else {}) or {}
+    if chosen == JobMode.BATCH and model is not None and not model.batch_capable:
+        errors["mode"] = f"{model.display_name} has no batch API here; choose live mode."
+    return mode
+
+
+def _checked_reply_format(
+    scenario: Scenario, reply_format: Any, model: LLMModel | None, errors: dict[str, str]
+) -> Any:
+    """How replies are read; an output schema only where the scenario type and the model
+    have one."""
     dimensions = [d["name"] for d in scenario.config.get("dimensions", [])]
     if problem := check_reply_format(reply_format, dimensions):
         errors["reply_format"] = problem
@@ -164,21 +189,48 @@ def _check(
             errors["reply_format"] = "This scenario type has no verdict schema."
         elif model is not None and not structured_params(model.connection.kind, {"x": 1}):
             errors["reply_format"] = f"{model.display_name} takes no output schema here."
-    if errors:
-        raise FieldErrors(errors)
-    return {
+    return reply_format
+
+
+def _check(
+    user: Any, scenario: Scenario, data: Mapping[str, Any], *, own: LLMJudge | None = None
+) -> dict[str, Any]:
+    """A judge's settings from the input (on an update, over the judge's own), every field
+    checked before ``FieldErrors`` names all the bad ones."""
+    errors: dict[str, str] = {}
+    # Checked in this order, so the errors are listed in it.
+    name = _checked_name(scenario, _given(data, own, "name", ""), own, errors)
+    version = _checked_prompt_version(scenario.team, data, own, errors)
+    model = _checked_model(scenario.team, data, own, errors)
+    checked: dict[str, Any] = {
         "name": name,
         "prompt_version": version,
         "llm_model": model,
-        "params": params,
-        "temperatures": temperatures,
-        "repetitions": repetitions,
-        "swap": swap,
-        "mode": mode,
-        "max_tokens": max_tokens,
-        "budget_usd": budget,
-        "reply_format": reply_format,
+        "params": _checked_params(_given(data, own, "params", {}), errors),
+        "temperatures": validation.temperatures(
+            _given(data, own, "temperatures", [0.0]), errors=errors, default=[0.0]
+        ),
+        "repetitions": validation.whole_number(
+            _given(data, own, "repetitions", 1),
+            name="repetitions",
+            lo=1,
+            hi=MAX_REPETITIONS,
+            errors=errors,
+            default=1,
+            message=f"Calls per task and temperature: 1 to {MAX_REPETITIONS}.",
+        ),
+        "swap": _checked_swap(scenario, _given(data, own, "swap", False), errors),
+        "mode": _checked_mode(_given(data, own, "mode", JobMode.LIVE), model, errors),
+        # The same bounds as the generation job each run becomes.
+        "max_tokens": validation.max_tokens(_kept(data, own, "max_tokens"), errors=errors),
+        "budget_usd": validation.usd(_kept(data, own, "budget_usd"), errors=errors),
+        "reply_format": _checked_reply_format(
+            scenario, _kept(data, own, "reply_format") or {}, model, errors
+        ),
     }
+    if errors:
+        raise FieldErrors(errors)
+    return checked
 
 
 def judge_create(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> LLMJudge:
@@ -194,12 +246,11 @@ def judge_create(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> L
         return LLMJudge.objects.create(scenario=scenario, created_by=user, **checked)
 
 
-def judge_grid(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> list[LLMJudge]:
-    """Judges to test against each other: one per judge prompt version x model configuration
-    (``grid``: ``{"prompt_versions": [ids], "models": [{"model": id, "params": {...},
-    "label": ...}]}``), sharing the other settings (temperatures, repetitions, swap, mode,
-    max_tokens, budget_usd). All are made, or none."""
-    _may_judge(user, scenario)
+GRID_MOST = 50
+
+
+def _grid_axes(data: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
+    """The grid's prompt version ids (None: the default prompt) and model specs."""
     grid = data.get("grid")
     if not isinstance(grid, dict):
         raise FieldErrors({"grid": '{"prompt_versions": [...], "models": [...]}'})
@@ -207,62 +258,90 @@ def judge_grid(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> lis
     models = grid.get("models")
     if not isinstance(versions, list) or not isinstance(models, list) or not models:
         raise FieldErrors({"grid": "Lists of prompt versions (or none: the default) and models."})
-    if len(versions) * len(models) > 50:
-        raise FieldErrors({"grid": "At most 50 judges at a time."})
+    if len(versions) * len(models) > GRID_MOST:
+        raise FieldErrors({"grid": f"At most {GRID_MOST} judges at a time."})
+    return versions, models
+
+
+def _grid_version(scenario: Scenario, version_id: Any) -> PromptVersion | None:
+    if not isinstance(version_id, int):
+        return None
+    return (
+        PromptVersion.objects.filter(pk=version_id, template__team=scenario.team)
+        .select_related("template")
+        .first()
+    )
+
+
+def _grid_label(spec: Mapping[str, Any]) -> str:
+    """The judge's label: the spec's, else its model's name with its parameters."""
+    model_id = spec.get("model")
+    model = LLMModel.objects.filter(pk=model_id).first() if isinstance(model_id, int) else None
+    label = str(spec.get("label") or (model.display_name if model else "model"))
+    if spec.get("params") and not spec.get("label"):
+        label += " " + ",".join(f"{k}={w}" for k, w in sorted(spec["params"].items()))
+    return label
+
+
+def _grid_judge(
+    user: Any,
+    scenario: Scenario,
+    shared: Mapping[str, Any],
+    version: PromptVersion,
+    spec: Mapping[str, Any],
+    cell: tuple[int, int],
+    errors: dict[str, str],
+) -> LLMJudge | None:
+    """The judge of one cell of the grid, made; None (and its errors recorded) when its
+    settings are bad. A judge made earlier in the grid counts (two cells of one name clash)."""
+    v_index, m_index = cell
+    if not isinstance(spec.get("params") or {}, dict):
+        errors[f"grid.models[{m_index}].params"] = "Parameters are an object."
+        return None
+    name = f"{_grid_label(spec)} · {version.template.name} v{version.number}"[:200]
+    given = {
+        "name": name,
+        "model": spec.get("model"),
+        "params": spec.get("params") or {},
+        "prompt_version": version.pk,
+    }
+    try:
+        checked = _check(user, scenario, dict(shared) | given)
+    except FieldErrors as exc:
+        errors.update({f"grid[{v_index},{m_index}].{k}": v[0] for k, v in exc.errors.items()})
+        return None
+    prompt_services.version_lock(version=checked["prompt_version"])
+    return LLMJudge.objects.create(scenario=scenario, created_by=user, **checked)
+
+
+def judge_grid(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> list[LLMJudge]:
+    """Judges to test against each other: one per judge prompt version x model configuration
+    (``grid``: ``{"prompt_versions": [ids], "models": [{"model": id, "params": {...},
+    "label": ...}]}``), sharing the other settings (temperatures, repetitions, swap, mode,
+    max_tokens, budget_usd). All are made, or none."""
+    _may_judge(user, scenario)
+    versions, models = _grid_axes(data)
     shared = {k: v for k, v in data.items() if k not in ("grid", "name", "model", "params")}
+    specs = [spec if isinstance(spec, dict) else {"model": spec} for spec in models]
     made: list[LLMJudge] = []
     errors: dict[str, str] = {}
     with transaction.atomic():
         default = None
         for v_index, version_id in enumerate(versions):
-            for m_index, spec in enumerate(models):
-                spec = spec if isinstance(spec, dict) else {"model": spec}
-                version = (
-                    PromptVersion.objects.filter(pk=version_id, template__team=scenario.team)
-                    .select_related("template")
-                    .first()
-                    if isinstance(version_id, int)
-                    else None
-                )
+            for m_index, spec in enumerate(specs):
+                version = _grid_version(scenario, version_id)
                 if version_id is not None and version is None:
                     errors[f"grid.prompt_versions[{v_index}]"] = "Unknown prompt version."
                     continue
                 if version is None:
                     default = default or default_prompt_version(user=user, scenario=scenario)
                     version = default
-                model_id = spec.get("model")
-                model = (
-                    LLMModel.objects.filter(pk=model_id).first()
-                    if isinstance(model_id, int)
-                    else None
-                )
-                label = str(spec.get("label") or (model.display_name if model else "model"))
-                if not isinstance(spec.get("params") or {}, dict):
-                    errors[f"grid.models[{m_index}].params"] = "Parameters are an object."
-                    continue
-                if spec.get("params") and not spec.get("label"):
-                    label += " " + ",".join(f"{k}={w}" for k, w in sorted(spec["params"].items()))
-                name = f"{label} · {version.template.name} v{version.number}"[:200]
-                try:
-                    checked = _check(
-                        user,
-                        scenario,
-                        shared
-                        | {
-                            "name": name,
-                            "model": spec.get("model"),
-                            "params": spec.get("params") or {},
-                            "prompt_version": version.pk,
-                        },
-                    )
-                except FieldErrors as exc:
-                    errors.update(
-                        {f"grid[{v_index},{m_index}].{k}": v[0] for k, v in exc.errors.items()}
-                    )
-                    continue
-                prompt_services.version_lock(version=checked["prompt_version"])
-                made.append(LLMJudge.objects.create(scenario=scenario, created_by=user, **checked))
+                cell = (v_index, m_index)
+                judge = _grid_judge(user, scenario, shared, version, spec, cell, errors)
+                if judge is not None:
+                    made.append(judge)
         if errors:
+            # The judges made before a bad cell are undone with it: all or none.
             transaction.set_rollback(True)
             raise FieldErrors(errors)
     return made
@@ -542,6 +621,10 @@ class JudgeResults:
         judge = self._judge(job_id)
         if judge is not None:
             record_judgments(judge, output_ids)
+
+    def finished(self, job_id: int, status: str) -> None:
+        """Nothing to do: a run's judgments are recorded with its replies (the budget
+        scheduler listens for runs ending, ``evaluations.planner.replan``)."""
 
 
 def record_judgments(judge: LLMJudge, output_ids: Sequence[int], *, replace: bool = False) -> None:

@@ -4,9 +4,9 @@ left, stored as a new ``BudgetPlan`` of the chain (``chain``: its first plan; ``
 accepted plan it follows). It is a proposal only: nobody's work is submitted until a manager
 accepts it.
 
-When: a judge run of an accepted plan completes (``GenerationJob`` saved as completed: a
-signal, queued once the transaction commits), or people's answers on its tasks come in,
-debounced by ``sweep``, a task scheduled every minute: at most once per
+When: a judge run of an accepted plan completes (its job's end, heard through
+``generation.results.when_finished`` once the transition commits), or people's answers on
+its tasks come in, debounced by ``sweep``, a task scheduled every minute: at most once per
 ``PLANNER_REPLAN_EVERY_ANSWERS`` verdicts of the chain since its last re-plan, or after
 ``PLANNER_REPLAN_IDLE_MINUTES`` for fewer. Either queues ``replan`` (a django-q2 task within
 the team's share of the workers); submitting an answer costs no query more.
@@ -33,7 +33,6 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q, Sum
-from django.db.models.signals import post_save
 from django.utils import timezone
 
 from evalplatform.runs import fairshare
@@ -41,7 +40,8 @@ from evaluations.judgments.models import JudgeRun, Judgment, RaterKind
 from evaluations.planner import selectors, services
 from evaluations.planner.design import HUMAN
 from evaluations.planner.models import BudgetPlan, PlanStatus
-from generation.models import GenerationJob, JobStatus
+from generation import results
+from generation.models import JobStatus
 from scenarios.models import ScenarioStatus
 
 logger = logging.getLogger(__name__)
@@ -147,7 +147,7 @@ def queue(root_id: int, team_id: int, trigger: str) -> None:
     transaction.on_commit(
         lambda: fairshare.submit(
             team_id=team_id,
-            func="evaluations.planner.replan.replan",
+            func=replan,
             args=[root_id, trigger],
             key=f"replan-{root_id}",
             name=f"replan-{root_id}-{time.time_ns()}",
@@ -275,18 +275,21 @@ def _chains_of_scenario(scenario_id: int) -> list[BudgetPlan]:
     )
 
 
-def job_saved(sender: Any, instance: GenerationJob, update_fields: Any = None, **_: Any) -> None:
-    """A judge run of an accepted plan completed: re-plan its chain."""
-    if instance.status != JobStatus.COMPLETED or (
-        update_fields is not None and "status" not in update_fields
-    ):
+def judge_run_finished(job_id: int, status: str) -> None:
+    """A judge run's job ended (``generation.results.when_finished``): when it completed
+    and the run is an accepted plan's, re-plan its chain."""
+    if status != JobStatus.COMPLETED:
         return
-    run = JudgeRun.objects.filter(job_id=instance.pk).values("pk", "judge__scenario_id").first()
+    run = (
+        JudgeRun.objects.filter(job_id=job_id)
+        .values("pk", "judge__scenario_id", "job__team_id")
+        .first()
+    )
     if run is None:
         return
     for plan in _chains_of_scenario(run["judge__scenario_id"]):
         if any(r.get("run") == run["pk"] for r in (plan.submitted or {}).get("judge_runs", [])):
-            queue(root_of(plan), instance.team_id, "judge_run")
+            queue(root_of(plan), run["job__team_id"], "judge_run")
             return
 
 
@@ -321,7 +324,7 @@ def sweep() -> list[int]:
             .exists()
         ):
             # A judge run of the chain is still producing verdicts: its completion re-plans
-            # (``job_saved``); counting its verdicts as answers would re-plan every minute.
+            # (``judge_run_finished``); counting its verdicts as answers would re-plan every minute.
             continue
         latest = (
             BudgetPlan.objects.filter(chain_id=root)
@@ -339,7 +342,10 @@ def sweep() -> list[int]:
 
 
 def connect() -> None:
-    post_save.connect(job_saved, sender=GenerationJob, dispatch_uid="planner-replan-job")
+    """Re-plan as the judge runs of accepted plans complete."""
+    from evaluations.judges.services import SOURCE_KIND
+
+    results.when_finished(SOURCE_KIND, judge_run_finished)
 
 
 def reason_text(code: str) -> str:

@@ -239,6 +239,9 @@ class Adapter(ABC):
     # The family of models the provider serves when it serves only its own (None when a
     # server of this protocol may serve anyone's, as OpenAI-compatible ones do).
     own_family: ClassVar[str | None] = None
+    # Whether the provider takes Chat Completions bodies as they are (its parameters pass
+    # through a judge file's rows unchanged).
+    chat_completions: ClassVar[bool] = False
     # The provider's words for reasoning when a request asks for it without an effort or a
     # budget of its own.
     OFF_WORDS: ClassVar[frozenset[str]] = frozenset({"none", "off", "disabled", "0", "false"})

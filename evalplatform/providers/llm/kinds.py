@@ -45,6 +45,11 @@ def has_batch_api(kind: str) -> bool:
     return kind in BATCHES
 
 
+def speaks_chat_completions(kind: str) -> bool:
+    """Whether the kind takes Chat Completions bodies as they are."""
+    return adapter_for(kind).chat_completions
+
+
 def has_structured_output(kind: str) -> bool:
     """Whether the kind can hold a reply to a JSON schema."""
     return adapter_for(kind).structured_output

@@ -17,6 +17,7 @@ class OpenAIAdapter(HTTPAdapter):
     protocol = "openai"
     filtered_finishes = frozenset({"content_filter"})
     structured_output = True
+    chat_completions = True
 
     @classmethod
     def schema_params(cls, schema: ResponseSchema) -> dict[str, Any]:
