@@ -11,7 +11,7 @@ import pytest
 
 from evalplatform.providers.llm import kinds
 from evalplatform.providers.llm.mock import MockAdapter
-from evalplatform.providers.llm.types import LLMRequest, Reasoning, ResponseSchema
+from evalplatform.providers.llm.types import ImagePart, LLMRequest, Reasoning, ResponseSchema
 from tests.providers.test_llm_batch import lifecycle
 from tests.providers.test_llm_live import PROTOCOLS, _complete, run
 
@@ -115,6 +115,45 @@ def test_neutral_fields_go_out_in_each_providers_words_in_batches(fake_provider,
     thinking = json.dumps(WIRE[kind][0], separators=(",", ":"))[1:-1]
     assert thinking.split(":", 1)[0] in sent.replace(" ", "")
     assert '"verdict"' in sent or "responseSchema" in sent
+
+
+PNG = ImagePart(media_type="image/png", data="iVBORw0KGgo=")
+LINKED = ImagePart(media_type="image/jpeg", url="https://example.org/cat.jpg")
+
+
+@pytest.mark.parametrize("kind", PROTOCOLS)
+def test_images_go_out_as_content_parts_of_the_last_user_message(fake_provider, kind):
+    request = LLMRequest(model="m", user="What is shown?", images=(PNG, LINKED))
+    assert run(_complete(fake_provider.url, kind, request)).response.text
+    body = json.loads(fake_provider.app.bodies[-1][1])
+    if kind == "openai":
+        content = body["messages"][-1]["content"]
+        assert content[0] == {"type": "text", "text": "What is shown?"}
+        assert [p["image_url"]["url"] for p in content[1:]] == [
+            "data:image/png;base64,iVBORw0KGgo=",
+            "https://example.org/cat.jpg",
+        ]
+    elif kind == "anthropic":
+        content = body["messages"][-1]["content"]
+        assert content[0]["source"] == {
+            "type": "base64",
+            "media_type": "image/png",
+            "data": "iVBORw0KGgo=",
+        }
+        assert content[1]["source"] == {"type": "url", "url": "https://example.org/cat.jpg"}
+        assert content[2] == {"type": "text", "text": "What is shown?"}
+    else:
+        parts = body["contents"][-1]["parts"]
+        assert parts[0] == {"text": "What is shown?"}
+        assert parts[1] == {"inline_data": {"mime_type": "image/png", "data": "iVBORw0KGgo="}}
+        assert parts[2]["file_data"]["file_uri"] == "https://example.org/cat.jpg"
+    # Without images the message is its text, as before.
+    run(_complete(fake_provider.url, kind, LLMRequest(model="m", user="x")))
+    plain = json.loads(fake_provider.app.bodies[-1][1])
+    if kind == "gemini":
+        assert plain["contents"][-1]["parts"] == [{"text": "x"}]
+    else:
+        assert plain["messages"][-1]["content"] == "x"
 
 
 def test_the_mock_reads_every_providers_words_and_seeds_repeated_calls():

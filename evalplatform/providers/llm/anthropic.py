@@ -81,7 +81,7 @@ class AnthropicAdapter(HTTPAdapter):
             "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
             "messages": [
                 *({"role": role, "content": text} for role, text in request.turns),
-                {"role": "user", "content": request.user},
+                {"role": "user", "content": self.user_content(request)},
             ],
         }
         if request.system:
@@ -91,6 +91,22 @@ class AnthropicAdapter(HTTPAdapter):
         if stream:
             body["stream"] = True
         return body
+
+    @staticmethod
+    def user_content(request: LLMRequest) -> Any:
+        """The final user message's content: its text, or image blocks, then the text."""
+        if not request.images:
+            return request.user
+        blocks: list[dict[str, Any]] = [
+            {"type": "image", "source": {"type": "url", "url": image.url}}
+            if image.url
+            else {
+                "type": "image",
+                "source": {"type": "base64", "media_type": image.media_type, "data": image.data},
+            }
+            for image in request.images
+        ]
+        return [*blocks, {"type": "text", "text": request.user}]
 
     def parse(self, data: Any) -> tuple[str, int, int, str]:
         finish = data.get("stop_reason") or ""

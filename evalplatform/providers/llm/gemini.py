@@ -91,7 +91,7 @@ class GeminiAdapter(HTTPAdapter):
             for role, text in request.turns
         ]
         body: dict[str, Any] = {
-            "contents": [*earlier, {"role": "user", "parts": [{"text": request.user}]}]
+            "contents": [*earlier, {"role": "user", "parts": self.user_parts(request)}]
         }
         if request.system:
             body["systemInstruction"] = {"parts": [{"text": request.system}]}
@@ -103,6 +103,18 @@ class GeminiAdapter(HTTPAdapter):
         if config:
             body["generationConfig"] = config
         return body
+
+    @staticmethod
+    def user_parts(request: LLMRequest) -> list[dict[str, Any]]:
+        """The final user message's parts: its text, then each image (inline bytes, or a
+        file URI)."""
+        images = [
+            {"file_data": {"mime_type": image.media_type, "file_uri": image.url}}
+            if image.url
+            else {"inline_data": {"mime_type": image.media_type, "data": image.data}}
+            for image in request.images
+        ]
+        return [{"text": request.user}, *images]
 
     @staticmethod
     def _usage(data: Any) -> tuple[int, int]:

@@ -160,6 +160,7 @@ def request_key(request: LLMRequest, seed: int) -> str:
             request.system,
             *([list(request.turns)] if request.turns else []),  # keys without turns unchanged
             *([repr(request.reasoning)] if request.reasoning else []),
+            *([[i.data_url() for i in request.images]] if request.images else []),
             request.user,
             request.temperature,
             request.max_tokens,

@@ -71,7 +71,7 @@ class OpenAIAdapter(HTTPAdapter):
         if request.system:
             messages.append({"role": "system", "content": request.system})
         messages += [{"role": role, "content": text} for role, text in request.turns]
-        messages.append({"role": "user", "content": request.user})
+        messages.append({"role": "user", "content": self.user_content(request)})
         body: dict[str, Any] = {"model": request.model, "messages": messages}
         if request.temperature is not None:
             body["temperature"] = request.temperature
@@ -81,6 +81,16 @@ class OpenAIAdapter(HTTPAdapter):
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
         return body
+
+    @staticmethod
+    def user_content(request: LLMRequest) -> Any:
+        """The final user message's content: its text, or with images, content parts."""
+        if not request.images:
+            return request.user
+        return [
+            {"type": "text", "text": request.user},
+            *({"type": "image_url", "image_url": {"url": i.data_url()}} for i in request.images),
+        ]
 
     def parse(self, data: Any) -> tuple[str, int, int, str]:
         choice = data["choices"][0]

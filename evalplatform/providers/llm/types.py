@@ -31,11 +31,26 @@ class ResponseSchema:
 
 
 @dataclass(frozen=True)
+class ImagePart:
+    """An image of the final user message: its bytes (``data``, base64) with their
+    ``media_type``, or a ``url`` the provider fetches itself."""
+
+    media_type: str
+    data: str = ""
+    url: str = ""
+
+    def data_url(self) -> str:
+        """The image as a URL: its own, or a ``data:`` URL of its bytes."""
+        return self.url or f"data:{self.media_type};base64,{self.data}"
+
+
+@dataclass(frozen=True)
 class LLMRequest:
     """What to ask, independent of the provider.
 
     ``turns``: the conversation before the final ``user`` message, as (role, text) pairs
-    with role "user" or "assistant" (a judge file's multi-turn rows). ``response_schema``
+    with role "user" or "assistant" (a judge file's multi-turn rows). ``images``: content
+    parts of the final user message beside its text. ``response_schema``
     and ``reasoning`` say what the caller means; each adapter writes them in its provider's
     words, live and batch. ``repetition``: which of a design's repeated calls this is (None
     outside such a design): providers that take a seed may use it (the mock does, so
@@ -54,6 +69,7 @@ class LLMRequest:
     response_schema: ResponseSchema | None = None
     reasoning: Reasoning | None = None
     repetition: int | None = None
+    images: tuple[ImagePart, ...] = ()
 
 
 @dataclass(frozen=True)
