@@ -65,9 +65,10 @@ GATE_FIELDS = (
 
 
 # --- the figures --------------------------------------------------------------------------------
-def _winner(row: Row) -> Any:
-    winner = row.payload.get("winner")
-    return "tie" if winner not in ("A", "B") else row.presented["AB".index(winner)]
+def _winner(row: Row, answers_of: ScenarioKind) -> Any:
+    """A comparison's winning variant, or "tie" (the scenario type's ``answer_value``)."""
+    found = answers_of.answer_value(row.payload, row.presented)
+    return "tie" if found is None else found
 
 
 def _verdict(row: Row, answers_of: ScenarioKind) -> str:
@@ -88,13 +89,15 @@ def _share(k: int, n: int) -> dict[str, Any]:
     }
 
 
-def flip_rate(rows: list[Row]) -> dict[str, Any] | None:
+def flip_rate(rows: list[Row], answers_of: ScenarioKind) -> dict[str, Any] | None:
     """Pairs judged in both orders (same task, repetition and temperature; the swapped call
     with the one before it): the share whose winner changed with the order. None without
-    such pairs."""
+    such pairs (or for a type whose tasks are no pairs)."""
+    if not answers_of.is_pairwise:
+        return None
     orders: dict[tuple, tuple[list[Row], list[Row]]] = defaultdict(lambda: ([], []))
     for row in rows:
-        if len(row.presented) != 2 or "winner" not in row.payload:
+        if len(row.presented) != 2:
             continue
         u, v = row.presented
         key = (row.task, row.repetition, row.temperature, min(u, v), max(u, v))
@@ -102,7 +105,7 @@ def flip_rate(rows: list[Row]) -> dict[str, Any] | None:
     pairs = [p for one, other in orders.values() for p in zip(one, other, strict=False)]
     if not pairs:
         return None
-    flips = sum(_winner(one) != _winner(other) for one, other in pairs)
+    flips = sum(_winner(one, answers_of) != _winner(other, answers_of) for one, other in pairs)
     return {"pairs": len(pairs), "flips": flips} | _share(flips, len(pairs))
 
 
@@ -120,24 +123,28 @@ def self_consistency(rows: list[Row], answers_of: ScenarioKind) -> dict[str, Any
 
 
 def self_preference(
-    rows: list[Row], people: list[Row], family: str | None, families: Mapping[int, str | None]
+    rows: list[Row],
+    people: list[Row],
+    family: str | None,
+    families: Mapping[int, str | None],
+    answers_of: ScenarioKind,
 ) -> dict[str, Any] | None:
     """Comparisons of an output of the judge's model family with one of another: the share
     the judge's family won (ties as halves), and the people's on comparisons of the same
     kind. None when the family is unknown or no such comparison was judged."""
-    if family is None:
+    if family is None or not answers_of.is_pairwise:
         return None
 
     def won(subset: Iterable[Row]) -> tuple[int, float]:
         n, wins = 0, 0.0
         for row in subset:
-            if len(row.presented) != 2 or "winner" not in row.payload:
+            if len(row.presented) != 2:
                 continue
             own = [families.get(pk) == family for pk in row.presented]
             if own[0] == own[1]:
                 continue
             n += 1
-            winner = _winner(row)
+            winner = _winner(row, answers_of)
             wins += 0.5 if winner == "tie" else float(winner == row.presented[own.index(True)])
         return n, wins
 
@@ -246,6 +253,7 @@ def judge_cards(
     if not loaded.judges:
         return []
     scenario, config = loaded.scenario, loaded.scenario.config
+    answers_of = registry.of(scenario)  # the scenario type: what its answers mean
     boot = Bootstrap(
         min(int(options.get("resamples") or 0), MAX_RESAMPLES), int(options.get("seed") or 0)
     )
@@ -284,7 +292,7 @@ def judge_cards(
             calls = len(rows) + failed
             measured = measured_with(rows, loaded.run_configurations, config_now, temperature)
             now = current_fingerprint(judge, temperature)
-            preference = self_preference(rows, people, family, families)
+            preference = self_preference(rows, people, family, families, answers_of)
             card: dict[str, Any] = {
                 "judge": judge.pk,
                 "name": judge.name,
@@ -300,9 +308,9 @@ def judge_cards(
                 "calls": calls,
                 "human_agreement": human_agreement(rows, people_units, reading, config, boot, names)
                 | {"humans_blind": scenario.blind},
-                "adjudicated": held_to(registry.of(scenario), rows, loaded.adjudications, config),
-                "flip_rate": flip_rate(rows),
-                "self_consistency": self_consistency(rows, registry.of(scenario)),
+                "adjudicated": held_to(answers_of, rows, loaded.adjudications, config),
+                "flip_rate": flip_rate(rows, answers_of),
+                "self_consistency": self_consistency(rows, answers_of),
                 "self_preference": preference,
                 "parse_failures": _parse_failures(calls, failed),
                 "cost": _cost(rows),

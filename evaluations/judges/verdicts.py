@@ -71,11 +71,11 @@ def _rationale(found: Mapping[str, Any]) -> str:
 
 # A judge's reply format (``LLMJudge.reply_format``): {} the platform's own JSON; "json"
 # with ``fields`` naming the reply's field (a dotted path) of each part of the verdict; "tags"
-# with ``fields`` naming the XML-like tag of each part. Parts: ``winner`` (comparisons),
-# ``ranking`` (rankings), ``labels`` (labeling), ``scores`` ({dimension: field}, ratings),
-# ``rationale``; ``values`` maps the reply's words to the verdict's (e.g. SAMPLE_1 → A).
+# with ``fields`` naming the XML-like tag of each part. Parts: each scenario type's
+# ``reply_parts`` (a comparison's winner, ...) and ``rationale``, a field each; each type's
+# ``reply_groups`` ({name: field}: a rating's scores by dimension); ``values`` maps the
+# reply's words to the verdict's (e.g. SAMPLE_1 → A).
 REPLY_FORMATS = ("json", "tags", "structured")
-PARTS = ("winner", "ranking", "labels", "rationale")
 TAG = re.compile(r"<([A-Za-z_][\w.-]{0,63})>(.{0,20000}?)</\1>", re.DOTALL)
 
 
@@ -91,13 +91,15 @@ def check_reply_format(value: Any, dimensions: Sequence[str]) -> str | None:
         return "Only kind, fields and values."
     fields = value.get("fields") or {}
     values = value.get("values") or {}
-    if not isinstance(fields, dict) or set(fields) - {*PARTS, "scores"}:
-        return f"fields: some of {', '.join((*PARTS, 'scores'))}."
-    names = [v for k, v in fields.items() if k != "scores"]
-    scores = fields.get("scores") or {}
-    if not isinstance(scores, dict) or set(scores) - set(dimensions):
-        return "fields.scores: {dimension of the rubric: the reply's field}."
-    names += list(scores.values())
+    parts, groups = _parts(), _groups()
+    if not isinstance(fields, dict) or set(fields) - {*parts, *groups}:
+        return f"fields: some of {', '.join((*parts, *groups))}."
+    names = [v for k, v in fields.items() if k not in groups]
+    for group in groups:
+        named = fields.get(group) or {}
+        if not isinstance(named, dict) or set(named) - set(dimensions):
+            return f"fields.{group}: {{dimension of the rubric: the reply's field}}."
+        names += list(named.values())
     if not all(_short_text(n) for n in names):
         return "Each field is a name of at most 100 characters."
     if not _word_pairs(values):
@@ -180,15 +182,26 @@ def reshape(text: str, reply_format: Mapping[str, Any]) -> tuple[dict[str, Any],
         return value
 
     found: dict[str, Any] = dict(source) if kind == "json" else {}
-    for part in PARTS:
-        if part in fields:
-            value = _path(source, fields[part])
-            if part == "labels" and isinstance(value, str):
-                value = [v.strip() for v in value.split(",") if v.strip()]
-            found[part] = word(value)
-    if "scores" in fields:
-        found["scores"] = {dim: _path(source, name) for dim, name in fields["scores"].items()}
+    for owner in registry.every():
+        for part in owner.reply_parts:
+            if part in fields:
+                found[part] = word(owner.from_reply(part, _path(source, fields[part])))
+        for group in owner.reply_groups:
+            if group in fields:
+                found[group] = {name: _path(source, f) for name, f in fields[group].items()}
+    if "rationale" in fields:
+        found["rationale"] = word(_path(source, fields["rationale"]))
     return found, how
+
+
+def _parts() -> tuple[str, ...]:
+    """The verdict parts a reply format may name one field of: every type's, and the
+    rationale."""
+    return (*dict.fromkeys(p for kind in registry.every() for p in kind.reply_parts), "rationale")
+
+
+def _groups() -> tuple[str, ...]:
+    return tuple(dict.fromkeys(g for kind in registry.every() for g in kind.reply_groups))
 
 
 def read(

@@ -319,6 +319,15 @@ class ScenarioKind(ABC):
         return self.agreement_key(payload, presented) == self.agreement_key(gold, gold_presented)
 
     # --- judges -----------------------------------------------------------------------------
+    # The parts of a verdict a judge's reply format names one reply field of, and those it
+    # names a field per name of (a rating's ``scores``, per dimension).
+    reply_parts: ClassVar[tuple[str, ...]] = ()
+    reply_groups: ClassVar[tuple[str, ...]] = ()
+
+    def from_reply(self, part: str, value: Any) -> Any:
+        """A reply field's value as the verdict's ``part`` (as it came, by default)."""
+        return value
+
     def verdict_properties(self, config: Mapping[str, Any]) -> dict[str, Any] | None:
         """The JSON schema properties of a judge's verdict (structured output), the
         rationale aside; None for a type that has no schema."""

@@ -106,6 +106,7 @@ class Comparison(ScenarioKind):
     settings_template = "evaluations/settings/comparison.html"
     dialog_template = "evaluations/convert/comparison.html"
     answer_keys = ("winner",)
+    reply_parts = ("winner",)
     is_pairwise = True
     swappable = True
     analysis = "pairwise"

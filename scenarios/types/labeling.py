@@ -60,6 +60,7 @@ class Labeling(ScenarioKind):
     settings_template = "evaluations/settings/labeling.html"
     dialog_template = "evaluations/convert/labeling.html"
     answer_keys = ("labels", "text")
+    reply_parts = ("labels",)
     analysis = "labels"
     export_columns = ("variant", "model", "prompt", "labels", "text")
     import_columns = (("variant", "model"),)
@@ -158,6 +159,12 @@ class Labeling(ScenarioKind):
             raise Rejected("One label only.")
         text_note = found.get("text", "")
         return {"labels": chosen, "text": text_note if isinstance(text_note, str) else ""}
+
+    def from_reply(self, part: str, value: Any) -> Any:
+        """Labels written in one field, comma-separated, as a list."""
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return value
 
     def form_fill(
         self, answer: Mapping[str, Any], config: Mapping[str, Any], keys: Sequence[str]

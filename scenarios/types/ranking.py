@@ -35,6 +35,7 @@ class Ranking(ScenarioKind):
     position = 20
     description = "sort the variants of an item"
     answer_keys = ("ranking",)
+    reply_parts = ("ranking",)
     swappable = True
     analysis = "rankings"
     export_columns = ("rank", "variant", "model", "prompt")

@@ -144,6 +144,7 @@ class Rating(ScenarioKind):
     settings_template = "evaluations/settings/rating.html"
     dialog_template = "evaluations/convert/rating.html"
     answer_keys = ("scores", "justifications")
+    reply_groups = ("scores",)
     analysis = "ratings"
     export_columns = ("variant", "model", "prompt", "dimension", "score", "justification")
     import_columns = (("variant", "model"),)
