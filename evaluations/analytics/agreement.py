@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
 from itertools import combinations
 from typing import Any, Protocol
 
@@ -24,15 +23,27 @@ import numpy as np
 from scipy import sparse
 
 from evaluations.analytics import agreement_stats as ags
+from evaluations.analytics.agreement_figures import (
+    FEW_UNITS,
+    RATER_LIMIT,
+    Bootstrap,
+    code,
+    coded_of,
+    figures_of,
+    people_figures,
+    put,
+    put_none,
+    recode,
+    shown_value,
+    weighted_kappa,
+)
 from evaluations.analytics.agreement_stats import rounded
 from evaluations.analytics.data import Row
-from evaluations.models import RaterKind
+from evaluations.judgments.models import RaterKind
 from scenarios.models import Variant
 
-FEW_UNITS = 10  # units: a figure on fewer carries ``few_units`` and a warning
 MAX_RESAMPLES = 1000  # the bootstrap resamples of the agreement intervals, at most
 BY_ITEM_LIMIT = 200  # the most disputed units listed in ``by_item``
-RATER_LIMIT = 30  # people: above, no Conger's or Light's kappa
 
 
 class Reading(Protocol):
@@ -104,252 +115,9 @@ def _only(units: dict[Any, dict[str, list]], raters: set[str]) -> dict[Any, dict
     return {unit: per for unit, per in kept.items() if per}
 
 
-# --- coding -------------------------------------------------------------------------------------
-@dataclass
-class Bootstrap:
-    """The intervals' resamples (none: no intervals) and seed."""
-
-    resamples: int = 0
-    seed: int = 0
-
-    def weights(self, multiplicity: np.ndarray) -> np.ndarray:
-        """The full data (first row: each distinct unit's multiplicity), then the resamples."""
-        drawn = ags.draws(multiplicity, self.resamples, self.seed)
-        return np.vstack([multiplicity[None].astype(float), drawn])
-
-
-@dataclass
-class Coded:
-    """A set of units as arrays: the distinct units (the same values from the same raters),
-    each with the number of units it stands for, and their counts of each category."""
-
-    categories: list[Any]
-    raters: list[str]
-    contents: list[tuple[tuple[int, int], ...]]  # per distinct unit: (rater, category) values
-    multiplicity: np.ndarray
-    counts: np.ndarray
-
-    @property
-    def values(self) -> np.ndarray:
-        return np.array(self.categories, float)
-
-    def by_rater(self, pattern: tuple[tuple[int, int], ...]) -> dict[int, list[int]]:
-        grouped: dict[int, list[int]] = defaultdict(list)
-        for rater, value in pattern:
-            grouped[rater].append(value)
-        return grouped
-
-
-def code(
-    units: dict[Any, dict[str, list]], *, numeric: bool, scale: list[float] | None = None
-) -> Coded:
-    """The units coded: categories sorted (numbers by value, anything else by repr; ``scale``
-    adds a rating scale's unused points), raters sorted by name."""
-    raters = sorted({r for per in units.values() for r in per})
-    seen = {v for per in units.values() for vs in per.values() for v in vs}
-    if numeric:
-        categories: list[Any] = sorted({float(v) for v in seen} | set(scale or []))
-    else:
-        categories = sorted(seen, key=repr)
-    r_index = {r: i for i, r in enumerate(raters)}
-    c_index = {c: i for i, c in enumerate(categories)}  # a score's int finds its float
-    found: Counter[tuple[tuple[int, int], ...]] = Counter()
-    for per in units.values():
-        values = [(r_index[r], c_index[v]) for r, vs in per.items() for v in vs]
-        values.sort()
-        found[tuple(values)] += 1
-    return _coded(categories, raters, found)
-
-
-def _coded(
-    categories: list[Any], raters: list[str], found: Counter[tuple[tuple[int, int], ...]]
-) -> Coded:
-    """The distinct units, sorted, as ``Coded``."""
-    contents = sorted(c for c in found if c)
-    counts = np.zeros((len(contents), len(categories)))
-    for row, content in enumerate(contents):
-        for _, value in content:
-            counts[row, value] += 1
-    multiplicity = np.array([found[c] for c in contents], float)
-    return Coded(categories, raters, contents, multiplicity, counts)
-
-
-def recode(coded: Coded, mapping: list[int], categories: list[Any]) -> Coded:
-    """The same units with each category ``c`` read as ``categories[mapping[c]]``."""
-    found: Counter[tuple[tuple[int, int], ...]] = Counter()
-    for content, times in zip(coded.contents, coded.multiplicity, strict=True):
-        found[tuple(sorted((rater, mapping[value]) for rater, value in content))] += int(times)
-    return _coded(categories, coded.raters, found)
-
-
-def _by_rater_matrix(coded: Coded) -> sparse.csr_matrix:
-    """(P, raters x q): each rater's values on each distinct unit, several as fractions."""
-    q = len(coded.categories)
-    rows, cols, vals = [], [], []
-    for row, content in enumerate(coded.contents):
-        for rater, values in coded.by_rater(content).items():
-            for value in values:
-                rows.append(row)
-                cols.append(rater * q + value)
-                vals.append(1 / len(values))
-    shape = (len(coded.contents), len(coded.raters) * q)
-    return sparse.csr_matrix((vals, (rows, cols)), shape=shape)
-
-
-def _pair_cells(coded: Coded) -> list[sparse.csr_matrix]:
-    """For every pair of raters who share a unit (in order of their names), the (P, q x q)
-    contingency cells of each distinct unit both rated: each pairing of their values there,
-    weighted so that a unit counts once."""
-    q = len(coded.categories)
-    cells: dict[tuple[int, int], tuple[list, list, list]] = defaultdict(lambda: ([], [], []))
-    for row, content in enumerate(coded.contents):
-        grouped = coded.by_rater(content)
-        for one, other in combinations(sorted(grouped), 2):
-            share = 1 / (len(grouped[one]) * len(grouped[other]))
-            rows, cols, vals = cells[(one, other)]
-            for x in grouped[one]:
-                for y in grouped[other]:
-                    rows.append(row)
-                    cols.append(x * q + y)
-                    vals.append(share)
-    shape = (len(coded.contents), q * q)
-    return [
-        sparse.csr_matrix((cells[p][2], (cells[p][0], cells[p][1])), shape) for p in sorted(cells)
-    ]
-
-
-def _icc_table(coded: Coded) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct units every rater rated, as a (units x raters) table of each rater's
-    mean score there, and their rows' indices."""
-    values = coded.values
-    complete, table = [], []
-    for row, content in enumerate(coded.contents):
-        grouped = coded.by_rater(content)
-        if len(grouped) == len(coded.raters):
-            complete.append(row)
-            table.append([values[grouped[r]].mean() for r in range(len(coded.raters))])
-    return np.array(table, float).reshape(len(complete), len(coded.raters)), np.array(complete)
-
-
-# --- figures ------------------------------------------------------------------------------------
-def _put(out: dict[str, Any], key: str, values: np.ndarray, boot: Bootstrap) -> None:
-    """A figure and its interval (``key_ci``: [low, high], None without resamples)."""
-    out[key] = rounded(float(values[0]))
-    found = ags.interval(values[1:]) if boot.resamples > 0 else None
-    out[f"{key}_ci"] = [rounded(v) for v in found] if found else None
-
-
-def _none(out: dict[str, Any], *keys: str) -> None:
-    for key in keys:
-        out[key] = None
-        out[f"{key}_ci"] = None
-
-
-def _shown(value: Any) -> Any:
-    """A value as the JSON shows it: a label set as its labels joined, a score as a number."""
-    if isinstance(value, tuple):
-        return ", ".join(value) or "(none)"
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
 def _pairable(units: dict[Any, dict[str, list]]) -> int:
     """The units with two or more values."""
     return sum(1 for per in units.values() if sum(len(vs) for vs in per.values()) >= 2)
-
-
-def people_figures(
-    units: dict[Any, dict[str, list]],
-    *,
-    scored: bool,
-    boot: Bootstrap,
-    scale: list[float] | None = None,
-) -> dict[str, Any]:
-    """The agreement of several raters on ``units``: Krippendorff's alpha (nominal; interval
-    and ordinal for scores), Cohen's kappa (two raters; weighted too for scores), Fleiss',
-    Conger's and Light's kappa, Gwet's AC1 (and AC2 for scores), ICC(2,1) and ICC(3,1)
-    (scores), each with its interval; and each category's specific agreement."""
-    return figures_of(code(units, numeric=scored, scale=scale), scored=scored, boot=boot)
-
-
-def figures_of(coded: Coded, *, scored: bool, boot: Bootstrap) -> dict[str, Any]:
-    """``people_figures`` of coded units."""
-    raters = len(coded.raters)
-    pairable = coded.counts.sum(axis=1) >= 2 if len(coded.contents) else np.zeros(0, bool)
-    result: dict[str, Any] = {"units": int(coded.multiplicity[pairable].sum())}
-    weights = boot.weights(coded.multiplicity)
-    counts, q = coded.counts, len(coded.categories)
-    metrics = ("interval", "ordinal") if scored else ("nominal",)
-    for metric in metrics:
-        key = f"krippendorff_alpha_{metric}"
-        if result["units"] and q:
-            values = coded.values if scored else None
-            _put(result, key, ags.krippendorff_alpha_table(counts, weights, metric, values), boot)
-        else:
-            _none(result, key)
-    result["raters"] = raters
-    kappa_keys = ["cohen_kappa"] + (
-        ["cohen_kappa_weighted", "cohen_kappa_linear", "cohen_kappa_quadratic"] if scored else []
-    )
-    cells = _pair_cells(coded) if 2 <= raters <= RATER_LIMIT else []
-    plain = ags.pair_kappas(cells, weights, ags.disagreement_weights(q, None)) if cells else None
-    if raters == 2 and plain is not None:
-        _put(result, "cohen_kappa", plain[:, 0], boot)
-        if scored:
-            for key, kind in (
-                ("cohen_kappa_weighted", "quadratic"),
-                ("cohen_kappa_linear", "linear"),
-                ("cohen_kappa_quadratic", "quadratic"),
-            ):
-                _put(result, key, _weighted_kappa(cells[0], weights, q, kind), boot)
-    else:
-        _none(result, *kappa_keys)
-    if result["units"] and q:
-        _put(result, "fleiss_kappa", ags.fleiss_kappa_table(counts, weights), boot)
-        _put(result, "gwet_ac1", ags.gwet_ac(counts, weights, np.eye(q)), boot)
-        if scored:
-            agree = ags.agreement_weights(coded.values, "quadratic")
-            _put(result, "gwet_ac2", ags.gwet_ac(counts, weights, agree), boot)
-    else:
-        _none(result, "fleiss_kappa", "gwet_ac1", *(["gwet_ac2"] if scored else []))
-    if result["units"] and 2 <= raters <= RATER_LIMIT and plain is not None:
-        by_rater = _by_rater_matrix(coded)
-        _put(result, "conger_kappa", ags.conger_kappa(counts, by_rater, raters, weights), boot)
-        _put(result, "light_kappa", ags.mean_defined(plain), boot)
-    else:
-        _none(result, "conger_kappa", "light_kappa")
-    if scored:
-        table, complete = _icc_table(coded)
-        icc2, icc3 = ags.icc_two_way(
-            table, weights[:, complete] if len(complete) else weights[:, :0]
-        )
-        _put(result, "icc2_1", icc2, boot)
-        _put(result, "icc3_1", icc3, boot)
-        result["icc_units"] = int(coded.multiplicity[complete].sum()) if len(complete) else 0
-        result["icc_raters"] = raters
-    result["few_units"] = result["units"] < FEW_UNITS
-    specific = ags.specific_agreement(counts, coded.multiplicity) if q else np.zeros(0)
-    totals = coded.multiplicity @ counts if q else np.zeros(0)
-    result["by_category"] = [
-        {
-            "category": _shown(c),
-            "values": int(totals[i]),
-            "specific_agreement": rounded(specific[i]),
-        }
-        for i, c in enumerate(coded.categories)
-        if totals[i] > 0
-    ]
-    return result
-
-
-def _weighted_kappa(cells: sparse.csr_matrix, weights: np.ndarray, q: int, kind: str) -> np.ndarray:
-    """Weighted Cohen's kappa of two raters, the weights by position among the categories
-    their shared units use (as scikit-learn does)."""
-    tables = np.asarray(cells.T.dot(weights.T).T).reshape(len(weights), q, q)
-    used = np.flatnonzero(tables[0].sum(axis=0) + tables[0].sum(axis=1))
-    tables = tables[:, used][:, :, used]
-    return ags.cohen_kappa_tables(tables, ags.disagreement_weights(len(used), kind))
 
 
 def pairwise(units: dict[Any, dict[str, list]]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -447,7 +215,7 @@ def by_item(units: dict[Any, dict[str, list]], *, scored: bool) -> tuple[list[di
             }
         else:
             entry["unit"] = name
-            named = {_shown(v): c for v, c in found.items()}
+            named = {shown_value(v): c for v, c in found.items()}
         if dimension is not None:
             entry["dimension"] = dimension
         entry |= {
@@ -469,7 +237,7 @@ def by_label(
     """For each label, the people's agreement on "has this label" (yes / no per judgment);
     a label nobody chose has no figures."""
     coded = code(units, numeric=False)
-    empty = _coded([False, True], coded.raters, Counter())
+    empty = coded_of([False, True], coded.raters, Counter())
     out = []
     for label in labels:
         mapping = [int(label in value) for value in coded.categories]
@@ -549,10 +317,10 @@ def versus(
         whole = _paired([(round(a), round(b)) for a, b in zip(x, y, strict=True)], boot)
         if whole is not None:
             _, weights, cells, q = whole
-            kappa = _weighted_kappa(cells, weights, q, "quadratic")
-            _put(entry, "cohen_kappa_weighted", kappa, boot)
+            kappa = weighted_kappa(cells, weights, q, "quadratic")
+            put(entry, "cohen_kappa_weighted", kappa, boot)
         else:
-            _none(entry, "cohen_kappa_weighted")
+            put_none(entry, "cohen_kappa_weighted")
         entry["few_units"] = len(common) < FEW_UNITS
         return entry
     pairs = []
@@ -571,11 +339,11 @@ def versus(
     if coded is not None:
         counts, weights, cells, q = coded
         plain = ags.pair_kappas([cells], weights, ags.disagreement_weights(q, None))
-        _put(entry, "cohen_kappa", plain[:, 0], boot)
+        put(entry, "cohen_kappa", plain[:, 0], boot)
         alpha = ags.krippendorff_alpha_table(counts, weights, "nominal")
-        _put(entry, "krippendorff_alpha_nominal", alpha, boot)
+        put(entry, "krippendorff_alpha_nominal", alpha, boot)
     else:
-        _none(entry, "cohen_kappa", "krippendorff_alpha_nominal")
+        put_none(entry, "cohen_kappa", "krippendorff_alpha_nominal")
     entry["few_units"] = len(pairs) < FEW_UNITS
     return entry
 
@@ -585,7 +353,7 @@ def _interval_alpha_of_pairs(
 ) -> None:
     """Interval alpha of the (people, judge) pairs of means, with its interval."""
     if len(x) == 0:
-        _none(entry, "krippendorff_alpha_interval")
+        put_none(entry, "krippendorff_alpha_interval")
         return
     distinct, multiplicity = np.unique(np.stack([x, y], axis=1), axis=0, return_counts=True)
     alpha = ags.krippendorff_alpha_moments(
@@ -594,7 +362,7 @@ def _interval_alpha_of_pairs(
         (distinct**2).sum(axis=1),
         boot.weights(multiplicity.astype(float)),
     )
-    _put(entry, "krippendorff_alpha_interval", alpha, boot)
+    put(entry, "krippendorff_alpha_interval", alpha, boot)
 
 
 # --- the whole part -----------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 TABLES = (
@@ -46,76 +47,102 @@ def rows(result: dict[str, Any], table: str) -> list[dict[str, Any]]:
     part = result.get(table)
     if part is None:
         return []
-    if table == "judges":
-        out = []
-        for judge in part:
-            head = {k: v for k, v in judge.items() if k != "by_temperature"}
-            out.append(_flat_row(head | {"temperature": "all"}))
-            for at in judge.get("by_temperature", []):
-                out.append(_flat_row({"judge": judge["judge"], "name": judge["name"]} | at))
-        return out
-    if table in ("bradley_terry", "elo"):
-        return [_flat_row(r) for r in part]
-    if table == "win_matrix":
-        return _matrix(part)
     if table in ("by_model", "by_prompt", "by_configuration"):
-        group = table[3:]
-        return [
-            {group: r["variant"], **_flat_row(r, skip="variant")} for r in part["bradley_terry"]
-        ]
-    if table in ("position_bias", "reverse_consistency"):
-        out = [{"rater": "(all)", **_flat_row(part["overall"])}]
-        out += [{"rater": rater, **_flat_row(v)} for rater, v in part["by_rater"].items()]
-        return out
-    if table == "ratings":
-        out = []
-        for dim in part["dimensions"]:
-            for key in ("by_model", "by_prompt", "by_configuration"):
-                for group in dim.get(key) or []:
-                    out.append(
-                        {
-                            "dimension": dim["dimension"],
-                            "grouping": key[3:],
-                            **_flat_row(group),
-                        }
-                    )
-            out.append(
-                {
-                    "dimension": dim["dimension"],
-                    "grouping": "overall",
-                    "group": "",
-                    **_flat_row(dim["overall"]),
-                }
-            )
-        return out
-    if table == "stability":
-        return [
-            {"rater": s["rater"], "dimension": s["dimension"] or "", **_flat_row(c)}
-            for s in part
-            for c in s["conditions"]
-        ]
-    if table == "rankings":
-        return [_flat_row(r) for r in part["mean_rank"]]
-    if table == "labels":
-        return [{"label": k, "count": v} for k, v in part["overall"].items()]
-    if table == "agreement":
-        nested = ("human_vs_judge", "by_dimension", "pairwise", "pairwise_kappa", "by_label")
-        top = {k: v for k, v in part.items() if k not in nested}
-        out = [{"between": "people", "dimension": "", **_figures(top)}]
-        for dimension, figures in (part.get("by_dimension") or {}).items():
-            out.append({"between": "people", "dimension": dimension, **_figures(figures)})
-        for figures in part.get("by_label") or []:
-            out.append({"between": "people", "dimension": "", **_figures(figures)})
-        for judge, figures in part["human_vs_judge"].items():
-            nested_figures = (
-                figures if all(isinstance(v, dict) for v in figures.values()) else {"": figures}
-            )
-            for dimension, values in nested_figures.items():
+        return _grouped(part, table[3:])
+    flatten = _TABLES.get(table)
+    return flatten(part) if flatten else []
+
+
+def _judges(part: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each judge overall (temperature "all"), then at each of its temperatures."""
+    out = []
+    for judge in part:
+        head = {k: v for k, v in judge.items() if k != "by_temperature"}
+        out.append(_flat_row(head | {"temperature": "all"}))
+        for at in judge.get("by_temperature", []):
+            out.append(_flat_row({"judge": judge["judge"], "name": judge["name"]} | at))
+    return out
+
+
+def _each(part: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row each."""
+    return [_flat_row(r) for r in part]
+
+
+def _grouped(part: dict[str, Any], group: str) -> list[dict[str, Any]]:
+    """The strengths of groups (models, prompts, configurations), named by ``group``."""
+    return [{group: r["variant"], **_flat_row(r, skip="variant")} for r in part["bradley_terry"]]
+
+
+def _by_rater(part: dict[str, Any]) -> list[dict[str, Any]]:
+    """Overall (rater "(all)"), then each rater's."""
+    out = [{"rater": "(all)", **_flat_row(part["overall"])}]
+    out += [{"rater": rater, **_flat_row(v)} for rater, v in part["by_rater"].items()]
+    return out
+
+
+def _ratings(part: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each dimension's summaries by each grouping, then overall."""
+    out = []
+    for dim in part["dimensions"]:
+        for key in ("by_model", "by_prompt", "by_configuration"):
+            for group in dim.get(key) or []:
                 out.append(
-                    {"between": f"people and {judge}", "dimension": dimension, **_figures(values)}
+                    {
+                        "dimension": dim["dimension"],
+                        "grouping": key[3:],
+                        **_flat_row(group),
+                    }
                 )
-        return out
-    return []
+        out.append(
+            {
+                "dimension": dim["dimension"],
+                "grouping": "overall",
+                "group": "",
+                **_flat_row(dim["overall"]),
+            }
+        )
+    return out
+
+
+def _stability(part: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each judge's (and dimension's) conditions, one a row."""
+    return [
+        {"rater": s["rater"], "dimension": s["dimension"] or "", **_flat_row(c)}
+        for s in part
+        for c in s["conditions"]
+    ]
+
+
+def _rankings(part: dict[str, Any]) -> list[dict[str, Any]]:
+    """The mean ranks."""
+    return [_flat_row(r) for r in part["mean_rank"]]
+
+
+def _labels(part: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each label's count."""
+    return [{"label": k, "count": v} for k, v in part["overall"].items()]
+
+
+def _agreement(part: dict[str, Any]) -> list[dict[str, Any]]:
+    """The people's agreement (overall, by dimension, by label), then the people's with
+    each judge (by dimension for scores)."""
+    nested = ("human_vs_judge", "by_dimension", "pairwise", "pairwise_kappa", "by_label")
+    top = {k: v for k, v in part.items() if k not in nested}
+    out = [{"between": "people", "dimension": "", **_figures(top)}]
+    for dimension, figures in (part.get("by_dimension") or {}).items():
+        out.append({"between": "people", "dimension": dimension, **_figures(figures)})
+    for figures in part.get("by_label") or []:
+        out.append({"between": "people", "dimension": "", **_figures(figures)})
+    for judge, figures in part["human_vs_judge"].items():
+        nested_figures = (
+            figures if all(isinstance(v, dict) for v in figures.values()) else {"": figures}
+        )
+        for dimension, values in nested_figures.items():
+            out.append(
+                {"between": f"people and {judge}", "dimension": dimension, **_figures(values)}
+            )
+    return out
 
 
 AGREEMENT_LISTS = ("by_category", "by_item", "warnings")  # in their own table, or on the page
@@ -165,3 +192,18 @@ def _matrix(part: dict[str, Any]) -> list[dict[str, Any]]:
                     }
                 )
     return out
+
+
+_TABLES: dict[str, Callable[[Any], list[dict[str, Any]]]] = {
+    "judges": _judges,
+    "bradley_terry": _each,
+    "elo": _each,
+    "win_matrix": _matrix,
+    "position_bias": _by_rater,
+    "reverse_consistency": _by_rater,
+    "ratings": _ratings,
+    "stability": _stability,
+    "rankings": _rankings,
+    "labels": _labels,
+    "agreement": _agreement,
+}

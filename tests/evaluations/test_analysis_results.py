@@ -11,8 +11,7 @@ from django.test import Client
 from django.utils import timezone
 
 from evalplatform.accounts.roles import Role
-from evaluations.analytics import analyze as analyze_module
-from evaluations.analytics import results
+from evaluations.analytics import pipeline, results
 from evaluations.models import AnalysisStatus, StoredAnalysis
 from tests.evaluations.test_analytics_reference import comparison_scenario, import_rows
 
@@ -82,14 +81,14 @@ def test_a_large_analysis_is_computed_by_a_worker_and_queued_once(
     # The worker runs the task; while it runs, the page and the API show how far it got.
     stored = StoredAnalysis.objects.get(scenario=scenario)
     seen = {}
-    real_stability = analyze_module.stability
+    real_stability = pipeline.stability
 
     def watched(*args, **kwargs):
         seen["api"] = api(manager).get(url).json()["analysis"]
         seen["page"] = _browser(manager).get(f"/scenarios/{scenario.pk}/analytics?resamples=50")
         return real_stability(*args, **kwargs)
 
-    monkeypatch.setattr(analyze_module, "stability", watched)
+    monkeypatch.setattr(pipeline, "stability", watched)
     results.compute(stored.pk)
     assert seen["api"]["status"] == "running"
     assert seen["api"]["stage"] == "repeat-call stability" and seen["api"]["progress"] == 0.6

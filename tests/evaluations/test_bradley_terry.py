@@ -9,6 +9,7 @@ import pytest
 from scipy.optimize import minimize
 
 from evaluations.analytics import bradley_terry as bt
+from evaluations.analytics import bradley_terry_bootstrap as btb
 from evaluations.analytics.analyze import analyze
 from tests.evaluations.test_analytics_reference import comparison_scenario, import_rows
 
@@ -88,9 +89,9 @@ def test_the_bootstrap_is_each_resample_refitted():
     )
     n = 2 * items + 20
     fit = bt.fit(n, a, b, s)
-    boot = bt.bootstrap(n, a, b, s, fit, resamples=6, seed=9)
+    boot = btb.bootstrap(n, a, b, s, fit, resamples=6, seed=9)
     cells, counts = np.unique(np.stack([a, b, np.round(s * 2)]), axis=1, return_counts=True)
-    drawn = bt._resample(fit.component[cells[0].astype(int)], counts, 6, 9)
+    drawn = btb._resample(fit.component[cells[0].astype(int)], counts, 6, 9)
     for r in range(6):
         w = drawn[r]
         ra, rb, rs = (
@@ -118,10 +119,10 @@ def test_the_bootstrap_is_each_resample_refitted():
 def test_large_components_get_wald_intervals_close_to_the_bootstrap(monkeypatch):
     _, a, b, s = simulate(8, 4000, seed=5)
     fit = bt.fit(8, a, b, s)
-    boot = bt.bootstrap(8, a, b, s, fit, resamples=2000, seed=1)
+    boot = btb.bootstrap(8, a, b, s, fit, resamples=2000, seed=1)
     monkeypatch.setattr(bt, "SMALL", 5)
     error = bt.wald(8, a, b, s, fit)
-    assert np.isnan(bt.bootstrap(8, a, b, s, fit, resamples=3)).all()
+    assert np.isnan(btb.bootstrap(8, a, b, s, fit, resamples=3)).all()
     np.testing.assert_allclose(error, boot.std(axis=0), rtol=0.12)
 
 
@@ -132,7 +133,7 @@ def test_simulated_intervals_cover_the_truth():
     for seed in range(6):
         truth, a, b, s = simulate(20, 1500, seed=seed)
         fit = bt.fit(20, a, b, s)
-        boot = bt.bootstrap(20, a, b, s, fit, resamples=400, seed=seed)
+        boot = btb.bootstrap(20, a, b, s, fit, resamples=400, seed=seed)
         low, high = np.percentile(boot, [2.5, 97.5], axis=0)
         centred = truth - truth.mean()
         covered += int(((low <= centred) & (centred <= high)).sum())
@@ -214,7 +215,7 @@ def test_the_models_of_rankings_are_bootstrapped_by_whole_rankings():
     (resampling the pairs instead gives about 85%)."""
     from types import SimpleNamespace
 
-    from evaluations.analytics.analyze import _ranked_groups
+    from evaluations.analytics.rankings import _ranked_groups
 
     truth = np.array([0.6, 0.2, -0.2, -0.6])
     centred = truth - truth.mean()
