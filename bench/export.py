@@ -11,7 +11,7 @@
    50,000 rows/s or more, peak within 50 MB of idle.
 3. A scenario's judgments (``--judgments``, a comparison scenario answered by people, one
    CSV row a judgment): in process, the row-by-row reference export (the one before the
-   column-wise reading, ``tests/evaluations/scenario_export_reference.py``) and the
+   column-wise reading, ``tests/helpers/scenario_export_reference.py``) and the
    platform's, timed in the same run (rows/s) and their bytes compared (sha256); over HTTP,
    CSV and JSON with the outputs' targets (first byte, rows/s, server memory over idle).
 4. Over HTTP: a JSONL upload of ``--upload-mb`` megabytes sent to the estimate endpoint
@@ -237,7 +237,7 @@ def scenario_in_process(args: argparse.Namespace, scenario: Any) -> dict[str, An
     import hashlib
 
     from evaluations.manager import exports
-    from tests.evaluations import scenario_export_reference as reference
+    from tests.helpers import scenario_export_reference as reference
 
     head = {"id": scenario.pk, "name": scenario.name}
     figures: dict[str, Any] = {}

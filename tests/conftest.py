@@ -1,16 +1,28 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import pytest
 from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 from django.db import connections, transaction
 from django.test import TransactionTestCase, override_settings
-from rest_framework.test import APIClient
 
 from evalplatform.accounts.roles import Role
-from tests.factories import MembershipFactory, TeamFactory, UserFactory
+from generation.models import GenerationJob, GenerationOutput
+from tests.factories import (
+    ConnectionFactory,
+    LLMModelFactory,
+    PromptTemplateFactory,
+    TeamFactory,
+    UserFactory,
+    make_version,
+)
+from tests.helpers.accounts import (
+    add_member,
+    api_client,
+    four_evaluators_people,
+    people_of,
+    team_people,
+)
+from tests.helpers.generation import JOBS, job_body
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -127,55 +139,16 @@ def team_b(db):
     return TeamFactory(name="Team B", slug="team-b")
 
 
-def add_member(team, role=Role.VIEWER, **user_fields):
-    """A new user holding ``role`` in ``team``."""
-    user = UserFactory(**user_fields)
-    MembershipFactory(user=user, team=team, role=role)
-    return user
-
-
 @pytest.fixture
 def member(db):
     """``member(team, role)`` → a user holding ``role`` in ``team`` (``add_member``)."""
     return add_member
 
 
-def api_client(user=None) -> APIClient:
-    """An APIClient authenticated as ``user`` (``None``: anonymous)."""
-    client = APIClient()
-    if user is not None:
-        client.force_authenticate(user)
-    return client
-
-
 @pytest.fixture
 def api():
     """``api(user)`` → an APIClient authenticated as ``user`` (``None``: anonymous)."""
     return api_client
-
-
-@contextmanager
-def committed_rows(django_db_blocker) -> Iterator[None]:
-    """Rows made in the block are committed, and every table is emptied after it, as after
-    a transactional test (with ``_quick_transactional_flush``). For data a class-scoped
-    fixture builds once with code that needs its rows committed (a job's run reads them from
-    threads with connections of their own), shared by the class's tests, which must each
-    run in a transaction rolled back (``django_db`` without ``transaction=True``): a
-    transactional test empties the database after it. docs/development.md ("Data shared by
-    a class's tests") says when to use it."""
-
-    class Committed(TransactionTestCase):
-        pass
-
-    with django_db_blocker.unblock():
-        Committed.setUpClass()  # its _pre_setup, as pytest-django runs a transactional test's
-        case = Committed(methodName="__init__")
-        try:
-            yield
-        finally:
-            case._post_teardown()
-            Committed.tearDownClass()
-            Committed.doClassCleanups()
 
 
 @pytest.fixture
@@ -205,3 +178,194 @@ def platform_server(transactional_db):
     # fresh layer for the next one, so no loop-bound state carries over (channels-redis holds
     # a channel's receive lock until a cleanup task ends, which a stopped loop never runs).
     channel_layers.backends.pop(DEFAULT_CHANNEL_LAYER, None)
+
+
+@pytest.fixture
+def creator(team_a, member):
+    return member(team_a, Role.CREATOR, username="cora")
+
+
+@pytest.fixture
+def setup(team_a):
+    """Two prompt versions and two mock models in team A."""
+    connection = ConnectionFactory(team=team_a, kind="mock", name="mock")
+    models = [
+        LLMModelFactory(
+            connection=connection,
+            model_id="mock-small",
+            display_name="Small",
+            input_price_per_mtok="1.00",
+            output_price_per_mtok="2.00",
+        ),
+        LLMModelFactory(
+            connection=connection,
+            model_id="mock-large",
+            display_name="Large",
+            input_price_per_mtok="3.00",
+            output_price_per_mtok="6.00",
+        ),
+    ]
+    summary = PromptTemplateFactory(team=team_a, name="Summary")
+    short = PromptTemplateFactory(team=team_a, name="Short")
+    prompts = [
+        make_version(summary, [("System", "You summarize."), ("", "Summarize: {{content}}")]),
+        make_version(
+            short,
+            [("", "In one line ({{language}}): {{input}}")],
+            default_variables={"language": "English"},
+        ),
+    ]
+    return {"connection": connection, "models": models, "prompts": prompts}
+
+
+@pytest.fixture
+def finished_job(api, creator, setup):
+    """A generation job of 3 items x 2 prompts x 2 models x 2 repetitions x 2 temperatures,
+    every output completed with a text of its own."""
+    response = api(creator).post(JOBS, job_body(setup), format="json")
+    assert response.status_code == 201, response.json()
+    job = GenerationJob.objects.get(pk=response.json()["id"])
+    for output in job.outputs.all():
+        GenerationOutput.objects.filter(pk=output.pk).update(
+            status="completed", content=f"Answer number {output.pk}"
+        )
+    return job
+
+
+# People: ``people`` is the usual cast; the other casts are named for who is in them. Each
+# is a dict of name -> user, the users made in the order listed (``people_of``); "outsider"
+# is always of team B. A username is given only where a cast lists ``named``.
+
+A, B = "a", "b"
+
+
+@pytest.fixture
+def people(team_a, team_b):
+    """A manager, a viewer and an evaluator of team A, and an admin of team B
+    (``team_people``)."""
+    return team_people(team_a, team_b)
+
+
+@pytest.fixture
+def people_named(team_a, team_b):
+    """manager, eve, ed (evaluators), viewer of team A and outsider (admin of team B), each
+    with their name as username."""
+    return people_of(
+        team_a,
+        team_b,
+        named=True,
+        manager=(A, Role.MANAGER),
+        eve=(A, Role.EVALUATOR),
+        ed=(A, Role.EVALUATOR),
+        viewer=(A, Role.VIEWER),
+        outsider=(B, Role.ADMIN),
+    )
+
+
+@pytest.fixture
+def people_named_and_stranger(team_a, team_b):
+    """``people_named`` and stranger, an evaluator of team B (usernames: their names)."""
+    return people_of(
+        team_a,
+        team_b,
+        named=True,
+        manager=(A, Role.MANAGER),
+        eve=(A, Role.EVALUATOR),
+        ed=(A, Role.EVALUATOR),
+        viewer=(A, Role.VIEWER),
+        outsider=(B, Role.ADMIN),
+        stranger=(B, Role.EVALUATOR),
+    )
+
+
+@pytest.fixture
+def people_two_admins(team_a):
+    """ann and bob, admins of team A (usernames: their names)."""
+    return people_of(team_a, None, named=True, ann=(A, Role.ADMIN), bob=(A, Role.ADMIN))
+
+
+@pytest.fixture
+def people_crew(team_a):
+    """A manager, two evaluators (eve, ed) and a viewer of team A."""
+    return people_of(
+        team_a,
+        None,
+        manager=(A, Role.MANAGER),
+        eve=(A, Role.EVALUATOR),
+        ed=(A, Role.EVALUATOR),
+        viewer=(A, Role.VIEWER),
+    )
+
+
+@pytest.fixture
+def people_crew_and_outsider(team_a, team_b):
+    """A manager, a viewer, two evaluators (eve, ed) of team A and an admin of team B."""
+    return people_of(
+        team_a,
+        team_b,
+        manager=(A, Role.MANAGER),
+        viewer=(A, Role.VIEWER),
+        eve=(A, Role.EVALUATOR),
+        ed=(A, Role.EVALUATOR),
+        outsider=(B, Role.ADMIN),
+    )
+
+
+@pytest.fixture
+def people_authors(team_a, team_b):
+    """A manager, a creator and an evaluator of team A, and a manager of team B."""
+    return people_of(
+        team_a,
+        team_b,
+        manager=(A, Role.MANAGER),
+        creator=(A, Role.CREATOR),
+        evaluator=(A, Role.EVALUATOR),
+        outsider=(B, Role.MANAGER),
+    )
+
+
+@pytest.fixture
+def people_inviters(team_a, team_b):
+    """A manager and a creator of team A, and a manager of team B."""
+    return people_of(
+        team_a,
+        team_b,
+        manager=(A, Role.MANAGER),
+        creator=(A, Role.CREATOR),
+        outsider=(B, Role.MANAGER),
+    )
+
+
+@pytest.fixture
+def people_with_ann_and_bob(team_a, team_b):
+    """manager, viewer, outsider (admin of team B) and ann and bob, evaluators of team A
+    (usernames: their names)."""
+    return people_of(
+        team_a,
+        team_b,
+        named=True,
+        manager=(A, Role.MANAGER),
+        viewer=(A, Role.VIEWER),
+        outsider=(B, Role.ADMIN),
+        ann=(A, Role.EVALUATOR),
+        bob=(A, Role.EVALUATOR),
+    )
+
+
+@pytest.fixture
+def people_with_four_evaluators(team_a, team_b):
+    """manager, viewer, outsider (admin of team B) and ann, bob, cat and dan, evaluators of
+    team A (usernames: their names; ``four_evaluators_people``)."""
+    return four_evaluators_people(team_a, team_b)
+
+
+@pytest.fixture
+def people_manager_only(team_a):
+    """A manager of team A."""
+    return people_of(team_a, None, manager=(A, Role.MANAGER))
+
+
+@pytest.fixture
+def people_manager_and_eve(team_a):
+    """A manager and an evaluator (eve) of team A."""
+    return people_of(team_a, None, manager=(A, Role.MANAGER), eve=(A, Role.EVALUATOR))

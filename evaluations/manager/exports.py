@@ -10,7 +10,8 @@ every flag.
 Both are read a column at a time (``evalplatform.exporting``, as the generation outputs
 export is): one SELECT of the judgments' plain columns and their joins' (no model instance
 a row), a server-side cursor on PostgreSQL, timestamps written as text by PostgreSQL; the
-bytes are those the row-by-row export wrote (``tests/evaluations/test_scenario_exports.py``).
+bytes are those the row-by-row export wrote
+(``tests/evaluations/manager/test_scenario_exports.py``).
 """
 
 from __future__ import annotations

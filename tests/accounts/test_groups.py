@@ -10,20 +10,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from evalplatform.accounts.models import AuditEvent, Membership, TeamGroup
-from evalplatform.accounts.roles import Role
 
 GROUPS = "/api/groups"
-
-
-@pytest.fixture
-def people(team_a, team_b, member):
-    return {
-        "manager": member(team_a, Role.MANAGER, username="manager"),
-        "eve": member(team_a, Role.EVALUATOR, username="eve"),
-        "ed": member(team_a, Role.EVALUATOR, username="ed"),
-        "viewer": member(team_a, Role.VIEWER, username="viewer"),
-        "outsider": member(team_b, Role.ADMIN, username="outsider"),
-    }
 
 
 def members_of(name):
@@ -31,10 +19,10 @@ def members_of(name):
 
 
 @pytest.mark.django_db
-def test_a_manager_creates_renames_fills_and_deletes_a_group(api, team_a, people):
-    manager = api(people["manager"])
+def test_a_manager_creates_renames_fills_and_deletes_a_group(api, team_a, people_named):
+    manager = api(people_named["manager"])
     made = manager.post(
-        GROUPS, {"name": "Linguists", "members": ["eve", people["ed"].pk]}, format="json"
+        GROUPS, {"name": "Linguists", "members": ["eve", people_named["ed"].pk]}, format="json"
     )
     assert made.status_code == 201, made.json()
     group = made.json()
@@ -43,8 +31,8 @@ def test_a_manager_creates_renames_fills_and_deletes_a_group(api, team_a, people
         "team": "team-a",
         "name": "Linguists",
         "members": [
-            {"id": people["ed"].pk, "username": "ed"},
-            {"id": people["eve"].pk, "username": "eve"},
+            {"id": people_named["ed"].pk, "username": "ed"},
+            {"id": people_named["eve"].pk, "username": "eve"},
         ],
         "created_at": "",
     }
@@ -57,7 +45,7 @@ def test_a_manager_creates_renames_fills_and_deletes_a_group(api, team_a, people
     added = manager.post(f"{url}/members", {"members": ["viewer", "eve"]}, format="json")
     assert added.status_code == 200, added.json()
     assert [m["username"] for m in added.json()["members"]] == ["ed", "eve", "viewer"]
-    listed = api(people["viewer"]).get(GROUPS, {"team": "team-a"}).json()["results"]
+    listed = api(people_named["viewer"]).get(GROUPS, {"team": "team-a"}).json()["results"]
     assert [g["name"] for g in listed] == ["Raters"]
     assert manager.delete(url).status_code == 204
     assert not TeamGroup.objects.exists()
@@ -90,8 +78,8 @@ def test_a_manager_creates_renames_fills_and_deletes_a_group(api, team_a, people
         ({"name": "G", "team": "team-b"}, "team"),
     ],
 )
-def test_bad_groups_are_400_and_write_nothing(api, team_a, people, body, field):
-    manager = api(people["manager"])
+def test_bad_groups_are_400_and_write_nothing(api, team_a, people_named, body, field):
+    manager = api(people_named["manager"])
     assert manager.post(GROUPS, {"name": "Taken"}, format="json").status_code == 201
     response = manager.post(GROUPS, body, format="json")
     assert response.status_code == 400, response.json()
@@ -105,11 +93,11 @@ def test_bad_groups_are_400_and_write_nothing(api, team_a, people, body, field):
 
 
 @pytest.mark.django_db
-def test_who_may_see_and_manage_groups(api, team_a, team_b, people, member):
+def test_who_may_see_and_manage_groups(api, team_a, team_b, people_named, member):
     group = TeamGroup.objects.create(team=team_a, name="Night shift")
-    group.members.add(people["eve"])
+    group.members.add(people_named["eve"])
     url = f"{GROUPS}/{group.pk}"
-    outsider = api(people["outsider"])
+    outsider = api(people_named["outsider"])
     # Another team's group is a 404 whatever is asked.
     assert outsider.get(url).status_code == 404
     assert outsider.patch(url, {"name": "Mine"}, format="json").status_code == 404
@@ -120,24 +108,24 @@ def test_who_may_see_and_manage_groups(api, team_a, team_b, people, member):
     assert outsider.delete(f"{url}/members/eve").status_code == 404
     assert outsider.get(GROUPS).json()["results"] == []
     # Evaluators may not even list groups; viewers see but may not change them.
-    evaluator = api(people["eve"])
+    evaluator = api(people_named["eve"])
     assert evaluator.get(GROUPS).status_code == 403
     assert evaluator.post(GROUPS, {"name": "Mine"}, format="json").status_code == 403
     assert evaluator.delete(f"{url}/members/eve").status_code == 403
-    viewer = api(people["viewer"])
+    viewer = api(people_named["viewer"])
     assert viewer.get(url).status_code == 200
     assert viewer.patch(url, {"name": "Mine"}, format="json").status_code == 403
     assert viewer.delete(url).status_code == 403
     assert viewer.post(GROUPS, {"team": "team-a", "name": "Mine"}, format="json").status_code == 403
     assert members_of("Night shift") == ["eve"]
     # A member who leaves the team leaves its groups.
-    Membership.objects.get(user=people["eve"], team=team_a).delete()
+    Membership.objects.get(user=people_named["eve"], team=team_a).delete()
     assert members_of("Night shift") == []
 
 
 @pytest.mark.django_db
-def test_listing_groups_costs_the_same_queries_for_one_or_many(api, team_a, people):
-    manager = api(people["manager"])
+def test_listing_groups_costs_the_same_queries_for_one_or_many(api, team_a, people_named):
+    manager = api(people_named["manager"])
 
     def cost():
         with CaptureQueriesContext(connection) as queries:
@@ -153,31 +141,31 @@ def test_listing_groups_costs_the_same_queries_for_one_or_many(api, team_a, peop
 
 
 @pytest.mark.django_db
-def test_the_groups_page_and_the_admin(client, team_a, people):
-    client.force_login(people["manager"])
+def test_the_groups_page_and_the_admin(client, team_a, people_named):
+    client.force_login(people_named["manager"])
     page = f"/teams/{team_a.slug}/groups"
     assert client.post(page, {"action": "create", "name": "Linguists"}).status_code == 302
     group = TeamGroup.objects.get()
-    client.post(page, {"action": "add", "group": group.pk, "member": [people["eve"].pk]})
+    client.post(page, {"action": "add", "group": group.pk, "member": [people_named["eve"].pk]})
     assert members_of("Linguists") == ["eve"]
     shown = client.get(page).content.decode()
     assert "Linguists" in shown and "eve" in shown
     duplicate = client.post(page, {"action": "create", "name": "Linguists"}, follow=True)
     assert "group of that name" in duplicate.content.decode()
-    client.post(page, {"action": "remove", "group": group.pk, "member": people["eve"].pk})
+    client.post(page, {"action": "remove", "group": group.pk, "member": people_named["eve"].pk})
     assert members_of("Linguists") == []
     assert "Evaluator groups" in client.get("/").content.decode()
     # The admin lists the team's groups and refuses an outsider as a member.
     assert "Linguists" in client.get("/admin/accounts/teamgroup/").content.decode()
     refused = client.post(
         f"/admin/accounts/teamgroup/{group.pk}/change/",
-        {"team": team_a.pk, "name": "Linguists", "members": [people["outsider"].pk]},
+        {"team": team_a.pk, "name": "Linguists", "members": [people_named["outsider"].pk]},
     )
     assert refused.status_code == 200 and members_of("Linguists") == []
     # Others: a viewer reads the page but may not post; another team's page is a 404.
-    client.force_login(people["viewer"])
+    client.force_login(people_named["viewer"])
     assert client.get(page).status_code == 200
     assert client.post(page, {"action": "create", "name": "Mine"}).status_code == 403
-    client.force_login(people["outsider"])
+    client.force_login(people_named["outsider"])
     assert client.get(page).status_code == 404
     assert client.get(f"/admin/accounts/teamgroup/{group.pk}/change/").status_code == 404

@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 
+from evalplatform.accounts.roles import Role
+from tests.helpers.browser import open_scenario_of
+
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -66,3 +69,41 @@ def page(chromium, live_server):
     yield page
     context.close()
     assert not problems, problems
+
+
+PAYLOAD = "<script>alert('xss')</script><img src=x onerror=\"alert('img')\"> **bold**"
+
+
+@pytest.fixture
+def setup(transactional_db, team_a, member):
+    manager = member(team_a, Role.MANAGER)
+    evaluator = member(team_a, Role.EVALUATOR, username="eve")
+    rows = [
+        {
+            "item_id": "q1",
+            "variant_id": "v1",
+            "content": PAYLOAD,
+            "model": "secret-model-alpha",
+            "prompt": "secret-prompt-one",
+            "context": {"question": "Which answer is kinder?"},
+        },
+        {
+            "item_id": "q1",
+            "variant_id": "v2",
+            "content": "A plain *answer*.",
+            "model": "secret-model-beta",
+            "prompt": "secret-prompt-two",
+            "context": {"question": "Which answer is kinder?"},
+        },
+    ]
+    comparison = open_scenario_of(
+        team_a, manager, "comparison", {"ties": True}, rows, "Kindness (pairs)"
+    )
+    rubric = {
+        "dimensions": [
+            {"name": "clarity", "min": 1, "max": 5, "anchors": {"1": "Muddled", "5": "Clear"}},
+            {"name": "tone", "min": 1, "max": 3},
+        ]
+    }
+    rating = open_scenario_of(team_a, manager, "rating", rubric, rows[:1], "Clarity (rubric)")
+    return {"evaluator": evaluator, "comparison": comparison, "rating": rating}

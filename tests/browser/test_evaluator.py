@@ -5,68 +5,9 @@ source holds no model or prompt name."""
 
 from __future__ import annotations
 
-import json
-
-import pytest
-
-from evalplatform.accounts.roles import Role
 from evaluations.models import Judgment
-from scenarios import services
 from scenarios.models import Task
-
-PAYLOAD = "<script>alert('xss')</script><img src=x onerror=\"alert('img')\"> **bold**"
-
-
-def _scenario(team, manager, kind, config, rows, name):
-    raw = "\n".join(json.dumps(row) for row in rows).encode()
-    scenario = services.scenario_from_upload(
-        user=manager,
-        team=team,
-        data={"name": name, "type": kind, "config": config, "format": "jsonl"},
-        raw=raw,
-    )
-    return services.scenario_open(user=manager, scenario=scenario)
-
-
-@pytest.fixture
-def setup(transactional_db, team_a, member):
-    manager = member(team_a, Role.MANAGER)
-    evaluator = member(team_a, Role.EVALUATOR, username="eve")
-    rows = [
-        {
-            "item_id": "q1",
-            "variant_id": "v1",
-            "content": PAYLOAD,
-            "model": "secret-model-alpha",
-            "prompt": "secret-prompt-one",
-            "context": {"question": "Which answer is kinder?"},
-        },
-        {
-            "item_id": "q1",
-            "variant_id": "v2",
-            "content": "A plain *answer*.",
-            "model": "secret-model-beta",
-            "prompt": "secret-prompt-two",
-            "context": {"question": "Which answer is kinder?"},
-        },
-    ]
-    comparison = _scenario(team_a, manager, "comparison", {"ties": True}, rows, "Kindness (pairs)")
-    rubric = {
-        "dimensions": [
-            {"name": "clarity", "min": 1, "max": 5, "anchors": {"1": "Muddled", "5": "Clear"}},
-            {"name": "tone", "min": 1, "max": 3},
-        ]
-    }
-    rating = _scenario(team_a, manager, "rating", rubric, rows[:1], "Clarity (rubric)")
-    return {"evaluator": evaluator, "comparison": comparison, "rating": rating}
-
-
-def sign_in(page, username):
-    page.goto("/login/?next=/evaluate/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill("pw-Secret-123")
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url("**/evaluate/")
+from tests.helpers.browser import sign_in
 
 
 def test_an_evaluator_answers_a_comparison_by_keyboard_and_a_rating_by_mouse(page, setup):

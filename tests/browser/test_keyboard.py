@@ -9,7 +9,7 @@ import pytest
 
 from evalplatform.accounts.roles import Role
 from evaluations.models import Judgment, JudgmentRevision, TaskFlag
-from tests.browser.test_evaluator import _scenario, sign_in
+from tests.helpers.browser import open_scenario_of, sign_in
 
 
 def rows(n=2):
@@ -36,12 +36,12 @@ def scenarios(transactional_db, team_a, member):
         ]
     }
     made = {
-        "rating": _scenario(team_a, manager, "rating", rubric, rows(), "K rating"),
-        "labeling": _scenario(
+        "rating": open_scenario_of(team_a, manager, "rating", rubric, rows(), "K rating"),
+        "labeling": open_scenario_of(
             team_a, manager, "labeling", {"labels": ["good", "bad"]}, rows(1), "K labeling"
         ),
-        "ranking": _scenario(team_a, manager, "ranking", {}, rows(), "K ranking"),
-        "comparison": _scenario(
+        "ranking": open_scenario_of(team_a, manager, "ranking", {}, rows(), "K ranking"),
+        "comparison": open_scenario_of(
             team_a, manager, "comparison", {"ties": True, "reverse_share": 0}, rows(), "K pairs"
         ),
     }

@@ -6,17 +6,8 @@ from __future__ import annotations
 import re
 
 from evalplatform.accounts.roles import Role
-from tests.browser.test_evaluator import setup, sign_in  # noqa: F401 (fixture)
 from tests.factories import ConnectionFactory, LLMModelFactory
-
-
-def sign_in_as(page, username):
-    page.context.clear_cookies()
-    page.goto("/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill("pw-Secret-123")
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_load_state()
+from tests.helpers.browser import sign_in, sign_in_as
 
 
 def overlap(a, b):
@@ -28,7 +19,7 @@ def overlap(a, b):
     )
 
 
-def test_the_add_judge_form_fields_do_not_overlap(page, setup, team_a, member):  # noqa: F811
+def test_the_add_judge_form_fields_do_not_overlap(page, setup, team_a, member):
     member(team_a, Role.MANAGER, username="mgr")
     name = "A judge model with a display name far longer than its column " * 2
     LLMModelFactory(connection=ConnectionFactory(team=team_a, kind="mock"), display_name=name)
@@ -57,7 +48,7 @@ def luminance(rgb):
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
 
 
-def test_keyboard_hints_on_buttons_are_readable(page, setup):  # noqa: F811
+def test_keyboard_hints_on_buttons_are_readable(page, setup):
     sign_in(page, "eve")
     page.goto(f"/evaluate/scenarios/{setup['rating'].pk}")
     page.wait_for_selector("button[type=submit] small")

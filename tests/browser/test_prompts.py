@@ -10,7 +10,7 @@ import pytest
 
 from evalplatform.accounts.roles import Role
 from evalplatform.prompts.models import PromptTemplate
-from tests.browser.test_layout import sign_in_as
+from tests.helpers.browser import sign_in_as
 
 
 @pytest.mark.django_db(transaction=True)

@@ -18,6 +18,7 @@ from django.test import Client, override_settings
 from evalplatform.accounts.roles import Role
 from generation.models import GenerationJob
 from scenarios.models import Scenario
+from tests.factories import ComparisonScenarioFactory
 
 ROOT = Path(__file__).resolve().parents[2]
 STRONG_KEY = "k3Y-" + "x9Q2vL7mN4pR8sT1wZ6cB3dF5gH0jK2" * 2
@@ -93,16 +94,10 @@ def manager(team_a, member):
 
 @pytest.fixture
 def open_scenario(manager, team_a):
-    from scenarios import services
-
     rows = [{"item_id": "q1", "variant_id": f"v{i}", "content": f"answer {i}"} for i in range(2)]
-    scenario = services.scenario_from_upload(
-        user=manager,
-        team=team_a,
-        data={"name": "S", "type": "comparison", "config": {}, "format": "jsonl"},
-        raw="\n".join(json.dumps(r) for r in rows).encode(),
+    return ComparisonScenarioFactory(
+        team=team_a, created_by=manager, name="S", config={}, rows=rows, open_it=True
     )
-    return services.scenario_open(user=manager, scenario=scenario)
 
 
 def _file(name: str = "rows.jsonl"):

@@ -17,7 +17,7 @@ from django.test import Client
 from evalplatform.accounts.roles import Role
 from generation.models import GenerationJob, GenerationOutput
 from tests.factories import PromptTemplateFactory, make_version
-from tests.generation.test_runner import run
+from tests.helpers.generation import run
 
 KEY = "sk-canary-7f3a9c2e-do-not-leak-5d1b"
 

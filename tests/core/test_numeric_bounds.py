@@ -20,16 +20,11 @@ import pytest
 from rest_framework.test import APIClient
 
 from evaluations.models import Judgment
-from tests.core import test_api_fuzz
-from tests.core.test_api_fuzz import World, _generated_schema, _rolled_back
+from tests.helpers.fuzz import World, generated_schema, rolled_back
 
-# The fuzz test's seeded team (fixtures).
-fake_server = test_api_fuzz.fake_server
-fuzz_world = test_api_fuzz.fuzz_world
-seeded_world = test_api_fuzz.seeded_world
-loopback_only = test_api_fuzz.loopback_only
+# The fuzz test's seeded team: ``fuzz_world`` (tests/core/conftest.py).
 
-SCHEMA = _generated_schema()
+SCHEMA = generated_schema()
 COMPONENTS = SCHEMA["components"]["schemas"]
 
 # (raw JSON token, the number it stands for)
@@ -276,7 +271,7 @@ def test_every_numeric_field_refuses_extreme_values(fuzz_world):
     for method, path, field, schema in OPERATIONS:
         for token, value in EXTREMES:
             where = f"{method.upper()} {path} {'.'.join(field)}={token}"
-            with _rolled_back():
+            with rolled_back():
                 url, base, read = BASES[(method, path)](fuzz_world, client)
                 raw = json.dumps(_with(base, field)).replace(f'"{PLACEHOLDER}"', token)
                 response = getattr(client, method)(url, raw, content_type="application/json")

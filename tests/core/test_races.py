@@ -13,8 +13,8 @@ from evalplatform.accounts.roles import Role
 from evalplatform.prompts.models import PromptTemplate
 from evalplatform.providers.models import ProviderConnection
 from evaluations.models import LLMJudge
-from tests.evaluations.test_judges import make_scenario
 from tests.factories import ConnectionFactory, LLMModelFactory
+from tests.helpers.evaluations import make_scenario
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -15,14 +15,9 @@ from rest_framework.test import APIClient
 from evaluations.models import Judgment, LLMJudge
 from generation.models import GenerationJob
 from scenarios.models import Scenario
-from tests.core import test_api_fuzz
-from tests.core.test_api_fuzz import World
+from tests.helpers.fuzz import World
 
-# The fuzz test's seeded team (fixtures).
-fake_server = test_api_fuzz.fake_server
-fuzz_world = test_api_fuzz.fuzz_world
-seeded_world = test_api_fuzz.seeded_world
-loopback_only = test_api_fuzz.loopback_only
+# The fuzz test's seeded team: ``fuzz_world`` (tests/core/conftest.py).
 
 ROWS = "\n".join(json.dumps({"item_id": "q", "variant_id": v, "content": v}) for v in "ab")
 

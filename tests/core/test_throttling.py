@@ -21,7 +21,6 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from evalplatform import throttling
-from evalplatform.accounts.roles import Role
 from evalplatform.accounts.services import token_create
 from evalplatform.env import parse_rate
 
@@ -51,14 +50,6 @@ def one_window(monkeypatch):
     """The clock stopped 15 s into a minute: a test's requests all fall in one window of a
     per-minute rate (a real clock crossing a minute mid-test would reset the count)."""
     monkeypatch.setattr(throttling.time, "time", lambda: 1_800_000_015.0)
-
-
-@pytest.fixture
-def people(team_a, member):
-    return {
-        "ann": member(team_a, Role.ADMIN, username="ann"),
-        "bob": member(team_a, Role.ADMIN, username="bob"),
-    }
 
 
 def with_token(user) -> APIClient:
@@ -92,7 +83,7 @@ def test_the_store_is_shared_never_a_process_own():
 
 @pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="the Redis store (scale mode)")
 def test_requests_through_the_asgi_server_share_the_processs_redis_connections(
-    rates, people, platform_server, monkeypatch
+    rates, people_two_admins, platform_server, monkeypatch
 ):
     """Under ASGI each request has a cache object of its own: they must share one
     connection pool, not open a Redis connection per request (as they did)."""
@@ -111,7 +102,7 @@ def test_requests_through_the_asgi_server_share_the_processs_redis_connections(
         return make_connection(pool, *args, **kwargs)
 
     monkeypatch.setattr(redis.ConnectionPool, "make_connection", counted)
-    headers = {"Authorization": f"Token {token_create(user=people['ann'], name='t')[1]}"}
+    headers = {"Authorization": f"Token {token_create(user=people_two_admins['ann'], name='t')[1]}"}
     with httpx.Client(base_url=f"http://{platform_server}", headers=headers, timeout=10) as http:
         assert http.post(WRITE).status_code == 204  # the pool's first connection
         before = len(made)
@@ -122,13 +113,18 @@ def test_requests_through_the_asgi_server_share_the_processs_redis_connections(
     # ...and every request was counted there (the hour may have turned meanwhile).
     key = caches[throttling.CACHE_ALIAS].make_and_validate_key
     hour = int(time.time() // 3600)
-    counts = [server.get(key(f"write:user:{people['ann'].pk}:3600:{w}")) for w in (hour - 1, hour)]
+    counts = [
+        server.get(key(f"write:user:{people_two_admins['ann'].pk}:3600:{w}"))
+        for w in (hour - 1, hour)
+    ]
     assert sum(int(c or 0) for c in counts) == 31
 
 
-def test_over_the_write_rate_a_429_with_retry_after_and_reads_go_on(rates, people, one_window):
+def test_over_the_write_rate_a_429_with_retry_after_and_reads_go_on(
+    rates, people_two_admins, one_window
+):
     rates(write="3/min")
-    ann = with_token(people["ann"])
+    ann = with_token(people_two_admins["ann"])
     for _ in range(3):
         assert ann.post(WRITE).status_code == 204
     assert_throttled(ann.post(WRITE))
@@ -138,27 +134,27 @@ def test_over_the_write_rate_a_429_with_retry_after_and_reads_go_on(rates, peopl
     assert ann.get(CHEAP_JSON).status_code == 404
 
 
-def test_counted_per_user_across_their_tokens_and_session(rates, people, one_window):
+def test_counted_per_user_across_their_tokens_and_session(rates, people_two_admins, one_window):
     rates(write="2/min")
-    ann = with_token(people["ann"])
+    ann = with_token(people_two_admins["ann"])
     assert ann.post(WRITE).status_code == 204
     assert ann.post(WRITE).status_code == 204
     assert_throttled(ann.post(WRITE))
     # Ann's other token and her browser session share her count...
-    assert_throttled(with_token(people["ann"]).post(WRITE))
+    assert_throttled(with_token(people_two_admins["ann"]).post(WRITE))
     session = APIClient()
-    session.force_login(people["ann"])
+    session.force_login(people_two_admins["ann"])
     assert session.post(WRITE).status_code == 429
     # ...and Bob's is his own.
-    bob = with_token(people["bob"])
+    bob = with_token(people_two_admins["bob"])
     assert bob.post(WRITE).status_code == 204
     assert bob.post(WRITE).status_code == 204
     assert_throttled(bob.post(WRITE))
 
 
-def test_the_next_window_lets_requests_through_again(rates, people, monkeypatch):
+def test_the_next_window_lets_requests_through_again(rates, people_two_admins, monkeypatch):
     rates(write="1/min")
-    ann = with_token(people["ann"])
+    ann = with_token(people_two_admins["ann"])
     now = 1_800_000_000.0  # the start of a minute
     monkeypatch.setattr(throttling.time, "time", lambda: now + 15)
     assert ann.post(WRITE).status_code == 204
@@ -167,9 +163,9 @@ def test_the_next_window_lets_requests_through_again(rates, people, monkeypatch)
     assert ann.post(WRITE).status_code == 204
 
 
-def test_expensive_requests_have_their_own_lower_rate(rates, people, one_window):
+def test_expensive_requests_have_their_own_lower_rate(rates, people_two_admins, one_window):
     rates(write="100/min", expensive="2/min")
-    ann = with_token(people["ann"])
+    ann = with_token(people_two_admins["ann"])
     assert ann.get(EXPENSIVE_CSV).status_code == 404
     assert ann.post("/api/scenarios/preview", {}, format="json").status_code == 400
     assert_throttled(ann.get(EXPENSIVE_CSV))
@@ -178,26 +174,27 @@ def test_expensive_requests_have_their_own_lower_rate(rates, people, one_window)
     assert ann.post(WRITE).status_code == 204
     for _ in range(3):
         assert ann.get(CHEAP_JSON).status_code == 404
-    assert with_token(people["bob"]).get(EXPENSIVE_CSV).status_code == 404
+    assert with_token(people_two_admins["bob"]).get(EXPENSIVE_CSV).status_code == 404
 
 
-def test_the_openai_api_answers_in_openais_shape(rates, people, one_window):
+def test_the_openai_api_answers_in_openais_shape(rates, people_two_admins, one_window):
     rates(expensive="1/min")
-    ann = with_token(people["ann"])
+    ann = with_token(people_two_admins["ann"])
     assert ann.get("/v1/files/file-none/content").status_code == 404
     assert_throttled(ann.get("/v1/files/file-none/content"), openai=True)
 
 
 @pytest.mark.slow
-def test_another_process_sees_the_same_count(rates, people):
+def test_another_process_sees_the_same_count(rates, people_two_admins):
     """A second Python process, on the same database and cache settings, answers 429 to the
     user whose count this one used up, and counts on for the others."""
     rates(write="2/day")  # a window the seconds the other process takes to start never end
-    ann = with_token(people["ann"])
+    ann = with_token(people_two_admins["ann"])
     assert ann.post(WRITE).status_code == 204
     assert ann.post(WRITE).status_code == 204
     keys = {
-        name: token_create(user=people[name], name="other process")[1] for name in ("ann", "bob")
+        name: token_create(user=people_two_admins[name], name="other process")[1]
+        for name in ("ann", "bob")
     }
     script = """
 import json, sys
@@ -230,7 +227,7 @@ print(json.dumps(statuses))
     statuses = json.loads(done.stdout.strip().splitlines()[-1])
     assert statuses == {"ann": [429, 429, 429], "bob": [204, 204, 429]}
     # And back here, Bob's count is the one the other process left.
-    assert_throttled(with_token(people["bob"]).post(WRITE))
+    assert_throttled(with_token(people_two_admins["bob"]).post(WRITE))
 
 
 def test_rates_are_checked_when_the_settings_load():

@@ -22,7 +22,7 @@ import signal
 
 from evalplatform.providers.fake import FakeConfig, run_in_thread
 from evalplatform.runs import engine
-from tests.e2e.conftest import Watcher, stop, wait_for
+from tests.helpers.e2e import Watcher, stop, wait_for
 
 CELLS = int(os.environ.get("CLUSTER_CELLS", "2000"))
 OTHER_CELLS = max(CELLS // 2, 1)  # the second owner's job, beside it

@@ -22,13 +22,13 @@ from evalplatform.providers.llm.retry import RetryPolicy
 from evalplatform.runs import engine
 from evalplatform.runs.engine import run_live
 from generation.runners.live import GenerationWork
-from tests.e2e.conftest import Watcher, wait_for
 from tests.factories import (
     ConnectionFactory,
     LLMModelFactory,
     PromptTemplateFactory,
     make_version,
 )
+from tests.helpers.e2e import Watcher, wait_for
 
 JOBS = "/api/generation/jobs"
 

@@ -11,8 +11,8 @@ from django.test import Client
 
 from evalplatform.accounts.models import AuditEvent, Membership
 from evalplatform.accounts.roles import Role
-from tests.evaluations.test_assignment import open_scenario
-from tests.generation.conftest import job_body
+from tests.helpers.evaluations import open_scenario
+from tests.helpers.generation import job_body
 
 JOBS = "/api/generation/jobs"
 

@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from evalplatform.accounts.roles import Role
-from tests.evaluations.test_assignment import open_scenario
+from tests.helpers.evaluations import open_scenario
 
 
 def home(user):

@@ -7,7 +7,7 @@ from django.test import Client
 
 from evalplatform.accounts.roles import Role
 from generation.models import GenerationJob
-from tests.generation.conftest import job_body
+from tests.helpers.generation import job_body
 
 
 @pytest.mark.django_db(transaction=True)

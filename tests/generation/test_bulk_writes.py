@@ -15,7 +15,7 @@ from django.utils import timezone
 from evalplatform import bulk
 from generation import planning, services
 from generation.models import GenerationItem, GenerationOutput
-from tests.generation.conftest import job_body
+from tests.helpers.generation import job_body
 
 
 def _job(creator, setup, **extra):

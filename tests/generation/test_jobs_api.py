@@ -9,7 +9,7 @@ from django_q.brokers import get_broker
 
 from evalplatform.accounts.roles import Role
 from generation.models import GenerationJob, GenerationOutput
-from tests.generation.conftest import job_body
+from tests.helpers.generation import job_body
 
 JOBS = "/api/generation/jobs"
 

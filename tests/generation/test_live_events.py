@@ -12,79 +12,18 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections
-from django.test import Client
-from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from evalplatform.accounts.roles import Role
-from evalplatform.accounts.services import token_create
 from evalplatform.live.models import LiveEvent, LiveWatcher
 from evalplatform.live.publish import ThrottledPublisher
 from generation import events
 from generation.models import GenerationJob, GenerationOutput
 from tests.factories import ConnectionFactory, LLMModelFactory, PromptTemplateFactory, make_version
-from tests.generation.conftest import job_body
-from tests.generation.test_runner import JOBS, run_in_background, started_job
+from tests.helpers.generation import JOBS, run_in_background, started_job
+from tests.helpers.live import Socket, apply_tokens, created_job, in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-async def in_thread(fn):
-    """Run blocking Django code (requests, queries) off the event loop, closing the
-    thread's database connection afterwards."""
-
-    def call():
-        try:
-            return fn()
-        finally:
-            connections.close_all()
-
-    return await asyncio.to_thread(call)
-
-
-class Socket:
-    """A WebSocket client of the platform over loopback (as a browser or a script)."""
-
-    def __init__(self, server, path, *, user=None, session_of=None, origin=None):
-        self.uri = f"ws://{server}{path}"
-        self.user, self.session_of, self.origin = user, session_of, origin
-
-    def headers(self):
-        headers = []
-        if self.user is not None:
-            _, key = token_create(user=self.user, name="ws")
-            headers.append(("Authorization", f"Token {key}"))
-        if self.session_of is not None:
-            client = Client()
-            client.force_login(self.session_of)
-            name = settings.SESSION_COOKIE_NAME
-            headers.append(("Cookie", f"{name}={client.cookies[name].value}"))
-        return headers
-
-    async def __aenter__(self):
-        headers = await in_thread(self.headers)
-        self.ws = await connect(
-            self.uri, additional_headers=headers, origin=self.origin, open_timeout=10
-        )
-        return self
-
-    async def __aexit__(self, *exc):
-        await self.ws.close()
-
-    async def next(self, timeout=10):
-        return json.loads(await asyncio.wait_for(self.ws.recv(), timeout))
-
-    async def until(self, last_event, timeout=60):
-        """Every event up to and including ``last_event``."""
-        received = []
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            assert remaining > 0, f"no {last_event}; got {[m['event'] for m in received][-10:]}"
-            message = await self.next(remaining)
-            received.append(message)
-            if message["event"] == last_event:
-                return received
 
 
 async def close_code(socket):
@@ -96,23 +35,6 @@ async def close_code(socket):
     except ConnectionClosed as closed:
         return closed.rcvd.code if closed.rcvd else None
     return "open"
-
-
-def apply_tokens(texts, messages):
-    """What a client does: put each delta at its offset (offset 0 starts a text afresh)."""
-    for message in messages:
-        if message["event"] == events.ITEM_TOKEN:
-            data = message["data"]
-            before = texts.get(data["output_id"], "")
-            assert data["offset"] <= len(before), "a gap in the streamed text"
-            texts[data["output_id"]] = before[: data["offset"]] + data["delta"]
-    return texts
-
-
-def created_job(api, user, setup):
-    response = api(user).post(JOBS, job_body(setup), format="json")
-    assert response.status_code == 201, response.json()
-    return response.json()["id"]
 
 
 def test_only_users_who_may_view_the_job_can_subscribe(
@@ -366,7 +288,7 @@ def test_the_publisher_sends_one_message_per_window_in_order(settings):
 def test_a_failed_job_is_an_event_with_its_reason(
     api, creator, team_a, fake_provider, platform_server
 ):
-    from tests.generation.test_systematic_failures import job_on
+    from tests.helpers.generation import job_on
 
     fake_provider.app.config.fault_rate = 1.0
     fake_provider.app.config.fault_kinds = ("401",)

@@ -23,9 +23,8 @@ from evalplatform.accounts.services import token_create
 from generation import events
 from generation.models import GenerationJob, JobStatus
 from tests.factories import ConnectionFactory, LLMModelFactory, PromptTemplateFactory, make_version
-from tests.generation.test_live_events import in_thread
-from tests.generation.test_runner import JOBS, run_in_background
-from tests.generation.test_socketio import SioClient
+from tests.helpers.generation import JOBS, run_in_background
+from tests.helpers.live import SioClient, in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,42 +12,16 @@ from django.test import Client
 from evalplatform.accounts.models import Notification
 from evalplatform.accounts.roles import Role
 from generation.models import GenerationJob, GenerationOutput, JobStatus
-from tests.generation.conftest import job_body
+from tests.helpers.accounts import browser
+from tests.helpers.generation import job_body, wizard_form
 
 JOBS = "/api/generation/jobs"
-
-
-def browser(user):
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def create(api, user, setup, **extra):
     response = api(user).post(JOBS, job_body(setup, **extra), format="json")
     assert response.status_code == 201, response.json()
     return GenerationJob.objects.get(pk=response.json()["id"])
-
-
-def wizard_form(setup, **extra):
-    items = [{"id": f"w{i}", "content": f"Wizard text {i}"} for i in range(2)]
-    form = {
-        "team": "team-a",
-        "source_type": "manual",
-        "content": json.dumps(items),
-        "format": "",
-        "prompt_versions": [str(p.pk) for p in setup["prompts"]],
-        "models": [str(m.pk) for m in setup["models"]],
-        "name": "From the wizard",
-        "temperatures": "0, 1",
-        "repetitions": "2",
-        "max_tokens": "50",
-        "budget_usd": "",
-        "max_retries": "3",
-        "concurrency": "4",
-        "mode": "live",
-    }
-    return form | extra
 
 
 @pytest.mark.django_db

@@ -11,7 +11,7 @@ from django.test import Client
 from evalplatform.accounts.roles import Role
 from generation.models import GenerationJob
 from tests.factories import ConnectionFactory, LLMModelFactory, PromptTemplateFactory, make_version
-from tests.generation.conftest import job_body
+from tests.helpers.generation import job_body
 
 ESTIMATE = "/api/generation/estimate"
 

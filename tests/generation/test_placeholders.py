@@ -10,8 +10,7 @@ import pytest
 
 from generation.models import GenerationJob
 from tests.factories import ConnectionFactory, LLMModelFactory, PromptTemplateFactory, make_version
-from tests.generation.conftest import job_body
-from tests.generation.test_temperatures import create, run
+from tests.helpers.generation import create_job, job_body, run
 
 JOBS = "/api/generation/jobs"
 
@@ -45,7 +44,7 @@ def test_unicode_names_and_json_paths_are_substituted_in_the_request(
         "temperatures": [0.0],
         "source": {"type": "manual", "format": "json", "content": json.dumps(items)},
     }
-    job = create(api, creator, body)
+    job = create_job(api, creator, body)
     api(creator).post(f"{JOBS}/{job.pk}/start")
     run(job.pk)
     job.refresh_from_db()

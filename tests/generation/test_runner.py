@@ -22,45 +22,7 @@ from generation.models import GenerationJob, GenerationOutput, JobStatus
 from generation.runners.live import GenerationWork
 from generation.selectors import CSV_COLUMNS
 from tests.factories import ConnectionFactory, LLMModelFactory
-from tests.generation.conftest import job_body
-
-JOBS = "/api/generation/jobs"
-
-
-class FakeSleep:
-    def __init__(self):
-        self.waits = []
-
-    async def __call__(self, seconds):
-        self.waits.append(seconds)
-
-
-def run(job_id, *, max_retries=3, sleep=None):
-    policy = RetryPolicy(max_retries=max_retries, sleep=sleep or FakeSleep())
-    return asyncio.run(run_live(GenerationWork(job_id, retry=policy)))
-
-
-def run_in_background(job_id):
-    """Run the job in a thread (as a worker would); returns (thread, result dict)."""
-    result = {}
-
-    def runner():
-        try:
-            result["summary"] = run(job_id, sleep=asyncio.sleep)
-        finally:
-            connections.close_all()  # this thread's own connection
-
-    thread = threading.Thread(target=runner)
-    thread.start()
-    return thread, result
-
-
-def started_job(api, user, setup, **extra):
-    response = api(user).post(JOBS, job_body(setup, **extra), format="json")
-    assert response.status_code == 201, response.json()
-    job_id = response.json()["id"]
-    assert api(user).post(f"{JOBS}/{job_id}/start").json()["status"] == "running"
-    return job_id
+from tests.helpers.generation import JOBS, FakeSleep, job_body, run, run_in_background, started_job
 
 
 def totals_agree(job):

@@ -10,7 +10,7 @@ from django.test import Client
 from evalplatform.accounts.roles import Role
 from generation.models import GenerationJob
 from scenarios.models import Scenario, ScenarioItem
-from tests.generation.conftest import job_body
+from tests.helpers.generation import job_body
 
 JOBS = "/api/generation/jobs"
 ESTIMATE = "/api/generation/estimate"
@@ -118,7 +118,7 @@ def test_the_wizard_without_scenarios_says_so(creator, setup):
 
 @pytest.mark.django_db
 def test_a_job_from_a_scenario_through_the_wizard(creator, setup, study):
-    from tests.generation.test_pages import wizard_form
+    from tests.helpers.generation import wizard_form
 
     ScenarioItem.objects.filter(item_id="doc-2").update(context={"content": "Seas are deep."})
     client = Client()

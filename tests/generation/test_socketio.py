@@ -8,105 +8,20 @@ from __future__ import annotations
 import asyncio
 import time
 
-import aiohttp
 import httpx
 import pytest
 import socketio
 from django.conf import settings
-from django.test import Client
 
 from evalplatform.accounts.roles import Role
-from evalplatform.accounts.services import token_create
 from evalplatform.live.models import LiveWatcher
 from evalplatform.live.socketio_app import LiveServer
 from generation import events
 from generation.models import GenerationOutput
-from tests.generation.test_live_events import (
-    JOBS,
-    Socket,
-    apply_tokens,
-    created_job,
-    in_thread,
-    run_in_background,
-)
+from tests.helpers.generation import JOBS, run_in_background
+from tests.helpers.live import SioClient, Socket, apply_tokens, created_job, in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-class SioClient:
-    """A Socket.IO client of the platform: ``token`` sends an API token in the ``auth``
-    payload (as a browser script would), ``user`` in the ``Authorization`` header,
-    ``session_of`` signs in by the session cookie."""
-
-    def __init__(
-        self, server, *, user=None, token_of=None, session_of=None, origin=None, transports=None
-    ):
-        self.url = f"http://{server}"
-        self.user, self.token_of, self.session_of = user, token_of, session_of
-        self.origin, self.transports = origin, transports
-        self.received: asyncio.Queue = asyncio.Queue()
-        self.refusal = None
-
-    def credentials(self):
-        headers, auth = {}, None
-        if self.user is not None:
-            headers["Authorization"] = f"Token {token_create(user=self.user, name='sio')[1]}"
-        if self.token_of is not None:
-            auth = {"token": token_create(user=self.token_of, name="sio")[1]}
-        if self.session_of is not None:
-            client = Client()
-            client.force_login(self.session_of)
-            name = settings.SESSION_COOKIE_NAME
-            headers["Cookie"] = f"{name}={client.cookies[name].value}"
-        if self.origin is not None:
-            headers["Origin"] = self.origin
-        return headers, auth
-
-    async def __aenter__(self):
-        headers, auth = await in_thread(self.credentials)
-        self.http = aiohttp.ClientSession()
-        self.client = socketio.AsyncClient(reconnection=False, http_session=self.http)
-
-        async def anything(event, data):
-            await self.received.put({"event": event, "data": data})
-
-        async def refused(data):
-            self.refusal = data
-
-        self.client.on("*", anything)
-        self.client.on("connect_error", refused)
-        try:
-            await self.client.connect(
-                self.url, headers=headers, auth=auth, transports=self.transports, wait_timeout=10
-            )
-        except BaseException:
-            await self.http.close()
-            raise
-        return self
-
-    async def __aexit__(self, *exc):
-        await self.client.disconnect()
-        await self.http.close()
-
-    async def call(self, event, *data):
-        return await self.client.call(event, data[0] if data else None, timeout=10)
-
-    async def subscribe(self, payload):
-        return await self.client.call("subscribe", payload, timeout=10)
-
-    async def next(self, timeout=10):
-        return await asyncio.wait_for(self.received.get(), timeout)
-
-    async def until(self, last_event, timeout=60):
-        received = []
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            assert remaining > 0, f"no {last_event}; got {[m['event'] for m in received][-10:]}"
-            message = await self.next(remaining)
-            received.append(message)
-            if message["event"] == last_event:
-                return received
 
 
 async def eventually(check, timeout=10):

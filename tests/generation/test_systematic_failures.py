@@ -22,7 +22,8 @@ from evalplatform.runs.engine import run_live
 from evalplatform.runs.models import ProviderBatch
 from generation.models import GenerationJob, JobStatus
 from generation.runners.live import GenerationWork
-from tests.factories import ConnectionFactory, LLMModelFactory, PromptTemplateFactory, make_version
+from tests.factories import ConnectionFactory
+from tests.helpers.generation import job_on
 
 pytestmark = pytest.mark.django_db(transaction=True)
 JOBS = "/api/generation/jobs"
@@ -30,30 +31,6 @@ JOBS = "/api/generation/jobs"
 
 async def _no_sleep(_seconds):
     return None
-
-
-def job_on(api, user, team, base_url, items=6, **connection):
-    conn = ConnectionFactory(team=team, kind="openai", base_url=base_url, **connection)
-    model = LLMModelFactory(connection=conn, model_id="gpt-fake")
-    version = make_version(PromptTemplateFactory(team=team), [("", "Answer {{content}}")])
-    body = {
-        "team": team.slug,
-        "name": "Doomed",
-        "prompt_versions": [version.pk],
-        "models": [model.pk],
-        "temperatures": [0.0],
-        "max_tokens": 50,
-        "concurrency": 1,
-        "source": {
-            "type": "manual",
-            "format": "json",
-            "content": json.dumps([{"content": f"x{n}"} for n in range(items)]),
-        },
-        "start": True,
-    }
-    made = api(user).post(JOBS, body, format="json")
-    assert made.status_code == 201, made.json()
-    return made.json()["id"]
 
 
 def run(job_id):

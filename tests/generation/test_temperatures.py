@@ -4,35 +4,17 @@ through the outputs, statistics, exports, the estimate, the wizard and to-scenar
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 from django.test import Client
 
-from evalplatform.providers.llm.retry import RetryPolicy
-from evalplatform.runs.engine import run_live
 from generation.models import GenerationJob, GenerationOutput
-from generation.runners.live import GenerationWork
 from tests.factories import ConnectionFactory, LLMModelFactory, PromptTemplateFactory, make_version
-from tests.generation.conftest import job_body
+from tests.helpers.generation import create_job, job_body, run
 
 JOBS = "/api/generation/jobs"
 ESTIMATE = "/api/generation/estimate"
-
-
-async def _no_sleep(seconds):
-    return None
-
-
-def run(job_id):
-    return asyncio.run(run_live(GenerationWork(job_id, retry=RetryPolicy(sleep=_no_sleep))))
-
-
-def create(api, user, body):
-    response = api(user).post(JOBS, body, format="json")
-    assert response.status_code == 201, response.json()
-    return GenerationJob.objects.get(pk=response.json()["id"])
 
 
 def sent_temperatures(fake_provider, kind):
@@ -49,7 +31,7 @@ def sent_temperatures(fake_provider, kind):
 
 @pytest.mark.django_db
 def test_a_null_slot_beside_a_number_is_its_own_cell_set(api, creator, setup):
-    job = create(api, creator, job_body(setup, temperatures=[None, 0.7], repetitions=1))
+    job = create_job(api, creator, job_body(setup, temperatures=[None, 0.7], repetitions=1))
     assert job.temperatures == [None, 0.7]
     assert job.total_cells == 3 * 2 * 2 * 2
     cells = job.outputs.order_by("pk")
@@ -116,7 +98,7 @@ def test_a_configuration_that_sends_no_temperature_has_one_slot(api, creator, se
     # 3 items x 2 prompts x (Small at 2 temperatures + Large at none)
     assert estimate["cells"] == 18
     assert by_label["Large, no temp"]["requests"] == 6 and by_label["Small"]["requests"] == 12
-    job = create(api, creator, body)
+    job = create_job(api, creator, body)
     assert job.total_cells == 18 == job.outputs.count()
     large_cells = job.outputs.filter(model_config__label="Large, no temp")
     assert large_cells.count() == 6 and not large_cells.filter(temperature__isnull=False).exists()
@@ -154,7 +136,7 @@ def test_no_temperature_key_reaches_the_provider(api, creator, team_a, fake_prov
         "concurrency": 1,
         "source": {"type": "manual", "format": "json", "content": '[{"id": "a", "content": "hi"}]'},
     }
-    job = create(api, creator, body)
+    job = create_job(api, creator, body)
     api(creator).post(f"{JOBS}/{job.pk}/start")
     run(job.pk)
     job.refresh_from_db()
@@ -175,7 +157,7 @@ def test_a_no_temperature_configuration_sends_none(api, creator, team_a, fake_pr
         "temperatures": [0.0, 1.0],
         "source": {"type": "manual", "format": "json", "content": '[{"id": "a", "content": "hi"}]'},
     }
-    job = create(api, creator, body)
+    job = create_job(api, creator, body)
     api(creator).post(f"{JOBS}/{job.pk}/start")
     run(job.pk)
     assert GenerationOutput.objects.get(job=job).status == "completed"
@@ -184,7 +166,7 @@ def test_a_no_temperature_configuration_sends_none(api, creator, team_a, fake_pr
 
 @pytest.mark.django_db(transaction=True)
 def test_outputs_statistics_exports_and_scenarios_keep_no_temperature(api, creator, setup):
-    job = create(api, creator, job_body(setup, temperatures=[None, 1.0], repetitions=1))
+    job = create_job(api, creator, job_body(setup, temperatures=[None, 1.0], repetitions=1))
     api(creator).post(f"{JOBS}/{job.pk}/start")
     run(job.pk)
     stats = api(creator).get(f"{JOBS}/{job.pk}/statistics").json()
@@ -210,7 +192,8 @@ def test_outputs_statistics_exports_and_scenarios_keep_no_temperature(api, creat
 
 @pytest.mark.django_db
 def test_the_wizard_offers_no_temperature(creator, setup):
-    from tests.generation.test_pages import browser, wizard_form
+    from tests.helpers.accounts import browser
+    from tests.helpers.generation import wizard_form
 
     client = browser(creator)
     page = client.get("/generation/new").content.decode()

@@ -24,7 +24,7 @@ from evalplatform.api.uploads import csv_line, csv_lines, formula_safe
 from generation import planning, services
 from generation.models import GenerationJob, GenerationOutput
 from generation.selectors import CSV_COLUMNS
-from tests.generation.conftest import job_body
+from tests.helpers.generation import job_body
 
 JOBS = "/api/generation/jobs"
 

@@ -1,0 +1,160 @@
+"""Reply formats of LLM judges: the seeds' own reply shapes, end to end through the fake
+provider (its replies fixed per test): the essay-scoring seed's rubric JSON
+(``content_score``, ..., ``total_score``, fenced in markdown) and pairwiseLLM's
+``<BETTER_SAMPLE>SAMPLE_1</BETTER_SAMPLE>`` tags. Without the format they are parse failures;
+with it, judgments."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evalplatform.providers.models import LLMModel, ProviderConnection
+from evaluations.models import Judgment, ParseStatus
+from tests.helpers.evaluations import create_judge, make_scenario, run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ESSAY_REPLY = """```json
+{"content_score": 4, "content_justification": "Clear thesis, good evidence.",
+ "organization_score": 3, "organization_justification": "Some jumps.",
+ "language_score": 5, "language_justification": "Precise.", "total_score": 12}
+```"""
+ESSAY_FORMAT = {
+    "kind": "json",
+    "fields": {
+        "scores": {
+            "content": "content_score",
+            "organization": "organization_score",
+            "language": "language_score",
+        },
+        "rationale": "content_justification",
+    },
+}
+TAG_REPLY = "<BETTER_SAMPLE>SAMPLE_2</BETTER_SAMPLE>\nSample 2 answers the question."
+TAG_FORMAT = {
+    "kind": "tags",
+    "fields": {"winner": "BETTER_SAMPLE"},
+    "values": {"SAMPLE_1": "A", "SAMPLE_2": "B"},
+}
+
+
+@pytest.fixture
+def fake_judge(team_a, fake_provider):
+    connection = ProviderConnection.objects.create(
+        team=team_a, name="fake", kind="openai", base_url=fake_provider.url
+    )
+    return LLMModel.objects.create(connection=connection, model_id="judge", display_name="J")
+
+
+def _run(api, people, scenario, **judge):
+    made = create_judge(api, people["manager"], scenario, **judge)
+    job = api(people["manager"]).post(f"/api/judges/{made['id']}/run", {}, format="json")
+    run(job.json()["job"])
+    return list(Judgment.objects.filter(judge_id=made["id"]))
+
+
+def test_the_essay_seeds_rubric_reply_is_read_by_its_field_mapping(
+    api, people, team_a, fake_provider, fake_judge
+):
+    fake_provider.config.reply = lambda request: ESSAY_REPLY
+    dimensions = [{"name": n, "min": 1, "max": 6} for n in ("content", "organization", "language")]
+    scenario = make_scenario(people, team_a, "rating", {"dimensions": dimensions})
+    plain = _run(api, people, scenario, name="Plain", model=fake_judge.pk)
+    assert plain and all(j.parse_status == ParseStatus.FAILED for j in plain)
+    mapped = _run(api, people, scenario, name="Mapped", model=fake_judge.pk,
+                  reply_format=ESSAY_FORMAT)  # fmt: skip
+    assert mapped and all(j.parse_status != ParseStatus.FAILED for j in mapped)
+    assert {json.dumps(j.payload["scores"], sort_keys=True) for j in mapped} == {
+        json.dumps({"content": 4, "language": 5, "organization": 3}, sort_keys=True)
+    }
+    assert mapped[0].rationale == "Clear thesis, good evidence."
+    shown = api(people["manager"]).get(f"/api/judges/{mapped[0].judge_id}").json()
+    assert shown["reply_format"] == ESSAY_FORMAT
+
+
+def test_pairwise_llms_tag_replies_are_read_by_a_tag_pattern(
+    api, people, team_a, fake_provider, fake_judge
+):
+    fake_provider.config.reply = lambda request: TAG_REPLY
+    scenario = make_scenario(people, team_a, "comparison", {"ties": False})
+    plain = _run(api, people, scenario, name="Plain", model=fake_judge.pk)
+    assert plain and all(j.parse_status == ParseStatus.FAILED for j in plain)
+    tagged = _run(api, people, scenario, name="Tags", model=fake_judge.pk, swap=True,
+                  reply_format=TAG_FORMAT)  # fmt: skip
+    assert tagged and all(j.parse_status != ParseStatus.FAILED for j in tagged)
+    # SAMPLE_2 is the second shown ("B", the presented order kept beside it), in each order.
+    assert {j.payload["winner"] for j in tagged} == {"B"}
+    assert {j.swapped for j in tagged} == {False, True}
+
+
+def test_a_bad_reply_format_is_a_400_naming_it(api, people, team_a, fake_judge):
+    scenario = make_scenario(people, team_a, "rating", {"dimensions": [{"name": "clarity"}]})
+    for bad in (
+        {"kind": "xml"},
+        {"kind": "json", "fields": {"scores": {"nope": "x"}}},
+        {"kind": "tags", "fields": {"winner": "\x00"}},
+        {"kind": "json", "fields": {"winner": 7}},
+        {"kind": "json", "values": {"a": ["b"]}},
+        "json",
+    ):
+        answer = api(people["manager"]).post(
+            f"/api/scenarios/{scenario.pk}/judges",
+            {"name": "J", "model": fake_judge.pk, "reply_format": bad},
+            format="json",
+        )
+        assert answer.status_code == 400, bad
+        assert any(key.startswith("reply_format") for key in answer.json()["errors"]), bad
+
+
+def test_the_add_judge_form_takes_a_reply_format(people, team_a, fake_judge):
+    from django.test import Client
+
+    scenario = make_scenario(people, team_a, "comparison", {"ties": False})
+    client = Client()
+    client.force_login(people["manager"])
+    url = f"/scenarios/{scenario.pk}/judges"
+    base = {"name": "Tags", "model": str(fake_judge.pk), "temperatures": "0", "mode": "live"}
+    bad = client.post(url, base | {"reply_format": "{not json"}, follow=True)
+    assert "reply_format" in bad.content.decode() and not scenario.judges.exists()
+    client.post(url, base | {"reply_format": json.dumps(TAG_FORMAT)})
+    assert scenario.judges.get().reply_format == TAG_FORMAT
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "gemini"])
+def test_structured_output_sends_each_providers_schema(api, people, team_a, fake_provider, kind):
+    """The platform's verdict schema goes out as the provider takes one (OpenAI's strict
+    response_format, Anthropic's forced tool, Gemini's responseSchema), and the replies
+    (an Anthropic tool call's input) are read as verdicts."""
+    connection = ProviderConnection.objects.create(
+        team=team_a, name=kind, kind=kind, base_url=fake_provider.url
+    )
+    model = LLMModel.objects.create(connection=connection, model_id=f"{kind}-j", display_name=kind)
+    scenario = make_scenario(people, team_a, "comparison", {"ties": False})
+    made = _run(api, people, scenario, name="S", model=model.pk,
+                reply_format={"kind": "structured"})  # fmt: skip
+    assert made and all(j.parse_status != ParseStatus.FAILED for j in made)
+    assert {j.payload["winner"] for j in made} <= {"A", "B"}
+    body = json.loads(fake_provider.app.bodies[-1][1])
+    if kind == "openai":
+        schema = body["response_format"]["json_schema"]
+        assert schema["strict"] is True
+        assert schema["schema"]["properties"]["winner"]["enum"] == ["A", "B"]
+    elif kind == "anthropic":
+        assert body["tool_choice"] == {"type": "tool", "name": "verdict"}
+        assert body["tools"][0]["input_schema"]["required"] == ["winner", "rationale"]
+    else:
+        config = body["generationConfig"]
+        assert config["responseMimeType"] == "application/json"
+        assert "additionalProperties" not in json.dumps(config["responseSchema"])
+
+
+def test_structured_output_needs_a_provider_that_takes_a_schema(api, people, team_a, mock_judge):
+    scenario = make_scenario(people, team_a, "comparison", {})
+    answer = api(people["manager"]).post(
+        f"/api/scenarios/{scenario.pk}/judges",
+        {"name": "M", "model": mock_judge.pk, "reply_format": {"kind": "structured"}},
+        format="json",
+    )
+    assert answer.status_code == 400 and "schema" in answer.json()["errors"]["reply_format"][0]
