@@ -21,14 +21,6 @@ class ProviderKind(models.TextChoices):
     MOCK = "mock", "Mock (offline)"
 
 
-DEFAULT_BASE_URLS = {
-    ProviderKind.OPENAI: "https://api.openai.com",
-    ProviderKind.ANTHROPIC: "https://api.anthropic.com",
-    ProviderKind.GEMINI: "https://generativelanguage.googleapis.com",
-    ProviderKind.MOCK: "",
-}
-
-
 class MaxTokensParam(models.TextChoices):
     MAX_COMPLETION_TOKENS = "max_completion_tokens", "max_completion_tokens (OpenAI)"
     MAX_TOKENS = "max_tokens", "max_tokens (Ollama, vLLM, older servers)"
@@ -111,7 +103,13 @@ class ProviderConnection(models.Model):
 
     @property
     def effective_base_url(self) -> str:
-        return (self.base_url or DEFAULT_BASE_URLS[ProviderKind(self.kind)]).rstrip("/")
+        """The base URL given, else the public endpoint of the kind's provider (its
+        adapter's ``default_base_url``; an unknown kind raises ``ValueError``)."""
+        if self.base_url:
+            return self.base_url.rstrip("/")
+        from evalplatform.providers.llm.kinds import adapter_for
+
+        return adapter_for(ProviderKind(self.kind).value).default_base_url.rstrip("/")
 
     def set_api_key(self, api_key: str) -> None:
         self.api_key_encrypted = crypto.encrypt(api_key) if api_key else ""

@@ -362,7 +362,7 @@ def test_finding_a_submission_pages_through_the_providers_list(
     api, creator, team_a, member, fast_batches, kind, monkeypatch
 ):
     from evalplatform.accounts.roles import Role
-    from evalplatform.providers.llm import batch_protocols
+    from evalplatform.providers.llm import batch as provider_batch
 
     model = model_for(team_a, fast_batches, kind)
     # Two other batches of the same size, sent after ours: ours is on page three.
@@ -376,7 +376,7 @@ def test_finding_a_submission_pages_through_the_providers_list(
     monkeypatch.undo()
     for job_id in job_ids[1:]:
         drive(job_id)
-    monkeypatch.setattr(batch_protocols, "FIND_PAGE_SIZE", 1)
+    monkeypatch.setattr(provider_batch, "FIND_PAGE_SIZE", 1)
     row = ProviderBatch.objects.get(work_id=job_ids[0])
     ProviderBatch.objects.filter(pk=row.pk).update(
         created_at=timezone.now() - batch_runner.SUBMIT_GRACE - timedelta(seconds=1)

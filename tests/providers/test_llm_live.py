@@ -160,6 +160,7 @@ def test_gemini_retry_info_in_the_body_is_read():
     import httpx
 
     from evalplatform.providers.llm import errors
+    from evalplatform.providers.llm.gemini import GeminiAdapter
 
     body = {
         "error": {
@@ -169,7 +170,7 @@ def test_gemini_retry_info_in_the_body_is_read():
         }
     }
     response = httpx.Response(429, json=body)
-    error = errors.from_response(response, protocol="gemini")
+    error = errors.from_response(response, quota_exhausted=GeminiAdapter.quota_exhausted)
     assert error.kind == "rate_limit" and error.retry_after == 40.0
     # Header hints: milliseconds first, then seconds; absurd values fall back to the schedule.
     assert errors.retry_after_s({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
@@ -242,6 +243,8 @@ def test_rate_limits_with_billing_words_are_still_rate_limits():
     import httpx
 
     from evalplatform.providers.llm import errors
+    from evalplatform.providers.llm.gemini import GeminiAdapter
+    from evalplatform.providers.llm.openai import OpenAIAdapter
 
     openai_429 = httpx.Response(
         429,
@@ -254,7 +257,8 @@ def test_rate_limits_with_billing_words_are_still_rate_limits():
             }
         },
     )
-    assert errors.from_response(openai_429, protocol="openai").kind == "rate_limit"
+    openai_error = errors.from_response(openai_429, quota_exhausted=OpenAIAdapter.quota_exhausted)
+    assert openai_error.kind == "rate_limit"
     gemini_rate = httpx.Response(
         429,
         json={
@@ -269,7 +273,7 @@ def test_rate_limits_with_billing_words_are_still_rate_limits():
             }
         },
     )
-    error = errors.from_response(gemini_rate, protocol="gemini")
+    error = errors.from_response(gemini_rate, quota_exhausted=GeminiAdapter.quota_exhausted)
     assert (error.kind, error.retry_after) == ("rate_limit", 7.0)
 
 

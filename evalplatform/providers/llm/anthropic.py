@@ -1,13 +1,26 @@
-"""Anthropic Messages."""
+"""Anthropic: the Messages adapter (its words for reasoning, response schemas and images, its
+public base URL, its quota 429s) and Message Batches (limits included)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
+from typing import IO, Any
+from urllib.parse import urlsplit
 
-from evalplatform.providers.llm import errors
+from evalplatform.providers.llm import batch, errors
 from evalplatform.providers.llm.base import HTTPAdapter, StreamState, join_url
+from evalplatform.providers.llm.batch import (
+    Batches,
+    BatchHandle,
+    BatchLimits,
+    BatchResult,
+    BatchStatus,
+    Chunk,
+    file_chunks,
+    json_line,
+)
 from evalplatform.providers.llm.types import LLMRequest, ProviderError, Reasoning, ResponseSchema
 
 API_VERSION = "2023-06-01"
@@ -20,6 +33,7 @@ EFFORT_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
 
 class AnthropicAdapter(HTTPAdapter):
     protocol = "anthropic"
+    default_base_url = "https://api.anthropic.com"
     filtered_finishes = frozenset({"refusal"})
     structured_output = True
     own_family = "anthropic"
@@ -64,6 +78,21 @@ class AnthropicAdapter(HTTPAdapter):
             budget = budget if isinstance(budget, int) and not isinstance(budget, bool) else None
             return Reasoning(enabled=True, budget_tokens=budget)
         return Reasoning(enabled=not cls.is_off(setting))
+
+    @classmethod
+    def quota_exhausted(
+        cls,
+        message: str,
+        error_type: str,
+        code: str,
+        hint: float | None,
+        headers: Mapping[str, str],
+    ) -> bool:
+        """A spend-cap 429 carries no ``retry-after``; a rate-limit 429 does."""
+        return (
+            super().quota_exhausted(message, error_type, code, hint, headers)
+            or "retry-after" not in headers
+        )
 
     def headers(self) -> dict[str, str]:
         return {
@@ -152,3 +181,114 @@ class AnthropicAdapter(HTTPAdapter):
                 retryable=error_type in {"overloaded_error", "api_error", "rate_limit_error"},
             )
         return ""
+
+
+class AnthropicBatches(Batches):
+    limits = BatchLimits(100_000, 256 * 1024 * 1024)
+
+    def _url(self, path: str = "") -> str:
+        return join_url(self.adapter.base_url, "/v1", "/messages/batches" + path)
+
+    def new_chunk(self, display_name: str, group: str) -> Chunk:
+        return Chunk(prefix=b'{"requests":[', separator=b",", suffix=b"]}")
+
+    def line(self, custom_id: str, request: LLMRequest) -> bytes:
+        return json_line(
+            {"custom_id": custom_id, "params": self.adapter._body(request, stream=False)}
+        )
+
+    async def create(self, body: IO[bytes], chunk: Chunk, group: str, name: str) -> BatchHandle:
+        data = await self._json(
+            "POST",
+            self._url(),
+            content=file_chunks(body),
+            headers={"content-length": str(chunk.size)},
+        )
+        return BatchHandle(self.protocol, data["id"], chunk.count, chunk.size)
+
+    def _status(self, data: dict[str, Any]) -> BatchStatus:
+        counts = data.get("request_counts") or {}
+        raw_state = data["processing_status"]
+        # Only "ended" is an end; anything unknown is still in progress.
+        state = {"ended": "completed", "canceling": "cancelling"}.get(raw_state, "in_progress")
+        total = sum(int(v) for v in counts.values())
+        if raw_state == "ended" and data.get("cancel_initiated_at"):
+            state = "cancelled"
+        elif raw_state == "ended" and int(counts.get("expired", 0)):
+            # The batch ran out of time (24 h): what finished is kept, the rest expired.
+            state = "expired"
+        return BatchStatus(
+            state=state,
+            provider_state=raw_state,
+            total=total,
+            succeeded=int(counts.get("succeeded", 0)),
+            failed=sum(int(counts.get(k, 0)) for k in ("errored", "canceled", "expired")),
+            output_refs={"results_url": data["results_url"]} if data.get("results_url") else {},
+            raw=data,
+        )
+
+    async def poll(self, handle: BatchHandle) -> BatchStatus:
+        return self._status(await self._json("GET", self._url(f"/{handle.remote_id}")))
+
+    async def cancel(self, handle: BatchHandle) -> BatchStatus:
+        return self._status(await self._json("POST", self._url(f"/{handle.remote_id}/cancel")))
+
+    async def find(
+        self, name: str, *, request_count: int, created_after: float, exclude: set[str]
+    ) -> list[BatchHandle]:
+        # Message batches keep no name: match the request count and the creation time.
+        found = []
+        params: dict[str, Any] = {"limit": batch.FIND_PAGE_SIZE}
+        for _ in range(batch.FIND_PAGES):
+            listed = await self._json("GET", self._url(), params=params)
+            data = listed.get("data") or []
+            oldest = None
+            for b in data:
+                try:
+                    created = datetime.fromisoformat(str(b["created_at"]).replace("Z", "+00:00"))
+                except (KeyError, ValueError):
+                    continue
+                oldest = created.timestamp()
+                total = sum(int(v) for v in (b.get("request_counts") or {}).values())
+                if (
+                    b["id"] not in exclude
+                    and total == request_count
+                    and created.timestamp() >= created_after - batch.CLOCK_SKEW_S
+                ):
+                    found.append(BatchHandle(self.protocol, b["id"], total, 0))
+            older = oldest is not None and oldest < created_after - batch.CLOCK_SKEW_S
+            if not listed.get("has_more") or not data or older:
+                break
+            params["after_id"] = listed.get("last_id") or data[-1]["id"]
+        return found
+
+    async def _results(
+        self, handle: BatchHandle, status: BatchStatus
+    ) -> AsyncIterator[BatchResult]:
+        # The key goes with the request: follow results_url only on the configured host.
+        own = self._url(f"/{handle.remote_id}/results")
+        given = status.output_refs.get("results_url", "")
+        url = given if given and urlsplit(given)[:2] == urlsplit(own)[:2] else own
+        async for line in self._lines(url):
+            custom_id = str(line.get("custom_id"))
+            result = line.get("result") or {}
+            kind = result.get("type")
+            if kind == "succeeded":
+                yield self._result(custom_id, result.get("message"))
+            elif kind == "errored":
+                error = (result.get("error") or {}).get("error") or {}
+                error_type = str(error.get("type", "api_error"))
+                retry = error_type in {"api_error", "overloaded_error", "rate_limit_error"}
+                yield self._failure(
+                    custom_id,
+                    str(error.get("message", error_type)),
+                    "server" if retry else "bad_request",
+                    result,
+                )
+            else:
+                yield self._failure(
+                    custom_id,
+                    f"Request {kind}.",
+                    "cancelled" if kind == "canceled" else "expired",
+                    result,
+                )

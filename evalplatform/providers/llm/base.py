@@ -234,6 +234,8 @@ class Adapter(ABC):
     as they arrive and, last, the complete ``LLMResponse`` (text, usage, finish reason)."""
 
     protocol: str
+    # The provider's public endpoint, for a connection that names no base URL ("" for none).
+    default_base_url: ClassVar[str] = ""
     # Whether the provider can hold a reply to a JSON schema (``schema_params``).
     structured_output: ClassVar[bool] = False
     # The family of models the provider serves when it serves only its own (None when a
@@ -359,6 +361,22 @@ class HTTPAdapter(Adapter):
         reports neither."""
         return "", None
 
+    @classmethod
+    def quota_exhausted(
+        cls,
+        message: str,
+        error_type: str,
+        code: str,
+        hint: float | None,
+        headers: Mapping[str, str],
+    ) -> bool:
+        """Whether a 429 says billing or quota is exhausted (waiting will not pass it; a
+        rate limit will): ``errors.from_response`` asks with the error body's fields, the
+        wait hint and the headers. Every protocol reads OpenAI's word for it,
+        ``insufficient_quota`` in the type or code (its rate-limit messages may link to
+        billing pages, so not the text); a provider adds its own signs."""
+        return "insufficient_quota" in (error_type, code)
+
     # --- shared ---
     def _url(self, request: LLMRequest, *, stream: bool) -> httpx.URL:
         """``url`` parsed once per distinct URL (httpx parses a string on every request)."""
@@ -397,7 +415,9 @@ class HTTPAdapter(Adapter):
         # The read response (headers copied, body decoded) is built only for an error.
         if response.status_code >= 300:
             raise errors.from_response(
-                read_response(response, raw), protocol=self.protocol, secret=self.api_key
+                read_response(response, raw),
+                quota_exhausted=self.quota_exhausted,
+                secret=self.api_key,
             )
         try:
             data = json.loads(raw)
@@ -475,7 +495,9 @@ class HTTPAdapter(Adapter):
             if response.status_code >= 300:
                 raw = await read_capped(response, reply_byte_cap())
                 raise errors.from_response(
-                    read_response(response, raw), protocol=self.protocol, secret=self.api_key
+                    read_response(response, raw),
+                    quota_exhausted=self.quota_exhausted,
+                    secret=self.api_key,
                 )
             yield response
 

@@ -1,4 +1,4 @@
-"""Batch APIs of the three protocols behind one interface.
+"""The batch interface each provider's ``Batches`` implements, and what they share.
 
 ``submit`` takes a stream of ``(custom_id, LLMRequest)`` and writes each provider body into a
 spooled temporary file (memory up to 8 MB, then disk), so a million-line batch is never held
@@ -9,6 +9,11 @@ providers; ``results`` yields ``BatchResult``s (a completion or a ``ProviderErro
 
 Normalized states: validating, in_progress, finalizing, completed, failed, expired,
 cancelling, cancelled (``done`` for the last four and for completed).
+
+Each provider's module holds its ``Batches`` (its wire, its states, its ``limits``); this
+module holds the interface, the chunking and what their ``find`` shares (``CLOCK_SKEW_S``,
+``FIND_PAGES``, ``FIND_PAGE_SIZE``: read as ``batch.NAME`` at call time, so a test may
+patch them here).
 """
 
 from __future__ import annotations
@@ -28,6 +33,11 @@ from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderEr
 
 SPOOL_BYTES = 8 * 1024 * 1024
 DONE_STATES = {"completed", "failed", "expired", "cancelled"}
+# How far the provider's clock may be from ours when matching a batch by creation time.
+CLOCK_SKEW_S = 120
+# How many pages of recent batches ``find`` reads at most, of how many each.
+FIND_PAGES = 20
+FIND_PAGE_SIZE = 100
 
 
 @dataclass(frozen=True)
@@ -36,12 +46,9 @@ class BatchLimits:
     max_bytes: int
 
 
-LIMITS = {
-    "openai": BatchLimits(50_000, 200 * 1024 * 1024),
-    "anthropic": BatchLimits(100_000, 256 * 1024 * 1024),
-    # Inline Gemini batches must stay under 20 MB; larger inputs are split into several.
-    "gemini": BatchLimits(50_000, 20_000_000 - 1),
-}
+def json_line(data: Any) -> bytes:
+    """One request of a batch body: compact JSON, UTF-8."""
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 @dataclass
@@ -134,10 +141,14 @@ async def file_chunks(handle: IO[bytes], size: int = 1024 * 1024) -> AsyncIterat
 class Batches(ABC):
     """The batch side of one HTTP adapter (same client, base URL, key and options)."""
 
+    # The provider's limits on one batch, set by each provider's class (a larger submission
+    # is split); an instance may be given others.
+    limits: BatchLimits
+
     def __init__(self, adapter: HTTPAdapter, limits: BatchLimits | None = None):
         self.adapter = adapter
         self.protocol = adapter.protocol
-        self.limits = limits or LIMITS[self.protocol]
+        self.limits = limits or type(self).limits
 
     # --- shared plumbing ------------------------------------------------------------------------
     async def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
@@ -150,7 +161,7 @@ class Batches(ABC):
             raise errors.from_transport(exc) from exc
         if response.status_code >= 300:
             raise errors.from_response(
-                response, protocol=self.protocol, secret=self.adapter.api_key
+                response, quota_exhausted=self.adapter.quota_exhausted, secret=self.adapter.api_key
             )
         return response
 
@@ -167,7 +178,9 @@ class Batches(ABC):
                 if resp.status_code >= 300:
                     await resp.aread()
                     raise errors.from_response(
-                        resp, protocol=self.protocol, secret=self.adapter.api_key
+                        resp,
+                        quota_exhausted=self.adapter.quota_exhausted,
+                        secret=self.adapter.api_key,
                     )
                 async for line in resp.aiter_lines():
                     if line.strip():
@@ -231,7 +244,7 @@ class Batches(ABC):
         display_name: str = "batch",
         on_submitted: Callable[[BatchHandle], Awaitable[None] | None] | None = None,
     ) -> list[BatchHandle]:
-        """Submit, splitting by the provider's limits (and by model for Gemini).
+        """Submit, splitting by the provider's limits and by ``group`` (Gemini: the model).
 
         ``on_submitted`` sees each handle as soon as the provider accepted it, so the batch
         registry can record it before the next one is sent. If a later submission fails,
@@ -250,7 +263,7 @@ class Batches(ABC):
 
         try:
             for custom_id, request in items:
-                group = request.model if self.protocol == "gemini" else ""
+                group = self.group(request)
                 line = self.line(custom_id, request)
                 if not self.new_chunk(display_name, group).fits(line, self.limits):
                     raise ProviderError(
@@ -304,6 +317,10 @@ class Batches(ABC):
                 )
 
     # --- per protocol -------------------------------------------------------------------------
+    def group(self, request: LLMRequest) -> str:
+        """What requests must share to go in one provider batch ("": any may)."""
+        return ""
+
     @abstractmethod
     def new_chunk(self, display_name: str, group: str) -> Chunk: ...
 

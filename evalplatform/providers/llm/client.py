@@ -1,6 +1,9 @@
 """One client per provider connection: a shared ``httpx.AsyncClient`` (pooling, timeouts,
 limits), a concurrency cap, an optional requests-per-minute limit that slows down when the
-provider answers 429, and the retry policy around every call."""
+provider answers 429, and the retry policy around every call.
+
+``HTTP_ADAPTERS`` and ``BATCHES`` are the registries of the kinds that go over HTTP and of
+those with a batch API; each class comes from its provider's module."""
 
 from __future__ import annotations
 
@@ -14,17 +17,12 @@ from typing import Any
 import httpx
 
 from evalplatform.providers.llm import errors
-from evalplatform.providers.llm.anthropic import AnthropicAdapter
+from evalplatform.providers.llm.anthropic import AnthropicAdapter, AnthropicBatches
 from evalplatform.providers.llm.base import Adapter, HTTPAdapter, HTTPPool, StreamItem
 from evalplatform.providers.llm.batch import Batches, BatchLimits
-from evalplatform.providers.llm.batch_protocols import (
-    AnthropicBatches,
-    GeminiBatches,
-    OpenAIBatches,
-)
-from evalplatform.providers.llm.gemini import GeminiAdapter
+from evalplatform.providers.llm.gemini import GeminiAdapter, GeminiBatches
 from evalplatform.providers.llm.mock import MockAdapter, MockSettings
-from evalplatform.providers.llm.openai import OpenAIAdapter
+from evalplatform.providers.llm.openai import OpenAIAdapter, OpenAIBatches
 from evalplatform.providers.llm.retry import Attempts, RetryPolicy, with_retries
 from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
 

@@ -1,10 +1,11 @@
-"""Classifying failures and reading retry hints, for all three protocols."""
+"""Classifying failures and reading retry hints, in no provider's words: what a 429 means
+beyond a rate limit is the adapter's to say (``HTTPAdapter.quota_exhausted``)."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote
@@ -28,6 +29,9 @@ _PERMANENT_KINDS = {
     422: "bad_request",
 }
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+# Whether a 429 is billing or quota exhaustion, from (message, type, code, wait hint,
+# headers): an adapter's ``quota_exhausted``.
+QuotaRule = Callable[[str, str, str, float | None, Mapping[str, str]], bool]
 
 
 def _json(text: str) -> Any:
@@ -100,8 +104,11 @@ def redact(error: ProviderError, secret: str) -> ProviderError:
     return error
 
 
-def from_response(response: httpx.Response, *, protocol: str, secret: str = "") -> ProviderError:
-    """Classify a non-2xx response (``secret``, the API key, is cut out of what is kept)."""
+def from_response(
+    response: httpx.Response, *, quota_exhausted: QuotaRule, secret: str = ""
+) -> ProviderError:
+    """Classify a non-2xx response (``secret``, the API key, is cut out of what is kept);
+    ``quota_exhausted`` tells a 429 that waiting will not pass from a rate limit."""
     status = response.status_code
     text = scrub(response.text, secret)
     body = _json(text)
@@ -124,15 +131,7 @@ def from_response(response: httpx.Response, *, protocol: str, secret: str = "") 
         )
 
     if status == 429:
-        # Billing and quota exhaustion will not pass by waiting: OpenAI says so in the
-        # type or code (its rate-limit messages may link to billing pages, so not the text).
-        if "insufficient_quota" in (error_type, code):
-            return error("quota", False)
-        # Gemini uses RESOURCE_EXHAUSTED for both: a rate limit comes with RetryInfo.
-        if protocol == "gemini" and hint is None and "billing" in message.lower():
-            return error("quota", False)
-        # Anthropic: a spend-cap 429 carries no retry-after; a rate-limit 429 does.
-        if protocol == "anthropic" and "retry-after" not in response.headers:
+        if quota_exhausted(message, error_type, code, hint, response.headers):
             return error("quota", False)
         return error("rate_limit", True)
     if status == 529:

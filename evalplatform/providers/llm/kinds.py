@@ -2,8 +2,9 @@
 neutral request fields (reasoning, a response schema), and whether it has a batch API.
 
 The apps ask here instead of comparing a connection's ``kind`` with a provider's name: a
-new provider is one adapter module and one line in ``ADAPTERS`` (and ``client.BATCHES``
-when it has a batch protocol).
+new provider is one module (its adapter, and its ``Batches`` when it has a batch API), one
+line in ``ADAPTERS`` and ``client.HTTP_ADAPTERS`` (and ``client.BATCHES``), and its
+``ProviderKind``.
 """
 
 from __future__ import annotations

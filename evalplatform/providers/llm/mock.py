@@ -203,6 +203,7 @@ class MockAdapter(Adapter):
     them), and has no structured output."""
 
     protocol = "mock"
+    default_base_url = ""  # in-process: nothing to reach
     own_family = "mock"
     DIALECTS = (AnthropicAdapter, GeminiAdapter, OpenAIAdapter)
 

@@ -1,12 +1,24 @@
-"""OpenAI Chat Completions and any OpenAI-compatible server (Together, Ollama, vLLM, ...)."""
+"""OpenAI Chat Completions and any OpenAI-compatible server (Together, Ollama, vLLM, ...):
+the live adapter (its words for reasoning, response schemas and images, its public base URL)
+and the Batch API (files, batches, limits). Its quota word, ``insufficient_quota``, is the
+one every adapter reads (``HTTPAdapter.quota_exhausted``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from typing import IO, Any
 
-from evalplatform.providers.llm import errors
+from evalplatform.providers.llm import batch, errors
 from evalplatform.providers.llm.base import HTTPAdapter, StreamState, _int_or_none, join_url
+from evalplatform.providers.llm.batch import (
+    Batches,
+    BatchHandle,
+    BatchLimits,
+    BatchResult,
+    BatchStatus,
+    Chunk,
+    json_line,
+)
 from evalplatform.providers.llm.types import LLMRequest, Reasoning, ResponseSchema
 
 # The effort asked for when a request wants reasoning and names none (OpenAI's default).
@@ -15,6 +27,7 @@ DEFAULT_EFFORT = "medium"
 
 class OpenAIAdapter(HTTPAdapter):
     protocol = "openai"
+    default_base_url = "https://api.openai.com"
     filtered_finishes = frozenset({"content_filter"})
     structured_output = True
     chat_completions = True
@@ -132,3 +145,123 @@ class OpenAIAdapter(HTTPAdapter):
             state.finish_reason = choice["finish_reason"]
             state.finished = True
         return (choice.get("delta") or {}).get("content") or ""
+
+
+class OpenAIBatches(Batches):
+    limits = BatchLimits(50_000, 200 * 1024 * 1024)
+    _STATES = {
+        "validating": "validating",
+        "in_progress": "in_progress",
+        "finalizing": "finalizing",
+        "completed": "completed",
+        "failed": "failed",
+        "expired": "expired",
+        "cancelling": "cancelling",
+        "cancelled": "cancelled",
+    }
+
+    def _url(self, path: str) -> str:
+        return join_url(self.adapter.base_url, "/v1", path)
+
+    def new_chunk(self, display_name: str, group: str) -> Chunk:
+        return Chunk()
+
+    def line(self, custom_id: str, request: LLMRequest) -> bytes:
+        body = self.adapter._body(request, stream=False)
+        return json_line(
+            {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions", "body": body}
+        )
+
+    async def create(self, body: IO[bytes], chunk: Chunk, group: str, name: str) -> BatchHandle:
+        upload = await self._json(
+            "POST",
+            self._url("/files"),
+            data={"purpose": "batch"},
+            files={"file": (f"{name}.jsonl", body, "application/jsonl")},
+        )
+        created = await self._json(
+            "POST",
+            self._url("/batches"),
+            json={
+                "input_file_id": upload["id"],
+                "endpoint": "/v1/chat/completions",
+                "completion_window": "24h",
+                "metadata": {"name": name[:512]},
+            },
+        )
+        return BatchHandle(
+            self.protocol, created["id"], chunk.count, chunk.size, input_file_id=upload["id"]
+        )
+
+    def _status(self, data: dict[str, Any]) -> BatchStatus:
+        counts = data.get("request_counts") or {}
+        refs = {k: data[k] for k in ("output_file_id", "error_file_id") if data.get(k)}
+        return BatchStatus(
+            state=self._STATES.get(data["status"], "in_progress"),
+            provider_state=data["status"],
+            total=int(counts.get("total", 0)),
+            succeeded=int(counts.get("completed", 0)),
+            failed=int(counts.get("failed", 0)),
+            output_refs=refs,
+            raw=data,
+        )
+
+    async def poll(self, handle: BatchHandle) -> BatchStatus:
+        return self._status(await self._json("GET", self._url(f"/batches/{handle.remote_id}")))
+
+    async def cancel(self, handle: BatchHandle) -> BatchStatus:
+        url = self._url(f"/batches/{handle.remote_id}/cancel")
+        return self._status(await self._json("POST", url))
+
+    async def find(
+        self, name: str, *, request_count: int, created_after: float, exclude: set[str]
+    ) -> list[BatchHandle]:
+        found = []
+        params: dict[str, Any] = {"limit": batch.FIND_PAGE_SIZE}
+        for _ in range(batch.FIND_PAGES):  # newest first: stop at batches older than the submission
+            listed = await self._json("GET", self._url("/batches"), params=params)
+            data = listed.get("data") or []
+            for b in data:
+                if (b.get("metadata") or {}).get("name") == name[:512] and b["id"] not in exclude:
+                    found.append(
+                        BatchHandle(
+                            self.protocol,
+                            b["id"],
+                            int((b.get("request_counts") or {}).get("total", 0)),
+                            0,
+                            input_file_id=str(b.get("input_file_id") or ""),
+                        )
+                    )
+            older = data and int(data[-1].get("created_at", 0)) < created_after - batch.CLOCK_SKEW_S
+            if not listed.get("has_more") or not data or older:
+                break
+            params["after"] = data[-1]["id"]
+        return found
+
+    async def _results(
+        self, handle: BatchHandle, status: BatchStatus
+    ) -> AsyncIterator[BatchResult]:
+        for ref in ("output_file_id", "error_file_id"):
+            file_id = status.output_refs.get(ref)
+            if not file_id:
+                continue
+            async for line in self._lines(self._url(f"/files/{file_id}/content")):
+                custom_id = str(line.get("custom_id"))
+                response, error = line.get("response"), line.get("error")
+                if response and int(response.get("status_code", 0)) < 300:
+                    yield self._result(custom_id, response.get("body"))
+                elif response:
+                    body = response.get("body") or {}
+                    message = (body.get("error") or {}).get("message", "request failed")
+                    status_code = int(response.get("status_code", 0)) or None
+                    yield self._http_failure(custom_id, message, status_code, body)
+                else:
+                    code = str((error or {}).get("code", "batch_error"))
+                    kind = (
+                        "expired"
+                        if code == "batch_expired"
+                        else ("cancelled" if "cancel" in code else "batch_error")
+                    )
+                    yield self._failure(
+                        custom_id, str((error or {}).get("message", code)), kind, error
+                    )
