@@ -17,6 +17,7 @@ from typing import Any
 
 from evalplatform import validation
 from evalplatform.errors import FieldErrors
+from evalplatform.providers.llm import kinds
 from generation.models import JobMode
 
 
@@ -112,31 +113,10 @@ def params_problem(params: Any) -> str | None:
 
 # Request fields the job sets itself: parameters may not override them, or the budget
 # reservation (based on max_tokens and one reply) and the pricing would be wrong.
-_RESERVED_KEYS = {
-    "model",
-    "messages",
-    "contents",
-    "system",
-    "systemInstruction",
-    "stream",
-    "n",
-    "max_tokens",
-    "max_completion_tokens",
-    "temperature",
-    "candidateCount",
-    "maxOutputTokens",
-}
-
-
 def reserved_params(params: Mapping[str, Any]) -> list[str]:
-    """The parameters a job sets itself; ``"temperature": null`` (send none) is allowed."""
-    found = sorted(
-        k for k in params if k in _RESERVED_KEYS and not (k == "temperature" and params[k] is None)
-    )
-    config = params.get("generationConfig")
-    if isinstance(config, Mapping):
-        found += [f"generationConfig.{k}" for k in sorted(config) if k in _RESERVED_KEYS]
-    return found
+    """The parameters a job sets itself (each provider's words: ``kinds.reserved_params``);
+    ``"temperature": null`` (send none) is allowed."""
+    return kinds.reserved_params(params)
 
 
 def source_spec(value: Any) -> dict[str, Any]:

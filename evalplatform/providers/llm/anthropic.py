@@ -36,6 +36,9 @@ class AnthropicAdapter(HTTPAdapter):
     default_base_url = "https://api.anthropic.com"
     filtered_finishes = frozenset({"refusal"})
     structured_output = True
+    reserved_fields = frozenset(
+        {"model", "messages", "system", "stream", "max_tokens", "temperature"}
+    )
     own_family = "anthropic"
 
     @classmethod

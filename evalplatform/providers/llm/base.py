@@ -241,6 +241,10 @@ class Adapter(ABC):
     # The family of models the provider serves when it serves only its own (None when a
     # server of this protocol may serve anyone's, as OpenAI-compatible ones do).
     own_family: ClassVar[str | None] = None
+    # The request body's fields the platform sets itself (a configuration's parameters may
+    # not): top level, and within ``reserved_within`` (Gemini's ``generationConfig``).
+    reserved_fields: ClassVar[frozenset[str]] = frozenset()
+    reserved_within: ClassVar[str | None] = None
     # Whether the provider takes Chat Completions bodies as they are (its parameters pass
     # through a judge file's rows unchanged).
     chat_completions: ClassVar[bool] = False

@@ -40,6 +40,17 @@ class GeminiAdapter(HTTPAdapter):
     default_base_url = "https://generativelanguage.googleapis.com"
     filtered_finishes = frozenset(_BLOCKED)
     structured_output = True
+    reserved_fields = frozenset(
+        {
+            "model",
+            "contents",
+            "systemInstruction",
+            "candidateCount",
+            "maxOutputTokens",
+            "temperature",
+        }
+    )
+    reserved_within = "generationConfig"
     own_family = "google"
 
     @classmethod

@@ -34,6 +34,22 @@ def adapter_for(kind: str) -> type[Adapter]:
     return ADAPTERS.get(kind, MockAdapter)
 
 
+def reserved_params(params: Mapping[str, Any]) -> list[str]:
+    """The parameters a configuration may not set, in any provider's words, because the
+    platform sets them itself (the model, the messages, the token limit, the temperature,
+    one reply, streaming); ``"temperature": null`` (send none) is allowed."""
+    adapters = [ADAPTERS[kind] for kind in ("openai", "anthropic", "gemini")]
+    fields = frozenset().union(*(a.reserved_fields for a in adapters))
+    found = sorted(
+        k for k in params if k in fields and not (k == "temperature" and params[k] is None)
+    )
+    for adapter in adapters:
+        nested = params.get(adapter.reserved_within) if adapter.reserved_within else None
+        if isinstance(nested, Mapping):
+            found += [f"{adapter.reserved_within}.{k}" for k in sorted(nested) if k in fields]
+    return found
+
+
 def own_family(kind: str) -> str | None:
     """The family of the kind's models when its provider serves only its own (a
     connection's kind says who made a model only then)."""

@@ -30,6 +30,9 @@ class OpenAIAdapter(HTTPAdapter):
     default_base_url = "https://api.openai.com"
     filtered_finishes = frozenset({"content_filter"})
     structured_output = True
+    reserved_fields = frozenset(
+        {"model", "messages", "stream", "n", "max_tokens", "max_completion_tokens", "temperature"}
+    )
     chat_completions = True
 
     @classmethod
