@@ -38,7 +38,7 @@ def stored_tasks(app_configs: Any = None, databases: Any = None, **kwargs: Any) 
         found += [(f"schedule {n!r}", f) for n, f in Schedule.objects.values_list("name", "func")]
         found += [
             (f"a task of team {t} waiting", f)
-            for t, f in TeamTask.objects.values_list("team_id", "func").distinct()
+            for t, f in TeamTask.objects.order_by().values_list("team_id", "func").distinct()
         ]
     except DatabaseError:
         return []  # not migrated yet: nothing stored to check

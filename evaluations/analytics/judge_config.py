@@ -19,10 +19,12 @@ from evaluations.judgments.models import LLMJudge
 
 
 def thinking_setting(params: Any, kind: str = "mock") -> Any:
-    """The thinking (reasoning) setting among a model configuration's parameters, in its
-    provider's words (the provider's adapter reads it: e.g. Anthropic's ``thinking``,
-    Gemini's ``thinkingConfig``, OpenAI's ``reasoning_effort`` as ``{"reasoning_effort":
-    "high"}``; the mock's, any of them). None when the parameters set none."""
+    """The thinking (reasoning) setting among a model configuration's parameters, as they
+    write it: Anthropic's ``thinking``, Gemini's ``thinkingConfig``, OpenAI's
+    ``reasoning_effort`` as ``{"reasoning_effort": "high"}`` (``kind``: read in that
+    provider's words only; by default in any provider's, as the mock reads them). None when
+    the parameters set none. Whether the configuration asks its provider for reasoning is
+    ``kinds.reasoning_in`` of its connection's kind (the cards' ``thinking_requested``)."""
     return kinds.reasoning_setting(kind, params)
 
 
@@ -36,7 +38,10 @@ def configuration(judge: LLMJudge) -> dict[str, Any]:
         "model": judge.llm_model.model_id,
         "provider": judge.llm_model.connection.kind,
         "params": judge.params or {},
-        "thinking": thinking_setting(judge.params, judge.llm_model.connection.kind),
+        # As written, in any provider's words: a configuration's fingerprint depends on it,
+        # so it reads as it was recorded (what the provider honours is the card's
+        # ``reasoning.thinking_requested``).
+        "thinking": thinking_setting(judge.params),
         "prompt_version": judge.prompt_version_id,
         "prompt": f"{version.template.name} v{version.number}",
         "temperatures": judge.temperatures,

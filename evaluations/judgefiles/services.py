@@ -635,20 +635,31 @@ def sweep() -> dict[str, list[int]]:
     )
     done: dict[str, list[int]] = {"requeued": [], "expired": [], "finalizing": []}
     for pk in list(due.values_list("pk", flat=True)[:SWEEP_BATCHES]):
-        with transaction.atomic():
-            batch = (
-                JudgeBatch.objects.select_for_update(of=("self",), skip_locked=True)
-                .select_related("job")
-                .filter(pk=pk, status__in=OPEN)
-                .first()
-            )
-            if batch is None:
-                continue
-            step = _swept(batch, now)
-            if step:
-                batch.save()
-                done[step].append(batch.pk)
+        try:
+            step = _sweep_one(pk, now)
+        except Exception:  # a race (its job ended meanwhile), a deadlock: the next sweep
+            logger.exception("judge batch %s: the sweep failed", pk)
+            continue
+        if step:
+            done[step].append(pk)
     return done
+
+
+def _sweep_one(pk: int, now: Any) -> str | None:
+    """One batch's step of the sweep, under its lock (a batch a task holds is skipped)."""
+    with transaction.atomic():
+        batch = (
+            JudgeBatch.objects.select_for_update(of=("self",), skip_locked=True)
+            .select_related("job")
+            .filter(pk=pk, status__in=OPEN)
+            .first()
+        )
+        if batch is None:
+            return None
+        step = _swept(batch, now)
+        if step:
+            batch.save()
+        return step
 
 
 def _swept(batch: JudgeBatch, now: Any) -> str | None:

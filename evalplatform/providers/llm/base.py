@@ -250,7 +250,7 @@ class Adapter(ABC):
     chat_completions: ClassVar[bool] = False
     # The provider's words for reasoning when a request asks for it without an effort or a
     # budget of its own.
-    OFF_WORDS: ClassVar[frozenset[str]] = frozenset({"none", "off", "disabled", "0", "false"})
+    OFF_WORDS: ClassVar[frozenset[str]] = frozenset({"", "none", "off", "disabled", "0", "false"})
 
     @abstractmethod
     async def complete(self, request: LLMRequest) -> LLMResponse: ...

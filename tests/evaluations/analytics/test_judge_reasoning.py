@@ -59,7 +59,7 @@ def test_the_card_says_reasoning_was_asked_for_in_each_providers_words(
 
 def test_another_providers_words_ask_nothing_of_this_one(api, people, team_a, fake_provider):
     """An Anthropic judge given OpenAI's ``reasoning_effort`` asked Anthropic for nothing: its
-    card neither shows a setting nor says reasoning was asked for."""
+    card shows the setting as written but does not say reasoning was asked for."""
     connection = ProviderConnection.objects.create(
         team=team_a, name="a", kind="anthropic", base_url=fake_provider.url
     )
@@ -71,4 +71,7 @@ def test_another_providers_words_ask_nothing_of_this_one(api, people, team_a, fa
     )  # fmt: skip
     run_judge(api, people["manager"], judge)
     _, card = card_of(api, people["viewer"], judge)
-    assert card["thinking"] is None and card["reasoning"]["thinking_requested"] is False
+    assert card["thinking"] == {"reasoning_effort": "high"}
+    assert card["reasoning"]["thinking_requested"] is False
+    # The setting reads as its run recorded it: the card is not stale.
+    assert card["stale"] is False
