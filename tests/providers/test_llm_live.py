@@ -277,6 +277,22 @@ def test_rate_limits_with_billing_words_are_still_rate_limits():
     assert (error.kind, error.retry_after) == ("rate_limit", 7.0)
 
 
+@pytest.mark.parametrize("status", [400, 429, 500])
+@pytest.mark.parametrize("body", [{"error": "overloaded"}, {"error": ["x"]}, {"error": None}, []])
+def test_an_error_body_of_any_shape_is_classified(status, body):
+    """A server (an OpenAI-compatible proxy, say) whose error is no object: still a
+    ProviderError of the status's kind, never a crash in the classifier."""
+    import httpx
+
+    from evalplatform.providers.llm import errors
+    from evalplatform.providers.llm.openai import OpenAIAdapter
+
+    response = httpx.Response(status, json=body)
+    error = errors.from_response(response, quota_exhausted=OpenAIAdapter.quota_exhausted)
+    assert isinstance(error, ProviderError) and error.retry_after is None
+    assert error.kind == {400: "bad_request", 429: "rate_limit", 500: "server"}[status]
+
+
 @pytest.mark.parametrize("kind", PROTOCOLS)
 def test_streams_must_finish_and_filters_are_reported(fake_provider, kind):
     with pytest.raises(ProviderError) as err:

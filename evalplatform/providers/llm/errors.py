@@ -60,7 +60,8 @@ def retry_after_s(headers: Mapping[str, str], body: Any = None) -> float | None:
             except (TypeError, ValueError):
                 hint = None
     if hint is None and isinstance(body, dict):
-        details = (body.get("error") or {}).get("details") or []
+        error = body.get("error")
+        details = (error.get("details") if isinstance(error, dict) else None) or []
         for detail in details if isinstance(details, list) else []:
             if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("RetryInfo"):
                 match = _DURATION.match(str(detail.get("retryDelay", "")))
