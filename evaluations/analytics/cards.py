@@ -245,7 +245,6 @@ def human_agreement(
 def judge_cards(
     loaded: AnalysisData,
     reading: Reading,
-    kind: str | None,
     options: Mapping[str, Any],
 ) -> list[dict[str, Any]]:
     """One card per judge and temperature its verdicts or failures were made at, in the

@@ -18,14 +18,13 @@ from evaluations.analytics.data import Row
 from evaluations.judgments.models import LLMJudge
 
 
-def thinking_setting(params: Any, kind: str = "mock") -> Any:
+def thinking_setting(params: Any) -> Any:
     """The thinking (reasoning) setting among a model configuration's parameters, as they
-    write it: Anthropic's ``thinking``, Gemini's ``thinkingConfig``, OpenAI's
-    ``reasoning_effort`` as ``{"reasoning_effort": "high"}`` (``kind``: read in that
-    provider's words only; by default in any provider's, as the mock reads them). None when
-    the parameters set none. Whether the configuration asks its provider for reasoning is
+    write it, in any provider's words: Anthropic's ``thinking``, Gemini's ``thinkingConfig``,
+    OpenAI's ``reasoning_effort`` as ``{"reasoning_effort": "high"}``. None when the
+    parameters set none. Whether the configuration asks its provider for reasoning is
     ``kinds.reasoning_in`` of its connection's kind (the cards' ``thinking_requested``)."""
-    return kinds.reasoning_setting(kind, params)
+    return kinds.reasoning_setting_as_written(params)
 
 
 def configuration(judge: LLMJudge) -> dict[str, Any]:

@@ -150,15 +150,13 @@ def select(loaded: AnalysisData, raters: str) -> Selection:
     )
 
 
-def judge_trust(
-    loaded: AnalysisData, analysis: Analysis, kind: str | None, options: dict[str, Any]
-) -> Trust:
+def judge_trust(loaded: AnalysisData, analysis: Analysis, options: dict[str, Any]) -> Trust:
     """Every judge configuration's card (``cards.judge_cards``) with its trust."""
     gate = cards.gate_of(loaded.gate)
     opted = {j.pk: j.include_untrusted for j in loaded.judges}
     held = [
         card | {"trust": cards.trust(card, gate, judge_opt_in=opted.get(card["judge"], False))}
-        for card in cards.judge_cards(loaded, analysis, kind, options)
+        for card in cards.judge_cards(loaded, analysis, options)
     ]
     left_out = frozenset(
         (c["judge"], c["temperature"]) for c in held if not c["trust"]["counted_in_rankings"]
@@ -214,9 +212,8 @@ def run(
     scenario, variants, config = loaded.scenario, loaded.variants, loaded.scenario.config
     selected = select(loaded, raters)
     scenario_kind = registry.of(scenario)
-    kind = scenario_kind.analysis
     progress("judge cards and trust", 0.05)
-    trust = judge_trust(loaded, analysis, kind, options)
+    trust = judge_trust(loaded, analysis, options)
     ranked = [r for r in selected.rows if trust.counted(r)]
     progress("strengths, rankings and bootstrap intervals", 0.1)
     sections = analysis.results(ranked, variants, config, options)

@@ -65,17 +65,20 @@ def may(batch: JudgeBatch, transition: str) -> bool:
     return batch.status in TRANSITIONS[transition][0]
 
 
-def move(batch: JudgeBatch, transition: str, now: Any, to: str | None = None) -> None:
-    """Take ``transition`` (to ``to`` where it may reach several statuses), stamping when;
-    the caller holds the batch's lock and saves it."""
+def move(
+    batch: JudgeBatch, transition: str, now: Any, to: str | None = None, *, stamp: bool = True
+) -> None:
+    """Take ``transition`` (to ``to`` where it may reach several statuses), stamping when
+    (unless ``stamp`` is false: a reopened batch keeps when it first started); the caller
+    holds the batch's lock and saves it."""
     leaves, reaches = TRANSITIONS[transition]
     target = to if to is not None else next(iter(reaches)) if len(reaches) == 1 else ""
     if batch.status not in leaves or target not in reaches:
         raise Refused(f"{transition}: {batch.status} -> {target or '?'}")
     batch.status = target
-    stamp = STAMPS.get(target)
-    if stamp is not None:
-        setattr(batch, stamp, now)
+    field = STAMPS.get(target)
+    if stamp and field is not None:
+        setattr(batch, field, now)
 
 
 def current(batch: JudgeBatch) -> JudgeBatch:

@@ -966,9 +966,7 @@ def _reopen(batch_id: int) -> None:
         batch.errors = None
         batch.finalizing_at = batch.completed_at = batch.failed_at = None
         batch.cancelling_at = batch.cancelled_at = None
-        in_progress_at = batch.in_progress_at
-        batch_lifecycle.move(batch, "reopened", timezone.now())
-        batch.in_progress_at = in_progress_at  # when it first started, as before
+        batch_lifecycle.move(batch, "reopened", timezone.now(), stamp=False)
         batch.save()
         JudgeFile.objects.filter(pk__in=stale).delete()
 

@@ -77,9 +77,10 @@ def schema_params(kind: str, schema: ResponseSchema) -> dict[str, Any]:
     return adapter_for(kind).schema_params(schema)
 
 
-def reasoning_setting(kind: str, params: Mapping[str, Any]) -> Any:
-    """The reasoning setting among a configuration's parameters, in the kind's words."""
-    return adapter_for(kind).reasoning_setting(params) if isinstance(params, Mapping) else None
+def reasoning_setting_as_written(params: Mapping[str, Any]) -> Any:
+    """The reasoning setting among a configuration's parameters in any provider's words (as
+    the mock reads them: Anthropic's, then Gemini's, then OpenAI's)."""
+    return MockAdapter.reasoning_setting(params) if isinstance(params, Mapping) else None
 
 
 def reasoning_in(kind: str, params: Mapping[str, Any]) -> Reasoning | None:
