@@ -60,6 +60,16 @@ def is_integer(value: Any) -> TypeGuard[int]:
     return _is_int(value)
 
 
+# The largest primary key (``BigAutoField``): an id past it names nothing, and a database
+# driver refuses to bind it (SQLite raises ``OverflowError``), so it is refused as input.
+ID_MAX = 2**63 - 1
+
+
+def is_id(value: Any) -> TypeGuard[int]:
+    """An integer that can be an object's id: from 1 to ``ID_MAX``, and not a boolean."""
+    return _is_int(value) and 1 <= value <= ID_MAX
+
+
 def digits(text: Any, *, most: int = 18, signed: bool = False) -> int | None:
     """The whole number a text field holds, or None: ASCII digits only (``"²".isdigit()`` is
     true, but ``int("²")`` fails) and at most ``most`` of them (``int`` refuses 4,300 and

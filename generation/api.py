@@ -28,7 +28,7 @@ from evalplatform.api.uploads import config_and_upload, csv_chunks, download
 from evalplatform.errors import FieldErrors
 from evalplatform.runs.models import BatchState, ProviderBatch
 from evalplatform.throttling import expensive
-from generation import batch_registry, exports, pilot, planning, selectors, services
+from generation import batch_registry, exports, job_input, pilot, planning, selectors, services
 from generation.models import GenerationJob, GenerationOutput
 
 
@@ -80,7 +80,13 @@ class JobSerializer(serializers.ModelSerializer):
 
     def get_models(self, job: GenerationJob) -> list[dict[str, Any]]:
         return [
-            {"id": m.pk, "label": m.label, "model": m.llm_model_id, "params": m.params}
+            {
+                "id": m.pk,
+                "label": m.label,
+                "model": m.llm_model_id,
+                "params": m.params,
+                "response_schema": m.response_schema,
+            }
             for m in job.models.all()
         ]
 
@@ -178,6 +184,10 @@ class OutputFilter(django_filters.FilterSet):
         fields = ["status", "model", "prompt", "item", "repetition", "temperature"]
 
 
+# The body as ``JobInput`` declares it; or multipart, a ``config`` field beside the ``file``.
+JOB_BODY = bodies.request(job_input.JobInput, *bodies.FORMS)
+
+
 def _job_input(request) -> tuple[dict[str, Any], bytes | None, str]:
     """The configuration (JSON body, or a multipart ``config`` field) and an uploaded file.
     The file is passed on unread: ``planning.job_plan`` hands it to ``sources.parse_upload``,
@@ -221,7 +231,7 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
     def _job(self) -> GenerationJob:
         return cast(GenerationJob, self.get_object())
 
-    @extend_schema(request=bodies.JOB, responses={201: JobSerializer})
+    @extend_schema(request=JOB_BODY, responses={201: JobSerializer})
     @expensive
     def create(self, request, *args, **kwargs):
         """Create a job: team, name, mode, source ({type: manual|prompt_only, format,
@@ -349,7 +359,7 @@ class EstimateView(APIView):
 
     parser_classes = [JSONParser, MultiPartParser, FormParser]
 
-    @extend_schema(request=bodies.JOB, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=JOB_BODY, responses=OpenApiTypes.OBJECT)
     @expensive
     def post(self, request):
         if not policy.has_feature_anywhere(request.user, GENERATION_CREATE):

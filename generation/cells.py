@@ -24,10 +24,16 @@ from django.utils import timezone
 from evalplatform import bulk
 from evalplatform.prompts.rendering import Block, render
 from evalplatform.providers.estimate import estimate_tokens
-from evalplatform.providers.llm.types import LLMRequest, LLMResponse, ProviderError
+from evalplatform.providers.llm.types import (
+    LLMRequest,
+    LLMResponse,
+    ProviderError,
+    ResponseSchema,
+)
 from evalplatform.providers.models import LLMModel
 from evalplatform.validation import INT_MAX
 from generation import events, results, statements
+from generation.job_input import response_schema
 from generation.models import GenerationJob, GenerationOutput, OutputStatus, SourceKind
 from generation.requests import RowRequest
 
@@ -88,9 +94,12 @@ class JobCells:
         }
         self.models: dict[int, tuple[LLMModel, dict[str, Any]]] = {}
         self.model_labels: dict[int, str] = {}
+        self.schemas: dict[int, ResponseSchema] = {}
         for m in job.models.select_related("llm_model__connection"):
             self.models[m.pk] = (m.llm_model, m.params)
             self.model_labels[m.pk] = m.label
+            if m.response_schema:
+                self.schemas[m.pk] = response_schema(m.response_schema)
         # The pending cells' select, compiled once for each limit and filter.
         self._pending: dict[tuple[Any, ...], statements.CompiledSelect] = {}
 
@@ -142,6 +151,7 @@ class JobCells:
             temperature=cell.temperature,
             max_tokens=self.max_tokens or UNCAPPED_RESERVE_TOKENS,
             params=params,
+            response_schema=self.schemas.get(cell.model_config_id),
             repetition=cell.repetition,
         ), model
 

@@ -1,101 +1,114 @@
-"""The declared input of a job request: what each part of a request to plan a job must look
-like, checked field by field without the database (``planning.job_plan`` adds the team's
-prompt versions, models and items, and the checks across fields).
-
-Each checker takes the raw value and the ``errors`` dict of the request, in the style of
-``evalplatform.validation``: it records a message under the field's key and returns a clean
-value (or a default), and raises nothing, except where a request cannot be read further
-(``source_spec``). The keys and messages are the API's: tests and clients depend on them.
-"""
+"""The declared input of a job request (``JobInput``): what each field of a request to plan
+a job must look like, checked without the database. ``planning.job_plan`` reads a request
+with it, then adds the team's prompt versions, models and items, and the checks across
+fields. The API documents its body with it, and the wizard's fields become the same mapping.
+The keys and messages are the API's: tests and clients depend on them."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
-from evalplatform import validation
-from evalplatform.errors import FieldErrors
+from evalplatform import inputs, validation
 from evalplatform.providers.llm import kinds
+from evalplatform.providers.llm.types import ResponseSchema
 from generation.models import JobMode
 
 
-@dataclass(frozen=True)
-class JobFields:
-    """The job's own settings: everything but its prompts, models and source."""
-
-    name: str
-    mode: Any  # one of ``JobMode``'s values; None when refused ("mode" in the errors)
-    finish_live: bool
-    repetitions: int
-    max_tokens: int | None
-    max_retries: int
-    concurrency: int
-    temperatures: list[float | None]  # None: a slot where no temperature is sent
-    budget_usd: Decimal | None
-
-    @classmethod
-    def read(cls, data: Mapping[str, Any], errors: dict[str, str]) -> JobFields:
-        """The settings of ``data``; their problems go to ``errors``, in this order."""
-        name = str(data.get("name") or "").strip()
-        if not name or len(name) > 200:
-            errors["name"] = "A job needs a name of at most 200 characters."
-        mode = validation.one_of(
-            data.get("mode", JobMode.LIVE),
-            name="mode",
-            choices=JobMode.values,
-            errors=errors,
-            message="live or batch.",
-        )
-        finish_live = data.get("finish_live", False)
-        # Stricter than ``validation.flag``: an explicit null is refused too.
-        if not isinstance(finish_live, bool):
-            errors["finish_live"] = "true or false."
-        return cls(
-            name=name,
-            mode=mode,
-            finish_live=finish_live is True,
-            repetitions=_whole(data, "repetitions", 1, 1, 100, errors),
-            max_tokens=validation.max_tokens(data.get("max_tokens"), errors=errors),
-            max_retries=_whole(data, "max_retries", 3, 0, 10, errors),
-            concurrency=_whole(data, "concurrency", 8, 1, 256, errors),
-            temperatures=validation.temperatures(
-                data.get("temperatures", [data.get("temperature", 0.7)]),
-                errors=errors,
-                default=[0.7],
-                allow_none=True,
-            ),
-            budget_usd=validation.usd(data.get("budget_usd"), errors=errors),
-        )
+def _name(raw: Any) -> str:
+    text = str(raw or "").strip()
+    if not text or len(text) > 200:
+        raise inputs.Invalid("A job needs a name of at most 200 characters.")
+    return text
 
 
-def _whole(
-    data: Mapping[str, Any], name: str, default: int, lo: int, hi: int, errors: dict[str, str]
-) -> int:
-    number = validation.whole_number(
-        data.get(name, default), name=name, lo=lo, hi=hi, errors=errors, default=default
-    )
-    return default if number is None else number
-
-
-def prompt_version_ids(value: Any, errors: dict[str, str]) -> list[int]:
-    """The prompt versions' ids, in order (empty when they are not a list of ids)."""
-    ids = value or []
-    if not isinstance(ids, list) or not ids or not all(validation.is_integer(i) for i in ids):
-        errors["prompt_versions"] = "Choose at least one prompt version (a list of ids)."
-        return []
-    return ids
-
-
-def model_entries(value: Any, errors: dict[str, str]) -> list[dict[str, Any]]:
-    """The model configurations, each as an object ``{model, label, params}`` (a bare id is
-    ``{"model": id}``); their fields are checked with the model they name (``params_problem``)."""
-    entries = value or []
+def _model_entries(raw: Any) -> list[dict[str, Any]]:
+    """Each model configuration as an object ``{model, label, params, response_schema}``
+    (a bare id is ``{"model": id}``); their fields are checked with the model they name
+    (``params_problem``, ``response_schema_problem``)."""
+    entries = raw or []
     if not isinstance(entries, list) or not entries:
-        errors["models"] = "Choose at least one model (ids, or objects {model, label, params})."
-        return []
+        raise inputs.Invalid(
+            "Choose at least one model (ids, or objects {model, label, params, response_schema})."
+        )
     return [m if isinstance(m, dict) else {"model": m} for m in entries]
+
+
+def _source(raw: Any) -> dict[str, Any]:
+    source = raw or {}
+    if not isinstance(source, dict):
+        raise inputs.Invalid("The source is an object: {type, format, content}.")
+    return source
+
+
+def _starts(raw: Any) -> bool:
+    return raw is True  # anything else creates the job without starting it
+
+
+class JobInput(inputs.Input):
+    """A request to plan (and create) a generation job: the API's body, the wizard's fields
+    and the internal sources' configurations alike."""
+
+    # Looked up first, with the user's rights (``planning.job_plan``).
+    team = inputs.Given(
+        openapi={"type": "string", "description": "The team's slug; optional with one team."},
+    )
+    name = inputs.Rule(
+        _name, fallback="", label="Job name", openapi={"type": "string", "maxLength": 200}
+    )
+    mode = inputs.OneOf(JobMode.choices, message="live or batch.", missing=JobMode.LIVE)
+    finish_live = inputs.Flag(
+        strict=True,
+        label="Finish failed rows live",
+        help_text="Batch mode: rows the batch failed finish live.",
+    )
+    repetitions = inputs.Whole(
+        1, 100, default=1, help_text="Calls per item, prompt, model and temperature."
+    )
+    max_tokens = inputs.Whole(
+        1, validation.MAX_TOKENS, help_text="A reply's token limit; null: the model's."
+    )
+    max_retries = inputs.Whole(0, 10, default=3, help_text="Retries of a failed call.")
+    concurrency = inputs.Whole(1, 256, default=8, help_text="Calls at once.")
+    temperatures = inputs.Temperatures(
+        allow_none=True,
+        missing=lambda data: [data.get("temperature", 0.7)],
+        help_text="Distinct temperatures from 0 to 2; null: a slot sending none.",
+    )
+    budget_usd = inputs.Usd(
+        label="Budget limit (USD)", help_text="A budget in USD, 4 decimals at most; null for none."
+    )
+    prompt_versions = inputs.Ids(
+        label="Prompt templates", message="Choose at least one prompt version (a list of ids)."
+    )
+    models = inputs.Rule(
+        _model_entries,
+        label="LLM models",
+        fallback=[],
+        openapi={
+            "type": "array",
+            "items": {},
+            "description": "Model ids, or objects {model, label, params, response_schema}.",
+        },
+    )
+    # The request's key; a declared field shadows ``Field.source`` only in the type checker.
+    source = inputs.Rule(  # type: ignore[assignment]
+        _source,
+        label="Input data",
+        fallback={},
+        openapi={
+            "type": "object",
+            "additionalProperties": {},
+            "description": "{type: manual|prompt_only, format, content}, or "
+            "{type: scenario, scenario: id}.",
+        },
+    )
+    start = inputs.Rule(
+        _starts,
+        openapi={"type": "boolean", "description": "true: start the job once it is created."},
+    )
 
 
 def params_problem(params: Any) -> str | None:
@@ -119,10 +132,33 @@ def reserved_params(params: Mapping[str, Any]) -> list[str]:
     return kinds.reserved_params(params)
 
 
-def source_spec(value: Any) -> dict[str, Any]:
-    """The source object; a request without one readable is refused at once (the other
-    fields' problems are not reported with it)."""
-    source = value or {}
-    if not isinstance(source, dict):
-        raise FieldErrors({"source": "The source is an object: {type, format, content}."})
-    return source
+# A response schema's name: what OpenAI's ``json_schema.name`` and Anthropic's tool names
+# take (letters, digits, "_" and "-", at most 64).
+_SCHEMA_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+SCHEMA_MAX_CHARS = 50_000
+
+
+def response_schema_problem(value: Any) -> str | None:
+    """What is wrong with a model configuration's ``response_schema``, if anything: an
+    object ``{"name": ..., "schema": {...}}`` (OpenAI's ``json_schema`` shape; the name is
+    optional), or null for free text."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, dict)
+        or not isinstance(value.get("schema"), dict)
+        or set(value) - {"name", "schema"}
+    ):
+        return 'A response schema is {"name": ..., "schema": {a JSON schema}}, or null.'
+    if "name" in value and not (
+        isinstance(value["name"], str) and _SCHEMA_NAME.fullmatch(value["name"])
+    ):
+        return "A schema's name is 1 to 64 letters, digits, _ or -."
+    if len(json.dumps(value["schema"])) > SCHEMA_MAX_CHARS:
+        return f"A schema of at most {SCHEMA_MAX_CHARS:,} characters as JSON."
+    return None
+
+
+def response_schema(stored: Mapping[str, Any]) -> ResponseSchema:
+    """The neutral request field of a stored ``response_schema``."""
+    return ResponseSchema(schema=stored["schema"], name=stored.get("name") or "reply")

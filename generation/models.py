@@ -188,6 +188,10 @@ class JobModel(models.Model):
     llm_model = models.ForeignKey(LLMModel, on_delete=models.PROTECT, related_name="+")
     label = models.CharField(max_length=250)
     params = models.JSONField(default=dict, blank=True)
+    # The JSON schema replies are held to, ``{"name": ..., "schema": {...}}`` (OpenAI's
+    # ``json_schema`` shape), in no provider's words: the adapter writes it (a strict
+    # ``response_format``, a forced tool, ``responseSchema``). Null: free text.
+    response_schema = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["job_id", "position"]

@@ -24,6 +24,7 @@ from evalplatform.providers.estimate import estimate_tokens
 from evalplatform.providers.llm.client import ProviderClient
 from evalplatform.providers.llm.retry import RetryPolicy
 from evalplatform.providers.llm.types import LLMRequest, ProviderError
+from generation import job_input
 from generation.cells import MICRO_USD, UNCAPPED_RESERVE_TOKENS
 from generation.planning import JobPlan, job_estimate
 from generation.selectors import percentile
@@ -69,6 +70,9 @@ def _sample(plan: JobPlan, cells: int, seed: int) -> list[tuple[Any, LLMRequest]
                         temperature=temperature,
                         max_tokens=plan.max_tokens or UNCAPPED_RESERVE_TOKENS,
                         params=params,
+                        response_schema=job_input.response_schema(spec.response_schema)
+                        if spec.response_schema
+                        else None,
                     ),
                 )
             )

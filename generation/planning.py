@@ -12,6 +12,7 @@ from typing import Any
 
 from django.conf import settings
 
+from evalplatform import inputs, validation
 from evalplatform.accounts import policy
 from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import GENERATION_CREATE, PROMPTS_VIEW, PROVIDERS_VIEW
@@ -25,6 +26,7 @@ from evalplatform.prompts.rendering import (
     placeholder_problems,
 )
 from evalplatform.providers.estimate import estimate_cost
+from evalplatform.providers.llm import kinds
 from evalplatform.providers.models import LLMModel
 from generation import job_input, sources
 from generation.job_input import reserved_params as reserved_params  # judges use it here
@@ -48,6 +50,8 @@ class ModelSpec:
     label: str
     # ``{"temperature": null}`` among them: this configuration sends no temperature.
     params: dict[str, Any] = field(default_factory=dict)
+    # ``{"name": ..., "schema": {...}}``: replies held to a JSON schema (``JobModel``).
+    response_schema: dict[str, Any] | None = None
 
     @property
     def sends_temperature(self) -> bool:
@@ -106,42 +110,50 @@ def job_plan(
     """Check a job configuration completely, without writing anything. ``internal``: the
     caller is the service of an internal source (``sources.INTERNAL_SOURCES``).
 
-    The fields are checked as ``job_input`` declares them, and against the team's prompt
-    versions, models and items, part by part in the API's order; one ``FieldErrors`` names
-    every problem found. Then the prompts' variables against the items
-    (``MissingVariables``), and the job's size."""
+    The fields are checked as ``job_input.JobInput`` declares them, then against the team's
+    prompt versions, models and items; one ``FieldErrors`` names every problem found. Then
+    the prompts' variables against the items (``MissingVariables``), and the job's size."""
     team = _team(user, data.get("team"))
     errors: dict[str, str] = {}
-    fields = job_input.JobFields.read(data, errors)
-    prompt_ids = job_input.prompt_version_ids(data.get("prompt_versions"), errors)
-    prompts = _prompt_versions(user, team, prompt_ids, errors)
-    entries = job_input.model_entries(data.get("models"), errors)
-    models = _model_specs(user, team, entries, mode=fields.mode, errors=errors)
-    source = job_input.source_spec(data.get("source"))
+    fields = job_input.JobInput.read(data, errors)
+    prompts = _prompt_versions(user, team, fields["prompt_versions"], errors)
+    models = _model_specs(user, team, fields["models"], mode=fields["mode"], errors=errors)
+    source = fields["source"]
     kind = source.get("type", SourceKind.MANUAL if upload is not None else None)
-    items, meta = _source_items(
-        user, team, kind, source, upload=upload, filename=filename, internal=internal, errors=errors
+    items, meta = (
+        _source_items(
+            user,
+            team,
+            kind,
+            source,
+            upload=upload,
+            filename=filename,
+            internal=internal,
+            errors=errors,
+        )
+        if "source" not in errors
+        else ([], {})
     )
-    _check_placeholders(prompts, prompt_ids, errors)
+    _check_placeholders(prompts, fields["prompt_versions"], errors)
     if errors:
-        raise FieldErrors(errors)
+        raise FieldErrors(inputs.in_order(errors, job_input.JobInput))
     _check_variables(prompts, items)
     plan = JobPlan(
         team,
-        fields.name,
-        fields.mode,
+        fields["name"],
+        fields["mode"],
         str(kind),
         meta,
         items,
         prompts,
         models,
-        fields.repetitions,
-        fields.temperatures,
-        fields.max_tokens,
-        fields.budget_usd,
-        fields.max_retries,
-        fields.concurrency,
-        fields.finish_live,
+        fields["repetitions"],
+        fields["temperatures"],
+        fields["max_tokens"],
+        fields["budget_usd"],
+        fields["max_retries"],
+        fields["concurrency"],
+        fields["finish_live"],
     )
     limit = settings.GENERATION_MAX_CELLS
     if plan.cell_count > limit:
@@ -208,7 +220,7 @@ def _model_specs(
         {
             m.pk: m
             for m in LLMModel.objects.filter(
-                pk__in=[i for i in ids if isinstance(i, int)], connection__team=team, active=True
+                pk__in=[i for i in ids if validation.is_id(i)], connection__team=team, active=True
             ).select_related("connection")
         }
         if policy.has_feature(user, PROVIDERS_VIEW, team)
@@ -218,14 +230,15 @@ def _model_specs(
     labels: set[str] = set()
     for index, entry in enumerate(entries):
         model_pk = entry.get("model")
-        model = found.get(model_pk) if isinstance(model_pk, int) else None
-        params = entry.get("params") or {}
+        model = found.get(model_pk) if validation.is_id(model_pk) else None
         if model is None:
             errors[f"models[{index}]"] = "Unknown or inactive model in this team."
-        elif problem := job_input.params_problem(params):
-            errors[f"models[{index}].params"] = problem
+        elif problem := _entry_problem(entry, model):
+            errors[f"models[{index}].{problem[0]}"] = problem[1]
         else:
-            spec = ModelSpec(model, _model_label(entry.get("label"), model, params), params)
+            params = entry.get("params") or {}
+            label = _model_label(entry.get("label"), model, params)
+            spec = ModelSpec(model, label, params, entry.get("response_schema"))
             if spec.label in labels:
                 errors[f"models[{index}]"] = "Two model configurations with the same label."
             labels.add(spec.label)
@@ -236,6 +249,19 @@ def _model_specs(
                 )
             models.append(spec)
     return models
+
+
+def _entry_problem(entry: dict[str, Any], model: LLMModel) -> tuple[str, str] | None:
+    """A configuration's first problem with the model it names, as (its key, the message):
+    its parameters, else its response schema."""
+    if problem := job_input.params_problem(entry.get("params") or {}):
+        return "params", problem
+    schema = entry.get("response_schema")
+    if problem := job_input.response_schema_problem(schema):
+        return "response_schema", problem
+    if schema is not None and not kinds.has_structured_output(model.connection.kind):
+        return "response_schema", f"{model.display_name} takes no output schema here."
+    return None
 
 
 def _model_label(label: Any, model: LLMModel, params: dict[str, Any]) -> str:

@@ -66,6 +66,7 @@ def job_create(*, user: Any, plan: JobPlan) -> GenerationJob:
                 "model_id": s.llm_model.model_id,
                 "label": s.label,
                 "params": s.params,
+                "response_schema": s.response_schema,
                 "connection": s.llm_model.connection_id,
                 "input_price_per_mtok": str(s.llm_model.input_price_per_mtok),
                 "output_price_per_mtok": str(s.llm_model.output_price_per_mtok),
@@ -120,7 +121,14 @@ def job_create(*, user: Any, plan: JobPlan) -> GenerationJob:
         )
         models = JobModel.objects.bulk_create(
             [
-                JobModel(job=job, position=i, llm_model=s.llm_model, label=s.label, params=s.params)
+                JobModel(
+                    job=job,
+                    position=i,
+                    llm_model=s.llm_model,
+                    label=s.label,
+                    params=s.params,
+                    response_schema=s.response_schema,
+                )
                 for i, s in enumerate(plan.models)
             ]
         )

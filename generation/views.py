@@ -20,7 +20,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from evalplatform import validation
+from evalplatform import inputs, validation
 from evalplatform.accounts import policy
 from evalplatform.accounts.models import Notification
 from evalplatform.accounts.roles import (
@@ -40,7 +40,7 @@ from evalplatform.prompts.rendering import MissingVariables, variables_in
 from evalplatform.providers.models import LLMModel
 from evalplatform.web.fields import number_or_text
 from evalplatform.web.redirects import safe_next
-from generation import pilot, planning, selectors, services, sources
+from generation import job_input, pilot, planning, selectors, services, sources
 from generation.models import GenerationJob, JobMode, JobStatus, OutputStatus, SourceKind
 
 ACTIVE = (JobStatus.RUNNING, JobStatus.QUEUED, JobStatus.PAUSED)
@@ -212,7 +212,8 @@ def _error_steps(errors: dict[str, list[str]]) -> dict[int, list[tuple[str, str]
     steps: dict[int, list[tuple[str, str]]] = {}
     for field, messages_ in errors.items():
         step = next((s for prefix, s in _STEP_OF if field.startswith(prefix)), 4)
-        steps.setdefault(step, []).extend((field, m) for m in messages_)
+        shown = inputs.shown(field, job_input.JobInput)
+        steps.setdefault(step, []).extend((shown, m) for m in messages_)
     return steps
 
 

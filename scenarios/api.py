@@ -29,6 +29,7 @@ from evalplatform.throttling import expensive
 from generation import sources
 from generation.models import GenerationJob
 from scenarios import selectors, services
+from scenarios.inputs import ScenarioFromJobInput, ScenarioInput, ScenarioUploadInput
 from scenarios.models import Scenario, Task, Variant
 
 
@@ -145,7 +146,10 @@ class ScenarioViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveM
         fresh = self.get_base_queryset().get(pk=scenario.pk)
         return Response(ScenarioSerializer(fresh).data, status=code)
 
-    @extend_schema(request=bodies.SCENARIO, responses={201: ScenarioSerializer})
+    @extend_schema(
+        request=bodies.request(ScenarioUploadInput, *bodies.FORMS),
+        responses={201: ScenarioSerializer},
+    )
     @expensive
     def create(self, request, *args, **kwargs):
         """From an upload: a multipart ``file`` (CSV with a header, or JSON lines) with the
@@ -178,7 +182,7 @@ class ScenarioViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveM
             )
         )
 
-    @extend_schema(request=bodies.SCENARIO, responses=ScenarioSerializer)
+    @extend_schema(request=bodies.request(ScenarioInput), responses=ScenarioSerializer)
     def partial_update(self, request, *args, **kwargs):
         """A draft's name, instructions, blind mode, context_fields, overlap or config
         (rubric, labels, ties; the pair design is fixed)."""
@@ -245,7 +249,7 @@ class JobToScenarioView(APIView):
 
     parser_classes = [JSONParser]
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: ScenarioSerializer})
+    @extend_schema(request=ScenarioFromJobInput, responses={201: ScenarioSerializer})
     @expensive
     def post(self, request, pk: int):
         job = policy.access(

@@ -17,7 +17,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from evalplatform import validation
+from evalplatform import inputs, validation
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import GENERATION_TO_SCENARIO, SCENARIOS_CREATE, SCENARIOS_MANAGE
@@ -29,6 +29,7 @@ from generation import sources
 from generation.models import GenerationJob, OutputStatus
 from scenarios import selectors
 from scenarios.design import check_config, design
+from scenarios.inputs import ScenarioInput
 from scenarios.models import (
     Scenario,
     ScenarioItem,
@@ -78,79 +79,39 @@ class ScenarioPlan:
     items: list[ItemSpec]
 
 
-# Context fields a blind scenario shows: at most this many names of at most 200 characters.
-MAX_CONTEXT_FIELDS = 200
-
-
-def _context_fields(value: Any, errors: dict[str, str]) -> list[str] | None:
-    """The names of the context fields shown in blind mode, in order, once each; None: all."""
-    if value is None:
-        return None
-    if (
-        not isinstance(value, list)
-        or len(value) > MAX_CONTEXT_FIELDS
-        or not all(isinstance(v, str) and 0 < len(v.strip()) <= 200 for v in value)
-        or any("\x00" in v for v in value)
-    ):
-        errors["context_fields"] = (
-            f"A list of at most {MAX_CONTEXT_FIELDS} field names (each 1 to 200 characters), "
-            "or null for all."
-        )
-        return None
-    return list(dict.fromkeys(v.strip() for v in value))
-
-
 def _settings(
     team: Team, data: Mapping[str, Any], *, own: Scenario | None = None, preview: bool = False
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """The fields every scenario has, checked; errors by field. ``own``: the scenario being
+    """The fields every scenario has, read as ``ScenarioInput`` declares them, then the
+    name's clash and the type's configuration; errors by field. ``own``: the scenario being
     edited (its own name is no clash); ``preview``: the name does not matter yet."""
     errors: dict[str, str] = {}
-    name = str(data.get("name") or "").strip()
-    clash = Scenario.objects.filter(team=team, name=name)
+    given = ScenarioInput.read(data, errors)
+    clash = Scenario.objects.filter(team=team, name=given["name"])
     if own is not None:
         clash = clash.exclude(pk=own.pk)
-    if not name or len(name) > 200:
-        errors["name"] = "A scenario needs a name of at most 200 characters."
-    elif clash.exists():
+    if "name" not in errors and clash.exists():
         errors["name"] = "This team already has a scenario of that name."
-    kind = data.get("type")
-    found = registry.find(kind)
-    if found is None:
-        errors["type"] = registry.listed(registry.values(), "or") + "."
-    blind = data.get("blind", True)
-    if not isinstance(blind, bool):
-        errors["blind"] = "true or false."
-    context_fields = _context_fields(data.get("context_fields"), errors)
-    overlap = validation.whole_number(
-        data.get("overlap", 1),
-        name="overlap",
-        lo=1,
-        hi=50,
-        errors=errors,
-        default=1,
-        message="Evaluators per task: 1 to 50.",
-    )
-    seed = validation.seed(data.get("seed", 0), errors=errors)
-    instructions = data.get("instructions", "")
-    if not isinstance(instructions, str) or len(instructions) > 20_000:
-        errors["instructions"] = "Text of at most 20,000 characters."
     config: dict[str, Any] = {}
-    if found is not None:
+    if "type" not in errors:
         try:
-            config = check_config(found.value, data.get("config") or {})
+            config = check_config(given["type"], given["config"] or {})
         except FieldErrors as exc:
             errors.update({k: v[0] for k, v in exc.errors.items()})
     return {
-        "name": name,
-        "type": kind,
-        "instructions": instructions if isinstance(instructions, str) else "",
+        "name": given["name"],
+        "type": given["type"],
+        "instructions": given["instructions"],
         "config": config,
-        "blind": blind,
-        "context_fields": context_fields,
-        "overlap": overlap,
-        "seed": seed,
-    }, {k: v for k, v in errors.items() if not (preview and k == "name")}
+        "blind": given["blind"],
+        "context_fields": given["context_fields"],
+        "overlap": given["overlap"],
+        "seed": given["seed"],
+    }, {
+        k: v
+        for k, v in inputs.in_order(errors, ScenarioInput).items()
+        if not (preview and k == "name")
+    }
 
 
 def _check_items(kind: str, config: Mapping[str, Any], items: list[ItemSpec]) -> None:

@@ -12,13 +12,14 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from evalplatform import validation
+from evalplatform import inputs, validation
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import GENERATION_VIEW
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
 from generation.models import GenerationJob
 from scenarios import services
 from scenarios.forms import context_fields_from_text
+from scenarios.inputs import ScenarioFromJobInput
 from scenarios.types import registry
 
 
@@ -85,7 +86,8 @@ def preview_job(request: HttpRequest, job_id: int) -> HttpResponse:
             user=request.user, job=job, data=form_to_data(request.POST)
         )
     except FieldErrors as exc:
-        return render(request, "scenarios/_preview.html", {"errors": exc.errors})
+        errors = inputs.relabelled(exc.errors, ScenarioFromJobInput)
+        return render(request, "scenarios/_preview.html", {"errors": errors})
     except Forbidden as exc:
         raise PermissionDenied from exc
     except ApplicationError as exc:
@@ -102,7 +104,7 @@ def from_job(request: HttpRequest, job_id: int) -> HttpResponse:
             user=request.user, job=job, data=form_to_data(request.POST)
         )
     except FieldErrors as exc:
-        detail = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.errors.items())
+        detail = inputs.sentence(exc.errors, ScenarioFromJobInput)
         messages.error(request, f"No scenario was created. {detail}")
         return redirect("generation-job", job_id=job.pk)
     except ApplicationError as exc:

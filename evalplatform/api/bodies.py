@@ -1,8 +1,9 @@
-"""OpenAPI schemas of the request bodies that services read as plain JSON objects (no
-serializer describes them): their numeric fields with the bounds of
-``evalplatform.validation``, so ``/api/schema/`` documents every number the API takes with
-its ``minimum`` and ``maximum`` (``tests/core/test_numeric_bounds.py`` walks them). Other
-keys stay free (``additionalProperties``): the services name what they refuse.
+"""OpenAPI schemas of the request bodies that no declared input (``evalplatform.inputs``)
+describes yet: their numeric fields with the bounds of ``evalplatform.validation``, so
+``/api/schema/`` documents every number the API takes with its ``minimum`` and ``maximum``
+(``tests/core/test_numeric_bounds.py`` walks them). Other keys stay free
+(``additionalProperties``): the services name what they refuse. ``request`` also takes a
+use case's ``Input`` (jobs, judges, plan requests, scenarios, judge-file batches).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
+from rest_framework.serializers import Serializer
 
 from evalplatform import validation
 
@@ -39,9 +41,10 @@ def body(**properties: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "additionalProperties": {}}
 
 
-def request(schema: dict[str, Any], *others: str) -> dict[str, Any]:
-    """``extend_schema(request=...)``: ``schema`` for a JSON body, free objects for the
-    ``others`` media types."""
+def request(schema: dict[str, Any] | type[Serializer], *others: str) -> dict[str, Any]:
+    """``extend_schema(request=...)``: ``schema`` (or a use case's declared input,
+    ``evalplatform.inputs.Input``) for a JSON body, free objects for the ``others`` media
+    types."""
     return {"application/json": schema, **dict.fromkeys(others, OpenApiTypes.OBJECT)}
 
 
@@ -69,28 +72,8 @@ TIME_SPENT_MS = whole(
 )
 QUOTA = whole(1, validation.QUOTA_MAX, "Most tasks per evaluator; null: no limit.", nullable=True)
 
-JOB = request(
-    body(
-        repetitions=whole(1, 100, "Calls per item, prompt, model and temperature."),
-        temperatures=TEMPERATURES,
-        max_tokens=MAX_TOKENS,
-        budget_usd=BUDGET_USD,
-        max_retries=MAX_RETRIES,
-        concurrency=CONCURRENCY,
-    ),
-    *FORMS,
-)
-JUDGE = request(
-    body(
-        repetitions=whole(1, validation.JUDGE_REPETITIONS_MAX, "Calls per task and temperature."),
-        temperatures=TEMPERATURES,
-        max_tokens=MAX_TOKENS,
-        budget_usd=BUDGET_USD,
-    )
-)
 JUDGE_RUN = request(body(budget_usd=BUDGET_USD, max_retries=MAX_RETRIES, concurrency=CONCURRENCY))
 ANSWER = request(body(time_spent_ms=TIME_SPENT_MS), *FORMS)
-SCENARIO = request(body(seed=SEED, overlap=whole(1, 50, "Judgments wanted per task.")), *FORMS)
 REGENERATE = request(body(seed=SEED), *FORMS)
 ASSIGNEES = request(
     body(

@@ -37,6 +37,7 @@ from evalplatform.api.uploads import download
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
 from evalplatform.throttling import expensive, retry_after
 from evaluations.judgefiles import services
+from evaluations.judgefiles.inputs import BatchInput
 from evaluations.judgefiles.models import JudgeBatch, JudgeFile
 
 
@@ -299,7 +300,7 @@ class BatchesView(OpenAIView):
 
     @extend_schema(
         operation_id="createBatch",
-        request=OpenApiTypes.OBJECT,
+        request=BatchInput,
         responses={200: OpenApiTypes.OBJECT},
     )
     @expensive

@@ -31,7 +31,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from evalplatform import validation
+from evalplatform import inputs, validation
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE, EVALUATIONS_JUDGE_FILES
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
@@ -39,6 +39,7 @@ from evalplatform.providers.llm import kinds
 from evalplatform.providers.models import LLMModel
 from evalplatform.runs import fairshare, tasks
 from evaluations.judgefiles import batch_lifecycle
+from evaluations.judgefiles.inputs import ENDPOINT, WINDOWS, BatchInput
 from evaluations.judgefiles.models import (
     BatchStatus,
     FilePurpose,
@@ -60,8 +61,6 @@ from scenarios.types import registry
 
 logger = logging.getLogger(__name__)
 
-ENDPOINT = "/v1/chat/completions"
-WINDOWS = {"24h": timedelta(hours=24)}
 CHUNK = 2000
 # A validating or finalizing batch whose task has not finished this long after it was
 # queued is taken as lost (a worker died) and queued again.
@@ -180,29 +179,14 @@ def file_lines(file: JudgeFile) -> Iterator[str]:
 
 
 # --- batches ------------------------------------------------------------------------------------
-def _metadata(value: Any, errors: dict[str, str]) -> dict[str, str]:
-    if value is None:
-        return {}
-    if (
-        not isinstance(value, dict)
-        or len(value) > 16
-        or not all(
-            isinstance(k, str) and isinstance(v, str) and len(k) <= 64 and len(v) <= 512
-            for k, v in value.items()
-        )
-        or any("\x00" in k or "\x00" in v for k, v in value.items())
-    ):
-        errors["metadata"] = "At most 16 pairs of text: keys up to 64 characters, values up to 512."
-        return {}
-    return dict(value)
-
-
 def batch_create(*, user: Any, team: Any, data: Mapping[str, Any]) -> JudgeBatch:
     """A batch of an uploaded file (or of another batch's error file: its failed rows),
-    ``validating`` until its task has read every line."""
+    ``validating`` until its task has read every line. The request is read as
+    ``BatchInput`` declares it; then the team's file and judge are looked up."""
     _may(user, team)
     errors: dict[str, str] = {}
-    file_id = data.get("input_file_id")
+    given = BatchInput.read(data, errors)
+    file_id = given["input_file_id"]
     source = (
         JudgeFile.objects.filter(team=team, public_id=file_id).first()
         if is_public_id(file_id)
@@ -215,38 +199,26 @@ def batch_create(*, user: Any, team: Any, data: Mapping[str, Any]) -> JudgeBatch
         parent = JudgeBatch.objects.filter(team=team, error_file=source).first()
         if parent is None:
             errors["input_file_id"] = "A batch input file, or a batch's error file."
-    if data.get("endpoint") != ENDPOINT:
-        errors["endpoint"] = f"Only {ENDPOINT}."
-    window = data.get("completion_window", "24h")
-    if not isinstance(window, str) or window not in WINDOWS:
-        errors["completion_window"] = "Only 24h."
-    metadata = _metadata(data.get("metadata"), errors)
-    budget = (
-        validation.usd(data.get("budget_usd"), errors=errors)
-        if data.get("budget_usd") not in (None, "")
-        else None
-    )
-    live = validation.flag(data.get("live"), name="live", errors=errors, default=False)
     judge = None
-    if data.get("judge") is not None:
-        judge_id = data.get("judge")
+    if given["judge"] is not None:
         judge = (
             LLMJudge.objects.select_related("scenario__team")
-            .filter(pk=judge_id, scenario__team=team)
+            .filter(pk=given["judge"], scenario__team=team)
             .first()
-            if isinstance(judge_id, int) and not isinstance(judge_id, bool)
-            else None
         )
         if judge is None:
             errors["judge"] = "The id of an LLM judge of one of the team's scenarios."
         elif not policy.may(user, EVALUATIONS_JUDGE, judge.scenario):
             raise Forbidden()
     if errors:
-        raise FieldErrors(errors)
+        raise FieldErrors(inputs.in_order(errors, BatchInput))
     assert source is not None
+    metadata, budget, live = given["metadata"], given["budget_usd"], given["live"]
     if parent is not None:
         return resubmit(user=user, batch=parent, metadata=metadata, budget_usd=budget, live=live)
-    return _new_batch(user, team, source, metadata, budget, live, window, judge=judge)
+    return _new_batch(
+        user, team, source, metadata, budget, live, given["completion_window"], judge=judge
+    )
 
 
 def _new_batch(

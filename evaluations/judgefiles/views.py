@@ -14,6 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpRespons
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from evalplatform import inputs
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE_FILES, EVALUATIONS_VIEW_ALL
 from evalplatform.api.uploads import download
@@ -21,6 +22,7 @@ from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFou
 from evaluations.judgefiles import services
 from evaluations.judgefiles.api import batch_for
 from evaluations.judgefiles.compare import compare
+from evaluations.judgefiles.inputs import BatchInput
 from evaluations.judgefiles.models import JudgeBatch, JudgeFile, JudgeVerdict
 
 PER_PAGE = 50
@@ -37,7 +39,7 @@ def _batch(request: HttpRequest, batch_id: str, feature: str = EVALUATIONS_VIEW_
 
 def _problems(exc: ApplicationError) -> str:
     if isinstance(exc, FieldErrors):
-        return " ".join(f"{k}: {' '.join(v)}" for k, v in exc.errors.items())
+        return inputs.sentence(exc.errors, BatchInput)
     return exc.message
 
 

@@ -28,8 +28,11 @@ from evalplatform.throttling import expensive
 from evaluations.analytics import trust
 from evaluations.judges import selectors
 from evaluations.judges import services as judges
+from evaluations.judges.inputs import JudgeInput
 from evaluations.judgments.models import LLMJudge
 from scenarios.models import Scenario
+
+JUDGE_BODY = bodies.request(JudgeInput)
 
 
 class JudgeSerializer(serializers.ModelSerializer):
@@ -134,7 +137,7 @@ class ScenarioJudgesView(APIView):
         return Response(JudgeSerializer(rows, many=True, context=context).data)
 
     @extend_schema(
-        request=bodies.JUDGE,
+        request=JUDGE_BODY,
         responses={
             201: PolymorphicProxySerializer(
                 component_name="JudgeOrGrid",
@@ -182,7 +185,7 @@ class JudgeViewSet(TeamScopedViewSet, mixins.RetrieveModelMixin):
     def _judge(self) -> LLMJudge:
         return cast(LLMJudge, self.get_object())
 
-    @extend_schema(request=bodies.JUDGE, responses=JudgeSerializer)
+    @extend_schema(request=JUDGE_BODY, responses=JudgeSerializer)
     def partial_update(self, request, *args, **kwargs):
         """Change a judge that has not run yet."""
         judge = judges.judge_update(user=request.user, judge=self._judge(), data=_body(request))

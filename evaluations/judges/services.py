@@ -19,22 +19,22 @@ from typing import Any
 from django.db import transaction
 from django.db.models import QuerySet
 
-from evalplatform import validation
+from evalplatform import inputs
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE, PROMPTS_EDIT
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
 from evalplatform.prompts import services as prompt_services
 from evalplatform.prompts.models import PromptTemplate, PromptVersion
-from evalplatform.providers.llm.base import deep_merge
+from evalplatform.providers.llm import kinds
 from evalplatform.providers.models import LLMModel
 from evaluations.analytics import cards
+from evaluations.judges.inputs import JudgeInput
 from evaluations.judges.verdicts import (
     KEYS,
     Rejected,
     check_reply_format,
     read,
-    structured_params,
     verdict_schema,
 )
 from evaluations.judgments.models import JudgeRun, Judgment, LLMJudge, ParseStatus, RaterKind
@@ -51,7 +51,6 @@ from scenarios.models import GoldKind, Scenario, Task, Variant
 from scenarios.types import registry
 
 SOURCE_KIND = "judge"
-MAX_REPETITIONS = validation.JUDGE_REPETITIONS_MAX
 
 
 def _may_judge(user: Any, scenario: Scenario) -> None:
@@ -79,63 +78,45 @@ def default_prompt_version(*, user: Any, scenario: Scenario) -> PromptVersion:
 
 
 # --- configuration ------------------------------------------------------------------------------
-# A judge's settings are checked field by field, each by its own checker below; ``_check``
-# adds the checks across fields (a batch mode or an output schema the model must support).
-# On an update, a field left out keeps the judge's value.
-def _given(data: Mapping[str, Any], own: LLMJudge | None, field: str, default: Any) -> Any:
-    """The field's value: the input's, else the judge's own (when set), else ``default``."""
-    return data.get(field, (getattr(own, field) if own else None) or default)
-
-
-def _kept(data: Mapping[str, Any], own: LLMJudge | None, field: str) -> Any:
-    """The field's value: the input's, else the judge's own, else None."""
-    return data.get(field, getattr(own, field) if own else None)
-
-
+# A judge's settings are read as ``inputs.JudgeInput`` declares them (on an update, a field
+# left out keeps the judge's value); ``_check`` adds what needs the scenario, the team's
+# prompt versions and models, and the fields together.
 def _checked_name(
-    scenario: Scenario, given: Any, own: LLMJudge | None, errors: dict[str, str]
-) -> str:
-    """A name of at most 200 characters no other judge of the scenario has."""
-    name = str(given or "").strip()
+    scenario: Scenario, name: str, own: LLMJudge | None, errors: dict[str, str]
+) -> None:
+    """No other judge of the scenario has this name."""
+    if "name" in errors:
+        return
     clash = LLMJudge.objects.filter(scenario=scenario, name=name)
     if own is not None:
         clash = clash.exclude(pk=own.pk)
-    if not name or len(name) > 200:
-        errors["name"] = "A judge needs a name of at most 200 characters."
-    elif clash.exists():
+    if clash.exists():
         errors["name"] = "This scenario already has a judge of that name."
-    return name
 
 
 def _checked_prompt_version(
-    team: Team, data: Mapping[str, Any], own: LLMJudge | None, errors: dict[str, str]
+    team: Team, pid: int | None, errors: dict[str, str]
 ) -> PromptVersion | None:
-    """The team's prompt version the input names; None (the default) when it names none."""
-    pid = data.get("prompt_version")
+    """The team's prompt version ``pid`` names; None (the default) when it names none."""
     if pid is None:
-        return own.prompt_version if own else None
-    version = (
-        PromptVersion.objects.filter(pk=pid, template__team=team).first()
-        if validation.is_integer(pid)
-        else None
-    )
+        return None
+    version = PromptVersion.objects.filter(pk=pid, template__team=team).first()
     if version is None:
         errors["prompt_version"] = "Unknown prompt version in this team."
     return version
 
 
 def _checked_model(
-    team: Team, data: Mapping[str, Any], own: LLMJudge | None, errors: dict[str, str]
+    team: Team, mid: int | None, own: LLMJudge | None, errors: dict[str, str]
 ) -> LLMModel | None:
-    """The team's active model the input names (required on creation)."""
-    if "model" not in data and own is not None:
+    """The team's active model ``mid`` names (a judge keeps its own, even made inactive)."""
+    if own is not None and mid == own.llm_model_id:
         return own.llm_model
-    mid = data.get("model")
     model = (
         LLMModel.objects.filter(pk=mid, connection__team=team, active=True)
         .select_related("connection")
         .first()
-        if validation.is_integer(mid)
+        if mid is not None
         else None
     )
     if model is None:
@@ -143,42 +124,23 @@ def _checked_model(
     return model
 
 
-def _checked_params(params: Any, errors: dict[str, str]) -> Any:
-    """Provider parameters (e.g. thinking settings), none of those a run sets itself."""
-    if not isinstance(params, dict):
-        errors["params"] = "Parameters are an object (e.g. thinking settings)."
-    elif reserved := planning.reserved_params(params):
-        errors["params"] = (
-            f"{', '.join(reserved)} are set by the judge's runs (model, prompt, max_tokens, "
-            "temperature, one reply), not by parameters."
-        )
-    return params
-
-
-def _checked_swap(scenario: Scenario, swap: Any, errors: dict[str, str]) -> Any:
-    """Whether each task is also asked in the reverse order (comparisons and rankings)."""
-    if not isinstance(swap, bool):
-        errors["swap"] = "true or false."
-    elif swap and not registry.of(scenario).swappable:
+def _checked_swap(scenario: Scenario, swap: bool, errors: dict[str, str]) -> None:
+    """Position swap only where the type asks in an order (comparisons and rankings)."""
+    if swap and "swap" not in errors and not registry.of(scenario).swappable:
         # Alphabetical: "comparisons and rankings".
         swappable = sorted(f"{kind.value}s" for kind in registry.every() if kind.swappable)
         errors["swap"] = f"Position swap applies to {registry.listed(swappable, 'and')}."
-    return swap
 
 
-def _checked_mode(mode: Any, model: LLMModel | None, errors: dict[str, str]) -> Any:
-    """live or batch (batch only where the model has a batch API)."""
-    chosen = validation.one_of(
-        mode, name="mode", choices=JobMode.values, errors=errors, message="live or batch."
-    )
-    if chosen == JobMode.BATCH and model is not None and not model.batch_capable:
+def _checked_mode(mode: Any, model: LLMModel | None, errors: dict[str, str]) -> None:
+    """Batch only where the model has a batch API."""
+    if mode == JobMode.BATCH and model is not None and not model.batch_capable:
         errors["mode"] = f"{model.display_name} has no batch API here; choose live mode."
-    return mode
 
 
 def _checked_reply_format(
     scenario: Scenario, reply_format: Any, model: LLMModel | None, errors: dict[str, str]
-) -> Any:
+) -> None:
     """How replies are read; an output schema only where the scenario type and the model
     have one."""
     dimensions = [d["name"] for d in scenario.config.get("dimensions", [])]
@@ -187,50 +149,38 @@ def _checked_reply_format(
     elif isinstance(reply_format, dict) and reply_format.get("kind") == "structured":
         if verdict_schema(scenario.type, scenario.config) is None:
             errors["reply_format"] = "This scenario type has no verdict schema."
-        elif model is not None and not structured_params(model.connection.kind, {"x": 1}):
+        elif model is not None and not kinds.has_structured_output(model.connection.kind):
             errors["reply_format"] = f"{model.display_name} takes no output schema here."
-    return reply_format
 
 
 def _check(
     user: Any, scenario: Scenario, data: Mapping[str, Any], *, own: LLMJudge | None = None
 ) -> dict[str, Any]:
     """A judge's settings from the input (on an update, over the judge's own), every field
-    checked before ``FieldErrors`` names all the bad ones."""
+    checked before ``FieldErrors`` names all the bad ones, in the input's order."""
     errors: dict[str, str] = {}
-    # Checked in this order, so the errors are listed in it.
-    name = _checked_name(scenario, _given(data, own, "name", ""), own, errors)
-    version = _checked_prompt_version(scenario.team, data, own, errors)
-    model = _checked_model(scenario.team, data, own, errors)
-    checked: dict[str, Any] = {
-        "name": name,
+    given = JudgeInput.read(data, errors, instance=own)
+    _checked_name(scenario, given["name"], own, errors)
+    version = _checked_prompt_version(scenario.team, given["prompt_version"], errors)
+    model = _checked_model(scenario.team, given["model"], own, errors)
+    _checked_swap(scenario, given["swap"], errors)
+    _checked_mode(given["mode"], model, errors)
+    _checked_reply_format(scenario, given["reply_format"], model, errors)
+    if errors:
+        raise FieldErrors(inputs.in_order(errors, JudgeInput))
+    return {
+        "name": given["name"],
         "prompt_version": version,
         "llm_model": model,
-        "params": _checked_params(_given(data, own, "params", {}), errors),
-        "temperatures": validation.temperatures(
-            _given(data, own, "temperatures", [0.0]), errors=errors, default=[0.0]
-        ),
-        "repetitions": validation.whole_number(
-            _given(data, own, "repetitions", 1),
-            name="repetitions",
-            lo=1,
-            hi=MAX_REPETITIONS,
-            errors=errors,
-            default=1,
-            message=f"Calls per task and temperature: 1 to {MAX_REPETITIONS}.",
-        ),
-        "swap": _checked_swap(scenario, _given(data, own, "swap", False), errors),
-        "mode": _checked_mode(_given(data, own, "mode", JobMode.LIVE), model, errors),
-        # The same bounds as the generation job each run becomes.
-        "max_tokens": validation.max_tokens(_kept(data, own, "max_tokens"), errors=errors),
-        "budget_usd": validation.usd(_kept(data, own, "budget_usd"), errors=errors),
-        "reply_format": _checked_reply_format(
-            scenario, _kept(data, own, "reply_format") or {}, model, errors
-        ),
+        "params": given["params"],
+        "temperatures": given["temperatures"],
+        "repetitions": given["repetitions"],
+        "swap": given["swap"],
+        "mode": given["mode"],
+        "max_tokens": given["max_tokens"],
+        "budget_usd": given["budget_usd"],
+        "reply_format": given["reply_format"],
     }
-    if errors:
-        raise FieldErrors(errors)
-    return checked
 
 
 def judge_create(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> LLMJudge:
@@ -516,7 +466,12 @@ def _job_data(judge: LLMJudge, data: Mapping[str, Any], mode: str | None = None)
         },
         "prompt_versions": [judge.prompt_version_id],
         "models": [
-            {"model": judge.llm_model_id, "params": _params(judge), "label": judge.name[:250]}
+            {
+                "model": judge.llm_model_id,
+                "params": dict(judge.params or {}),
+                "response_schema": _response_schema(judge),
+                "label": judge.name[:250],
+            }
         ],
         "repetitions": judge.repetitions,
         "temperatures": judge.temperatures,
@@ -527,14 +482,13 @@ def _job_data(judge: LLMJudge, data: Mapping[str, Any], mode: str | None = None)
     }
 
 
-def _params(judge: LLMJudge) -> dict[str, Any]:
-    """The judge's parameters, with its output schema when its replies are structured."""
-    params = dict(judge.params or {})
-    if (judge.reply_format or {}).get("kind") == "structured":
-        schema = verdict_schema(judge.scenario.type, judge.scenario.config)
-        if schema is not None:
-            params = deep_merge(params, structured_params(judge.llm_model.connection.kind, schema))
-    return params
+def _response_schema(judge: LLMJudge) -> dict[str, Any] | None:
+    """The verdict's JSON schema when the judge's replies are structured (the run's model
+    configuration holds it in no provider's words: each adapter writes it in its own)."""
+    if (judge.reply_format or {}).get("kind") != "structured":
+        return None
+    schema = verdict_schema(judge.scenario.type, judge.scenario.config)
+    return None if schema is None else {"name": "verdict", "schema": schema}
 
 
 def judge_estimate(*, user: Any, judge: LLMJudge, data: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,8 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalplatform.providers.llm import kinds
-from evalplatform.providers.llm.types import ResponseSchema
 from scenarios.types import registry
 from scenarios.types.base import KEYS, Rejected
 
@@ -141,14 +139,6 @@ def verdict_schema(kind: str, config: Mapping[str, Any]) -> dict[str, Any] | Non
         "required": list(properties),
         "additionalProperties": False,
     }
-
-
-def structured_params(provider_kind: str, schema: Mapping[str, Any]) -> dict[str, Any]:
-    """The request parameters that hold a reply to ``schema``, in the provider's words
-    (its adapter's ``schema_params``: OpenAI's strict ``response_format``, Anthropic's
-    forced tool use, Gemini's ``responseSchema``); none for a provider without structured
-    output (the mock)."""
-    return kinds.schema_params(provider_kind, ResponseSchema(schema=schema, name="verdict"))
 
 
 def _path(found: Mapping[str, Any], path: str) -> Any:

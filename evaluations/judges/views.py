@@ -14,7 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from evalplatform import validation
+from evalplatform import inputs, validation
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import (
     EVALUATIONS_JUDGE,
@@ -26,6 +26,7 @@ from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFou
 from evalplatform.web.fields import number_or_text
 from evaluations.analytics import trust
 from evaluations.judges import services as judges
+from evaluations.judges.inputs import JudgeInput
 from evaluations.judgments.models import LLMJudge
 from evaluations.pages import scenario_or_404
 
@@ -73,7 +74,7 @@ def form_data(post: Any) -> dict[str, Any]:
 
 
 def _errors_message(exc: FieldErrors) -> str:
-    return "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.errors.items())
+    return inputs.sentence(exc.errors, JudgeInput)
 
 
 @login_required

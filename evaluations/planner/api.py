@@ -20,31 +20,13 @@ from evalplatform.api.parsers import JSONParser
 from evalplatform.errors import FieldErrors, NotFound
 from evalplatform.throttling import expensive
 from evaluations.planner import replan, selectors, services
+from evaluations.planner.inputs import PlanInput
 from evaluations.planner.models import BudgetPlan, PlanStatus
 from scenarios.models import Scenario
 
 LISTED = 50
 
-PLAN_BODY = bodies.request(
-    bodies.body(
-        question={"type": "string", "description": "pair, top_k or ranking."},
-        a={"type": "string", "description": "pair: one model (by name)."},
-        b={"type": "string", "description": "pair: the other model."},
-        k=bodies.whole(1, services.MAX_ENTITIES - 1, "top_k: how many at the top."),
-        tau=bodies.number(services.TAU_MIN, services.TAU_MAX, "ranking: the Kendall tau wanted."),
-        budget_usd=bodies.number(0.0, services.BUDGET_USD_MAX, "Money to spend, USD."),
-        budget_hours=bodies.number(0.0, services.BUDGET_HOURS_MAX, "People's hours to spend."),
-        hourly_rate_usd=bodies.number(0.0, services.HOURLY_RATE_MAX, "People's pay per hour."),
-        seconds_per_judgment=bodies.number(
-            1.0, services.SECONDS_MAX, "People's time per judgment (default: the median)."
-        ),
-        target_width=bodies.number(
-            services.WIDTH_MIN, services.WIDTH_MAX, "Stop once the interval is this wide."
-        ),
-        max_tasks=bodies.whole(1, services.MAX_TASKS, "The most tasks to propose."),
-        raters={"type": "array", "items": {"type": "string"}, "description": "human, judge:<id>"},
-    )
-)
+PLAN_BODY = bodies.request(PlanInput)
 
 
 def plan_json(plan: BudgetPlan, *, stamp: str | None = None) -> dict[str, Any]:

@@ -23,7 +23,7 @@ import numpy as np
 from django.db import transaction
 from django.utils import timezone
 
-from evalplatform import validation
+from evalplatform import inputs
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE, SCENARIOS_MANAGE
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
@@ -32,23 +32,15 @@ from evaluations.judges import services as judge_services
 from evaluations.judgments.models import LLMJudge
 from evaluations.planner import design, selectors
 from evaluations.planner.design import HUMAN
+from evaluations.planner.inputs import MAX_ENTITIES, PlanInput
 from evaluations.planner.models import BudgetPlan, PlanStatus
 from scenarios import selectors as scenario_selectors
 from scenarios import services as scenario_services
 from scenarios.models import Scenario, ScenarioStatus
 from scenarios.types import registry
 
-MAX_ENTITIES = 100
 MAX_CANDIDATES = 2000
-MAX_TASKS = 500
 MAX_VERDICTS = 200_000
-BUDGET_USD_MAX = 1_000_000.0
-BUDGET_HOURS_MAX = 100_000.0
-HOURLY_RATE_MAX = 10_000.0
-SECONDS_MAX = 86_400.0
-WIDTH_MIN, WIDTH_MAX = 0.01, 100.0
-TAU_MIN, TAU_MAX = 0.5, 0.99
-# A task per entity pair, item and rater: at most this many of each in one proposal.
 REPEATS_PER_ITEM = 3
 
 
@@ -61,53 +53,35 @@ def _usd(value: float) -> str:
     return str(Decimal(str(value)).quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP))
 
 
-# A proposal's request, checked part by part: the question, the budget, the raters. Every
-# number is checked whatever the question (one that does not use it included).
+# A proposal's request: read as ``inputs.PlanInput`` declares it, then checked against the
+# scenario's models and judges.
 def _checked_question(
-    data: Mapping[str, Any], entities: list[str], errors: dict[str, str]
+    given: dict[str, Any], entities: list[str], errors: dict[str, str]
 ) -> dict[str, Any]:
     """The question asked: ``kind`` with the fields it uses (``a`` and ``b``, ``k``, ``tau``)."""
-    kind = data.get("question")
+    kind = given["question"]
     question: dict[str, Any] = {"kind": kind}
-    validation.one_of(
-        kind,
-        name="question",
-        choices=design.QUESTIONS,
-        errors=errors,
-        message="pair, top_k or ranking.",
-    )
     n = len(entities)
-    k = validation.whole_number(
-        data.get("k"),
-        name="k",
-        lo=1,
-        hi=max(1, n - 1),
-        errors=errors,
-        message=f"A whole number from 1 to {max(1, n - 1)}.",
-    )
-    tau = validation.number(
-        data.get("tau"), name="tau", lo=TAU_MIN, hi=TAU_MAX, errors=errors, default=0.9
-    )
     if kind == "pair":
-        question |= _checked_pair(data, entities, errors)
+        question |= _checked_pair(given, entities, errors)
     elif kind == "top_k":
         if n < 3:
             errors["question"] = "The top k needs at least three models."
-        elif k is None and "k" not in errors:
+        elif given["k"] is None and "k" not in errors:
             errors["k"] = f"A whole number from 1 to {n - 1}."
-        question["k"] = k
+        question["k"] = given["k"]
     elif kind == "ranking":
-        question["tau"] = tau
+        question["tau"] = given["tau"]
     return question
 
 
 def _checked_pair(
-    data: Mapping[str, Any], entities: list[str], errors: dict[str, str]
+    given: dict[str, Any], entities: list[str], errors: dict[str, str]
 ) -> dict[str, str]:
     """The two models of a pair question, ``a`` and ``b``."""
     pair: dict[str, str] = {}
     for key in ("a", "b"):
-        name = data.get(key)
+        name = given[key]
         if not isinstance(name, str) or name not in entities:
             shown = ", ".join(entities[:20]) + (" …" if len(entities) > 20 else "")
             errors[key] = f"One of the scenario's models: {shown}."
@@ -118,28 +92,15 @@ def _checked_pair(
     return pair
 
 
-def _checked_budget(data: Mapping[str, Any], errors: dict[str, str]) -> dict[str, Any]:
+def _checked_budget(given: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
     """The budget (money, people's hours, or both) and the proposal's bounds."""
-
-    def amount(name: str, lo: float, hi: float, default: float | None = None) -> float | None:
-        return validation.number(
-            data.get(name), name=name, lo=lo, hi=hi, errors=errors, default=default
-        )
-
     budget: dict[str, Any] = {
-        "usd": amount("budget_usd", 0.0, BUDGET_USD_MAX, 0.0),
-        "hours": amount("budget_hours", 0.0, BUDGET_HOURS_MAX, 0.0),
-        "hourly_rate_usd": amount("hourly_rate_usd", 0.0, HOURLY_RATE_MAX, 0.0),
-        "seconds_per_judgment": amount("seconds_per_judgment", 1.0, SECONDS_MAX),
-        "target_width": amount("target_width", WIDTH_MIN, WIDTH_MAX),
-        "max_tasks": validation.whole_number(
-            data.get("max_tasks"),
-            name="max_tasks",
-            lo=1,
-            hi=MAX_TASKS,
-            errors=errors,
-            default=MAX_TASKS,
-        ),
+        "usd": given["budget_usd"],
+        "hours": given["budget_hours"],
+        "hourly_rate_usd": given["hourly_rate_usd"],
+        "seconds_per_judgment": given["seconds_per_judgment"],
+        "target_width": given["target_width"],
+        "max_tasks": given["max_tasks"],
     }
     both_read = "budget_usd" not in errors and "budget_hours" not in errors
     if both_read and not budget["usd"] and not budget["hours"]:
@@ -148,11 +109,10 @@ def _checked_budget(data: Mapping[str, Any], errors: dict[str, str]) -> dict[str
 
 
 def _checked_raters(
-    data: Mapping[str, Any], judges: list[LLMJudge], errors: dict[str, str]
+    raters: Any, judges: list[LLMJudge], errors: dict[str, str]
 ) -> list[str] | None:
     """The raters the proposal may use, by key (people, ``judge:<id>``); default all."""
     keys = [HUMAN, *(f"judge:{j.pk}" for j in judges)]
-    raters = data.get("raters")
     if raters is None or raters == "":
         return keys
     if (
@@ -168,13 +128,15 @@ def _checked_raters(
 def check_request(
     data: Mapping[str, Any], entities: list[str], judges: list[LLMJudge]
 ) -> dict[str, Any]:
-    """The question, the budget and the options of a proposal; field errors for bad input."""
+    """The question, the budget and the options of a proposal; field errors for bad input,
+    in the input's order."""
     errors: dict[str, str] = {}
-    question = _checked_question(data, entities, errors)
-    budget = _checked_budget(data, errors)
-    raters = _checked_raters(data, judges, errors)
+    given = PlanInput.read(data, errors, entities=entities)
+    question = _checked_question(given, entities, errors)
+    budget = _checked_budget(given, errors)
+    raters = _checked_raters(given["raters"], judges, errors)
     if errors:
-        raise FieldErrors(errors)
+        raise FieldErrors(inputs.in_order(errors, PlanInput))
     return {"question": question, "budget": budget | {"raters": raters}}
 
 

@@ -12,11 +12,13 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from evalplatform import inputs
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_VIEW_ALL, SCENARIOS_MANAGE
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
 from evaluations.planner import replan, selectors, services
 from evaluations.planner.api import plan_for, scenario_for
+from evaluations.planner.inputs import PlanInput
 
 QUESTION_NAMES = {
     "pair": "Is one model better than another?",
@@ -53,7 +55,7 @@ def plan_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
                 user=request.user, scenario=scenario, data=_form_data(request.POST)
             )
         except FieldErrors as exc:
-            errors, status = exc.errors, 400
+            errors, status = inputs.relabelled(exc.errors, PlanInput), 400
         except ApplicationError as exc:
             errors, status = {"scenario": [exc.message]}, exc.status_code
         else:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from evaluations.models import Judgment
@@ -187,6 +188,16 @@ BASES: dict[tuple[str, str], Base] = {
         },
         "/api/scenarios",
     ),
+    ("post", "/api/generation/jobs/{id}/to-scenario"): lambda w, c: (
+        f"/api/generation/jobs/{w.ids['job'][0]}/to-scenario",
+        {"name": "Walked", "type": "labeling", "config": {"labels": ["good", "bad"]}},
+        "/api/scenarios",
+    ),
+    ("post", "/v1/batches"): lambda w, c: (
+        "/v1/batches",
+        {"input_file_id": _batch_file(c), "endpoint": "/v1/chat/completions"},
+        "/v1/batches",
+    ),
     ("patch", "/api/scenarios/{id}"): lambda w, c: (
         url := f"/api/scenarios/{w.ids['scenario'][1]}",
         {},
@@ -223,6 +234,21 @@ BASES: dict[tuple[str, str], Base] = {
         "/api/teams/fuzz/trust-gate",
     ),
 }
+
+
+def _batch_file(client: APIClient) -> str:
+    """A judge file of the fuzz team, uploaded for the batch to name."""
+    line = {
+        "custom_id": "r1",
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": {"model": "fuzz-model", "messages": [{"role": "user", "content": "Hi"}]},
+    }
+    upload = SimpleUploadedFile("rows.jsonl", json.dumps(line).encode() + b"\n")
+    response = client.post("/v1/files", {"purpose": "batch", "file": upload}, format="multipart")
+    assert response.status_code == 200, response.content
+    return response.json()["id"]
+
 
 PLACEHOLDER = "__walked_value__"
 
@@ -283,6 +309,10 @@ def test_every_numeric_field_refuses_extreme_values(fuzz_world):
                 else:
                     assert response.status_code in (400, 404, 409), (where, response.content)
                     if response.status_code == 400 and field[-1] not in REFERENCES:
-                        named = " ".join(response.json().get("errors", {}))
+                        body = response.json()
+                        # The API's errors by field, or OpenAI's shape on /v1 (``param``).
+                        named = " ".join(
+                            [*body.get("errors", {}), str(body.get("error", {}).get("param"))]
+                        )
                         assert field[0] in named, (where, response.content)
     assert accepted > 0  # the bodies are valid: in-range values are taken
