@@ -23,8 +23,8 @@ from evalplatform.runs.models import BatchState, ProviderBatch
 from generation import batch_registry, selectors
 from generation.models import GenerationOutput, JobStatus
 from tests.factories import TeamFactory, UserFactory
-from tests.generation.test_batch_runner import JOBS, batch_job, drive_until_done, model_for
 from tests.helpers.accounts import add_member, api_client, committed_rows
+from tests.helpers.generation import JOBS, batch_job, drive_until_done, model_for
 
 REGISTRY = "/api/generation/batches"
 SECRET = "sk-registry-secret-0123456789"

@@ -4,13 +4,10 @@ never recorded adopted instead of repeated, cancel, budget, finishing live."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-from django.db.models import Sum
 from django.utils import timezone
 from django_q.brokers import get_broker
 
@@ -22,53 +19,16 @@ from generation.models import GenerationJob, GenerationOutput, JobStatus
 from generation.runners import batch as batch_runner
 from generation.tasks import recover_jobs, run_job
 from tests.factories import ConnectionFactory, LLMModelFactory, PromptTemplateFactory, make_version
+from tests.helpers.generation import (
+    batch_job,
+    cost_counted_once,
+    drive,
+    drive_until_done,
+    model_for,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 JOBS = "/api/generation/jobs"
-MODEL_IDS = {"openai": "gpt-fake", "anthropic": "claude-fake", "gemini": "gemini-fake"}
-
-
-def model_for(team, fake, kind="openai", **fields):
-    connection = ConnectionFactory(team=team, kind=kind, base_url=fake.url, name=f"{kind}-fake")
-    fields = {"supports_batch": True, "batch_discount": Decimal("0.5")} | fields
-    return LLMModelFactory(connection=connection, model_id=MODEL_IDS[kind], **fields)
-
-
-def batch_job(api, user, team, model, contents, **extra):
-    version = make_version(PromptTemplateFactory(team=team), [("", "Answer: {{content}}")])
-    items = [{"id": f"i{n}", "content": c} for n, c in enumerate(contents)]
-    body = {
-        "team": team.slug,
-        "name": "Batch study",
-        "mode": "batch",
-        "prompt_versions": [version.pk],
-        "models": [model.pk],
-        "temperatures": [0.0, 1.0],
-        "max_tokens": 60,
-        "source": {"type": "manual", "format": "json", "content": json.dumps(items)},
-    } | extra
-    response = api(user).post(JOBS, body, format="json")
-    assert response.status_code == 201, response.json()
-    job_id = response.json()["id"]
-    assert api(user).post(f"{JOBS}/{job_id}/start").json()["status"] == "running"
-    return job_id
-
-
-def drive(job_id=None):
-    return asyncio.run(batch_runner.drive(job_id))
-
-
-def drive_until_done(job_id, passes=8):
-    for _ in range(passes):
-        drive(job_id)
-        if GenerationJob.objects.get(pk=job_id).status != JobStatus.RUNNING:
-            break
-    return GenerationJob.objects.get(pk=job_id)
-
-
-def cost_counted_once(job):
-    spent = job.outputs.aggregate(s=Sum("cost_usd"))["s"] or Decimal(0)
-    assert job.cost_usd == spent and job.reserved_usd == 0
 
 
 @pytest.fixture

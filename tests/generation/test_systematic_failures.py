@@ -112,7 +112,7 @@ def test_a_trickling_reply_is_cut_at_the_total_deadline(api, creator, team_a, fa
 def test_a_refused_batch_submission_fails_the_job(
     api, creator, team_a, fake_provider, marker, reason
 ):
-    from tests.generation.test_batch_runner import batch_job, drive, model_for
+    from tests.helpers.generation import batch_job, drive, model_for
 
     fake_provider.config.batch_duration_s = 0
     model = model_for(team_a, fake_provider)

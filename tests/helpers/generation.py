@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from decimal import Decimal
 
 from django.db import connections
+from django.db.models import Sum
 
 from evalplatform.providers.llm.retry import RetryPolicy
 from evalplatform.runs.engine import run_live
-from generation.models import GenerationJob
+from generation.models import GenerationJob, JobStatus
+from generation.runners import batch as batch_runner
 from generation.runners.live import GenerationWork
 from tests.factories import ConnectionFactory, LLMModelFactory, PromptTemplateFactory, make_version
 
@@ -121,3 +124,50 @@ def job_on(api, user, team, base_url, items=6, **connection):
     made = api(user).post(JOBS, body, format="json")
     assert made.status_code == 201, made.json()
     return made.json()["id"]
+
+
+# --- batch mode against the fake provider's batch APIs ---------------------------------------
+MODEL_IDS = {"openai": "gpt-fake", "anthropic": "claude-fake", "gemini": "gemini-fake"}
+
+
+def model_for(team, fake, kind="openai", **fields):
+    connection = ConnectionFactory(team=team, kind=kind, base_url=fake.url, name=f"{kind}-fake")
+    fields = {"supports_batch": True, "batch_discount": Decimal("0.5")} | fields
+    return LLMModelFactory(connection=connection, model_id=MODEL_IDS[kind], **fields)
+
+
+def batch_job(api, user, team, model, contents, **extra):
+    version = make_version(PromptTemplateFactory(team=team), [("", "Answer: {{content}}")])
+    items = [{"id": f"i{n}", "content": c} for n, c in enumerate(contents)]
+    body = {
+        "team": team.slug,
+        "name": "Batch study",
+        "mode": "batch",
+        "prompt_versions": [version.pk],
+        "models": [model.pk],
+        "temperatures": [0.0, 1.0],
+        "max_tokens": 60,
+        "source": {"type": "manual", "format": "json", "content": json.dumps(items)},
+    } | extra
+    response = api(user).post(JOBS, body, format="json")
+    assert response.status_code == 201, response.json()
+    job_id = response.json()["id"]
+    assert api(user).post(f"{JOBS}/{job_id}/start").json()["status"] == "running"
+    return job_id
+
+
+def drive(job_id=None):
+    return asyncio.run(batch_runner.drive(job_id))
+
+
+def drive_until_done(job_id, passes=8):
+    for _ in range(passes):
+        drive(job_id)
+        if GenerationJob.objects.get(pk=job_id).status != JobStatus.RUNNING:
+            break
+    return GenerationJob.objects.get(pk=job_id)
+
+
+def cost_counted_once(job):
+    spent = job.outputs.aggregate(s=Sum("cost_usd"))["s"] or Decimal(0)
+    assert job.cost_usd == spent and job.reserved_usd == 0

@@ -11,8 +11,8 @@ import pytest
 
 from evaluations.models import Judgment, ParseStatus
 from generation.models import GenerationJob, GenerationOutput, JobStatus
-from tests.generation.test_batch_runner import cost_counted_once, drive_until_done, model_for
 from tests.helpers.evaluations import create_judge, make_scenario, rows
+from tests.helpers.generation import cost_counted_once, drive_until_done, model_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

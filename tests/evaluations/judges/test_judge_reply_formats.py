@@ -11,7 +11,7 @@ import json
 import pytest
 
 from evalplatform.providers.models import LLMModel, ProviderConnection
-from evaluations.models import Judgment, ParseStatus
+from evaluations.models import JudgeRun, Judgment, ParseStatus
 from tests.helpers.evaluations import create_judge, make_scenario, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -136,6 +136,17 @@ def test_structured_output_sends_each_providers_schema(api, people, team_a, fake
                 reply_format={"kind": "structured"})  # fmt: skip
     assert made and all(j.parse_status != ParseStatus.FAILED for j in made)
     assert {j.payload["winner"] for j in made} <= {"A", "B"}
+    # The run's model configuration holds the verdict schema in no provider's words; the
+    # judge's params stay as written.
+    job_id = JudgeRun.objects.get(judge_id=made[0].judge_id).job_id
+    run_models = api(people["manager"]).get(f"/api/generation/jobs/{job_id}")
+    [configuration] = run_models.json()["models"]
+    assert configuration["params"] == {}
+    assert configuration["response_schema"]["name"] == "verdict"
+    assert configuration["response_schema"]["schema"]["properties"]["winner"]["enum"] == [
+        "A",
+        "B",
+    ]
     body = json.loads(fake_provider.app.bodies[-1][1])
     if kind == "openai":
         schema = body["response_format"]["json_schema"]

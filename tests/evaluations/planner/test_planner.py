@@ -348,7 +348,7 @@ def test_the_judges_part_goes_through_the_providers_batch_api(api, people, team_
     """A judge whose model has a batch API (the fake provider's OpenAI batches) is priced at
     the batch rate and its tasks are submitted as a batch run, though the judge itself runs
     live; its verdicts come back and count in the next proposal."""
-    from tests.generation.test_batch_runner import drive_until_done, model_for
+    from tests.helpers.generation import drive_until_done, model_for
 
     fake_provider.config.batch_duration_s = 0
     model = model_for(team_a, fake_provider)

@@ -76,7 +76,7 @@ def replans(plan_id):
 def test_a_finished_judge_run_re_plans_with_the_remaining_budget(
     api, people, team_a, fake_provider, monkeypatch
 ):
-    from tests.generation.test_batch_runner import drive_until_done, model_for
+    from tests.helpers.generation import drive_until_done, model_for
 
     fake_provider.config.batch_duration_s = 0
     model = model_for(team_a, fake_provider)
