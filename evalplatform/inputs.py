@@ -4,7 +4,7 @@ and the services share.
 A use case (a job, a judge, a plan request, a scenario, a judge-file batch) declares its
 fields once, as an ``Input``. The API documents the body from it (``extend_schema(request=
 ...)``: drf-spectacular reads the fields' bounds), the web forms build the same mapping from
-their fields and hand it to the same service, and the service reads it with ``collect``:
+their fields and hand it to the same service, and the service reads it with ``read``:
 field by field, each value checked by the rules of ``evalplatform.validation`` (one set of
 bounds and messages for the whole platform), every problem recorded under the field's key.
 Only the checks across fields and against the database stay in the services, which then
@@ -64,14 +64,19 @@ class Checked(serializers.Field):
         return self.missing(dictionary) if callable(self.missing) else self.missing
 
     def run_validation(self, data: Any = None) -> Any:
+        return self.checked(data, self.context)
+
+    def checked(self, raw: Any, context: Mapping[str, Any]) -> Any:
+        """The clean value of ``raw``, or ``Invalid`` with the field's message."""
         errors: Errors = {}
-        value = self.check(data, errors)
+        value = self.check(raw, errors, context)
         if errors:
-            raise ValidationError(next(iter(errors.values())))
+            raise Invalid(next(iter(errors.values())))
         return value
 
-    def check(self, raw: Any, errors: Errors) -> Any:
-        """The clean value of ``raw``; a problem goes to ``errors`` (any key)."""
+    def check(self, raw: Any, errors: Errors, context: Mapping[str, Any]) -> Any:
+        """The clean value of ``raw``; a problem goes to ``errors`` (any key) or is raised
+        as ``Invalid``. ``context``: the request's (``Input.read``'s keywords)."""
         raise NotImplementedError
 
     def to_representation(self, value: Any) -> Any:
@@ -106,12 +111,12 @@ class _Bounded(Checked):
         self.lo, self.hi, self.default_value, self.message = lo, hi, default, message
         self.most = most if callable(hi) else hi
 
-    def check(self, raw: Any, errors: Errors) -> Any:
+    def check(self, raw: Any, errors: Errors, context: Mapping[str, Any]) -> Any:
         return type(self).rule(
             raw,
             name=self.key,
             lo=self.lo,
-            hi=self.hi(self.context) if callable(self.hi) else self.hi,
+            hi=self.hi(context) if callable(self.hi) else self.hi,
             errors=errors,
             default=self.default_value,
             message=self.message,
@@ -141,7 +146,7 @@ class Number(_Bounded):
 class Usd(Checked):
     """An amount in US dollars, four decimals at most; null is none."""
 
-    def check(self, raw: Any, errors: Errors) -> Decimal | None:
+    def check(self, raw: Any, errors: Errors, context: Mapping[str, Any]) -> Decimal | None:
         return validation.usd(raw, errors=errors, name=self.key)
 
     def schema(self) -> dict[str, Any]:
@@ -166,7 +171,7 @@ class Temperatures(Checked):
         super().__init__(**kw)
         self.allow_none = allow_none
 
-    def check(self, raw: Any, errors: Errors) -> list[float | None]:
+    def check(self, raw: Any, errors: Errors, context: Mapping[str, Any]) -> list[float | None]:
         return validation.temperatures(
             raw,
             errors=errors,
@@ -195,7 +200,7 @@ class Flag(Checked):
         super().__init__(**kw)
         self.default_value, self.strict = default, strict
 
-    def check(self, raw: Any, errors: Errors) -> bool:
+    def check(self, raw: Any, errors: Errors, context: Mapping[str, Any]) -> bool:
         if self.strict and not isinstance(raw, bool):
             raise Invalid("true or false.")
         return validation.flag(raw, name=self.key, errors=errors, default=self.default_value)
@@ -223,7 +228,7 @@ class OneOf(Checked):
         choices = self.choices() if callable(self.choices) else self.choices
         return [c if isinstance(c, tuple) else (c, c) for c in choices]
 
-    def check(self, raw: Any, errors: Errors) -> Any:
+    def check(self, raw: Any, errors: Errors, context: Mapping[str, Any]) -> Any:
         return validation.one_of(
             raw,
             name=self.key,
@@ -252,7 +257,7 @@ class Text(Checked):
         super().__init__(**kw)
         self.max_length, self.required_text, self.message = max_length, required_text, message
 
-    def check(self, raw: Any, errors: Errors) -> str:
+    def check(self, raw: Any, errors: Errors, context: Mapping[str, Any]) -> str:
         return validation.text(
             raw,
             name=self.key,
@@ -274,7 +279,7 @@ class Ids(Checked):
         super().__init__(**kw)
         self.message, self.at_least_one = message, at_least_one
 
-    def check(self, raw: Any, errors: Errors) -> list[int]:
+    def check(self, raw: Any, errors: Errors, context: Mapping[str, Any]) -> list[int]:
         ids = raw or []
         if (
             not isinstance(ids, list)
@@ -299,7 +304,7 @@ class Rule(Checked):
         super().__init__(**kw)
         self.rule, self.openapi = rule, openapi or {}
 
-    def check(self, raw: Any, errors: Errors) -> Any:
+    def check(self, raw: Any, errors: Errors, context: Mapping[str, Any]) -> Any:
         return self.rule(raw)
 
     def schema(self) -> dict[str, Any]:
@@ -319,33 +324,20 @@ def _as_given(raw: Any) -> Any:
 
 
 class Input(serializers.Serializer):
-    """A use case's declared input. ``collect`` reads a request with it the way a form does:
+    """A use case's declared input. ``read`` reads a request with it the way a form does:
     every field checked, every problem recorded, a value for every field. Other keys are
     left alone (the services name what they refuse)."""
 
-    def collect(self, errors: Errors) -> dict[str, Any]:
-        """Each field's clean value (its ``fallback`` when refused, with the first message
-        under the field's key in ``errors``), in the order the fields are declared."""
-        data = self.initial_data
-        if not isinstance(data, Mapping):
-            raise FieldErrors({"body": "A JSON object."})
-        values: dict[str, Any] = {}
-        for name, field in self.fields.items():
-            try:
-                values[name] = field.run_validation(self._raw(name, field, data))
-            except ValidationError as exc:
-                errors[name] = _first(exc.detail)
-                values[name] = getattr(field, "fallback", None)
-        return values
-
-    def _raw(self, name: str, field: serializers.Field, data: Mapping[str, Any]) -> Any:
-        """The request's value; on an update (an ``instance``), a key left out keeps the
-        object's own value (when it has one)."""
-        if self.instance is not None and name not in data:
-            own = getattr(self.instance, field.source or name, None)
-            if own is not None:
-                return own
-        return field.get_value(data)
+    @classmethod
+    def declared(cls) -> dict[str, Checked]:
+        """The fields, bound once per class (a field keeps no state of a request: the
+        request's context is passed to it), in the order they are declared."""
+        found = cls.__dict__.get("_bound")
+        if found is None:
+            found = dict(cls().fields)
+            assert all(isinstance(f, Checked) for f in found.values()), cls
+            cls._bound = found  # type: ignore[attr-defined]
+        return found
 
     @classmethod
     def read(
@@ -356,15 +348,34 @@ class Input(serializers.Serializer):
         instance: Any = None,
         **context: Any,
     ) -> dict[str, Any]:
-        """The clean values of ``data`` (over ``instance``'s own, on an update). Without
-        ``errors``, any problem is raised at once as one ``FieldErrors``; with it, problems
-        are recorded there for the caller to raise with its own (database and cross-field)
-        checks."""
+        """Each field's clean value (over ``instance``'s own on an update: a key left out
+        keeps the object's value), in the declared order; a refused field gets its
+        ``fallback``, and its first message goes under its key. Without ``errors``, any
+        problem is raised at once as one ``FieldErrors``; with it, problems are recorded
+        there for the caller to raise with its own (database and cross-field) checks."""
+        if not isinstance(data, Mapping):
+            raise FieldErrors({"body": "A JSON object."})
         found: Errors = {} if errors is None else errors
-        values = cls(instance, data=data, context=context).collect(found)
+        values: dict[str, Any] = {}
+        for name, field in cls.declared().items():
+            try:
+                values[name] = field.checked(_raw(instance, name, field, data), context)
+            except ValidationError as exc:
+                found[name] = _first(exc.detail)
+                values[name] = field.fallback
         if errors is None and found:
             raise FieldErrors(found)
         return values
+
+
+def _raw(instance: Any, name: str, field: Checked, data: Mapping[str, Any]) -> Any:
+    """The request's value; on an update (an ``instance``), a key left out keeps the
+    object's own value (when it has one)."""
+    if instance is not None and name not in data:
+        own = getattr(instance, field.source or name, None)
+        if own is not None:
+            return own
+    return field.get_value(data)
 
 
 def in_order(errors: Errors, declared: type[Input]) -> Errors:
