@@ -224,6 +224,15 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
+# The proxies whose X-Forwarded-For ``serve`` believes (addresses, comma-separated); none by
+# default, so a client cannot name its own address (sign-in throttling counts by address).
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", [])
+
+# Provider hosts an administrator lets connections call although they resolve to an internal
+# address (loopback, private, link-local...): a local model server, the fake provider. Names
+# as the connections' base URLs write them, comma-separated. evalplatform/providers/netguard.py.
+PROVIDER_HOSTS_ALLOWED = env_list("PROVIDER_HOSTS_ALLOWED", [])
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "evalplatform.accounts.authentication.ApiTokenAuthentication",

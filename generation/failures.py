@@ -26,6 +26,7 @@ SYSTEMATIC = {
     "permission": "the provider refused permission for this model or request",
     "not_found": "the provider does not know the model or endpoint",
     "quota": "the provider account's quota or billing limit is reached",
+    "internal_address": "the connection's address is on the platform's own network",
 }
 # Live calls only: a provider that cannot be reached after every retry of a cell. (A batch
 # submission that drops its connection may have reached the provider; it is checked first.)

@@ -5,7 +5,7 @@ without writing anything, and ``job_estimate`` says what it will cost. A pilot
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -228,11 +228,14 @@ def _model_specs(
     )
     models: list[ModelSpec] = []
     labels: set[str] = set()
+    unreachable = _internal_connections(found.values())
     for index, entry in enumerate(entries):
         model_pk = entry.get("model")
         model = found.get(model_pk) if validation.is_id(model_pk) else None
         if model is None:
             errors[f"models[{index}]"] = "Unknown or inactive model in this team."
+        elif (problem_ := unreachable.get(model.connection_id)) is not None:
+            errors[f"models[{index}]"] = f"{model.display_name}'s connection: {problem_}"
         elif problem := _entry_problem(entry, model):
             errors[f"models[{index}].{problem[0]}"] = problem[1]
         else:
@@ -249,6 +252,17 @@ def _model_specs(
                 )
             models.append(spec)
     return models
+
+
+def _internal_connections(models: Iterable[LLMModel]) -> dict[int, str]:
+    """The connections of ``models`` whose address is on the platform's own network (saved
+    before that was refused, or a name that resolves there now), with why: no call of the
+    job would leave (``netguard``)."""
+    found: dict[int, str] = {}
+    for connection in {m.connection_id: m.connection for m in models}.values():
+        if problem := connection.address_problem():
+            found[connection.pk] = problem
+    return found
 
 
 def _entry_problem(entry: dict[str, Any], model: LLMModel) -> tuple[str, str] | None:

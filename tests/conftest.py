@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 from django.db import connections, transaction
@@ -32,6 +34,19 @@ def _fast_password_hashing():
     Processes that tests start (``tests/e2e``) keep the production hashers and make their
     own users."""
     with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
+
+
+# The fake provider and the servers tests start listen on loopback, which connections may
+# not call unless allowed (evalplatform/providers/netguard.py): allowed here, and for the
+# processes tests start (tests/e2e), which read it from the environment.
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1"]
+os.environ.setdefault("PROVIDER_HOSTS_ALLOWED", ",".join(LOOPBACK_HOSTS))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _loopback_providers_allowed():
+    with override_settings(PROVIDER_HOSTS_ALLOWED=LOOPBACK_HOSTS):
         yield
 
 

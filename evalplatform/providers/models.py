@@ -89,6 +89,8 @@ class ProviderConnection(models.Model):
             raise ValidationError(
                 {"options": f"Options of at most {MAX_OPTIONS_CHARS:,} characters as JSON."}
             )
+        if problem := self.address_problem():
+            raise ValidationError({"base_url": problem})
         if self.kind == ProviderKind.MOCK:
             # Each message names its option (``options`` is the form's one field for them).
             problems = MockSettings.problems(self.options)
@@ -96,6 +98,17 @@ class ProviderConnection(models.Model):
                 raise ValidationError(
                     {"options": [f"{name}: {message}" for name, message in problems.items()]}
                 )
+
+    def address_problem(self) -> str | None:
+        """Why the platform may not call this connection's base URL, if it may not: its form
+        (``netguard.url_problem``), then where its host resolves (a DNS query): an address
+        on the platform's own network unless an administrator allows the host. None for the
+        provider's public endpoint and for the mock, which calls nothing."""
+        if not self.base_url or self.kind == ProviderKind.MOCK:
+            return None
+        from evalplatform.providers import netguard
+
+        return netguard.url_problem(self.base_url) or netguard.host_problem(self.base_url)
 
     @property
     def has_api_key(self) -> bool:

@@ -95,7 +95,8 @@ def test_every_fault_class_is_classified(fake_provider, kind, marker, error_kind
     error = err.value
     assert (error.kind, error.retryable) == (error_kind, retryable), error.message
     if marker in ("malformed", "truncated"):
-        assert error.raw_text  # what the provider sent is kept
+        # A body that is not JSON is never kept raw: the reason says what was wrong.
+        assert error.message.startswith("Unreadable reply") and error.raw_text == ""
     if marker == "429":
         assert error.retry_after == pytest.approx(1.0)
 

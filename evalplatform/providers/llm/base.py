@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import httpx
 from django.conf import settings
 
+from evalplatform.providers import netguard
 from evalplatform.providers.llm import errors
 from evalplatform.providers.llm.types import LLMRequest, LLMResponse, Reasoning, ResponseSchema
 from evalplatform.validation import INT_MAX
@@ -184,12 +185,15 @@ class HTTPPool:
         sizes = [
             max(1, max_connections // count + (i < max_connections % count)) for i in range(count)
         ]
+        # Every connection is checked against the platform's own network (``netguard``).
         self.clients = [
-            httpx.AsyncClient(
-                timeout=timeout,
-                limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
-                transport=transport,
-                verify=tls_context(),
+            netguard.guard(
+                httpx.AsyncClient(
+                    timeout=timeout,
+                    limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
+                    transport=transport,
+                    verify=tls_context(),
+                )
             )
             for size in sizes
         ]

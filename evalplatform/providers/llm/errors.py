@@ -13,6 +13,7 @@ from urllib.parse import quote
 import httpx
 from django.utils import timezone
 
+from evalplatform.providers import netguard
 from evalplatform.providers.llm.types import ProviderError
 
 # Provider hints beyond this are ignored in favour of the platform schedule (the official
@@ -32,6 +33,21 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 # Whether a 429 is billing or quota exhaustion, from (message, type, code, wait hint,
 # headers): an adapter's ``quota_exhausted``.
 QuotaRule = Callable[[str, str, str, float | None, Mapping[str, str]], bool]
+
+
+# What an error keeps of the body that came back: a JSON body, compacted, up to this many
+# characters; anything else (an HTML page, a service that is no provider) is never kept raw,
+# only the status line and the JSON error's message (at most ``MESSAGE_CHARS``).
+KEPT_CHARS = 1000
+MESSAGE_CHARS = 500
+
+
+def kept(text: str) -> str:
+    """What an error keeps of a body: JSON, compacted and bounded; else nothing."""
+    body = _json(text) if len(text) <= 1_000_000 else None
+    if body is None:
+        return ""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))[:KEPT_CHARS]
 
 
 def _json(text: str) -> Any:
@@ -117,8 +133,8 @@ def from_response(
     hint = retry_after_s(response.headers, body)
     summary = (
         f"HTTP {status}"
-        + (f" {error_type}" if error_type else "")
-        + (f": {message}" if message else "")
+        + (f" {error_type[:100]}" if error_type else "")
+        + (f": {message[:MESSAGE_CHARS]}" if message else "")
     )
 
     def error(kind: str, retryable: bool) -> ProviderError:
@@ -128,7 +144,7 @@ def from_response(
             retryable=retryable,
             status=status,
             retry_after=hint if retryable else None,
-            raw_text=text,
+            raw_text=kept(text),
         )
 
     if status == 429:
@@ -148,6 +164,8 @@ def from_response(
 
 def from_transport(exc: httpx.TransportError) -> ProviderError:
     # The library's own text is left out: it can quote request headers, and so the key.
+    if isinstance(exc.__cause__, netguard.InternalAddress):  # refused before connecting
+        return ProviderError(str(exc.__cause__), kind="internal_address", retryable=False)
     if isinstance(exc, httpx.TimeoutException):
         return ProviderError(f"Timed out: {type(exc).__name__}", kind="timeout", retryable=True)
     if isinstance(exc, httpx.LocalProtocolError):
@@ -168,7 +186,7 @@ def not_sendable() -> ProviderError:
 
 def malformed(text: str, reason: str) -> ProviderError:
     return ProviderError(
-        f"Unreadable reply: {reason}", kind="malformed", retryable=False, raw_text=text
+        f"Unreadable reply: {reason}", kind="malformed", retryable=False, raw_text=kept(text)
     )
 
 

@@ -65,4 +65,8 @@ class Command(BaseCommand):
             mock=MockSettings(seed=o["seed"], position_bias=o["position_bias"]),
         )
         self.stdout.write(f"Fake provider on http://{o['host']}:{o['port']} (Ctrl+C to stop)")
+        self.stdout.write(
+            f"Connections may call it once the platform allows the host: "
+            f"PROVIDER_HOSTS_ALLOWED={o['host']} (docs/security.md)."
+        )
         uvicorn.run(FakeProvider(config), host=o["host"], port=o["port"], log_level="warning")
