@@ -5,6 +5,7 @@ page and the admin console use it through their forms (API tokens are not passwo
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import timedelta
 from typing import Any
 
@@ -21,9 +22,18 @@ PER_ADDRESS = 30
 KEEP = timedelta(days=1)
 
 
+def person(username: str) -> str:
+    """The key a username's failures count under: as sign-in reads it (Django's form strips
+    it and folds compatible characters, NFKC: " ana", "ana " and the full-width letters
+    U+FF41 U+FF4E U+FF41 sign in as "ana"), case-folded: another spelling of a name buys no
+    more guesses."""
+    return unicodedata.normalize("NFKC", username).strip().casefold()[:150]
+
+
 def address_of(request: Any) -> str:
-    """The client's address as the web server saw it (a proxy in front should set
-    REMOTE_ADDR, e.g. uvicorn's --proxy-headers)."""
+    """The client's address as the web server saw it: the connection's peer, or what a
+    trusted proxy said (``serve`` believes ``X-Forwarded-For`` only from
+    ``TRUSTED_PROXIES``; uvicorn's ``--forwarded-allow-ips`` in scale mode)."""
     return str((getattr(request, "META", {}) or {}).get("REMOTE_ADDR", ""))[:45]
 
 
@@ -33,7 +43,7 @@ def wait_seconds(username: str, address: str) -> int:
     recent = LoginFailure.objects.filter(created_at__gt=now - WINDOW)
     waits = []
     for rows, limit in (
-        (recent.filter(username=username.lower()), PER_USERNAME),
+        (recent.filter(username=person(username)), PER_USERNAME),
         (recent.filter(address=address), PER_ADDRESS),
     ):
         times = list(rows.order_by("-created_at").values_list("created_at", flat=True)[:limit])
@@ -43,12 +53,12 @@ def wait_seconds(username: str, address: str) -> int:
 
 
 def failed(username: str, address: str) -> None:
-    LoginFailure.objects.create(username=username.lower()[:150], address=address)
+    LoginFailure.objects.create(username=person(username), address=address)
     LoginFailure.objects.filter(created_at__lt=timezone.now() - KEEP).delete()
 
 
 def succeeded(username: str) -> None:
-    LoginFailure.objects.filter(username=username.lower()).delete()
+    LoginFailure.objects.filter(username=person(username)).delete()
 
 
 class ThrottledFormMixin:

@@ -53,3 +53,17 @@ def test_an_address_with_many_failures_is_refused_and_the_admin_counts_too(team_
         sign_in(client, "manager", "wrong", url="/admin/login/")
     assert "Too many failed sign-ins" in sign_in(client, "manager", PASSWORD).content.decode()
     assert LoginFailure.objects.filter(username="manager").count() == 5
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("spelling", [" ana", "ana ", "ANA", "\uff41\uff4e\uff41", " \uff21na "])
+def test_another_spelling_of_the_name_buys_no_more_guesses(team_a, member, spelling):
+    member(team_a, Role.VIEWER, username="ana")
+    client = Client()
+    for n in range(5):
+        # Four spellings Django signs in as "ana", and the name itself.
+        sign_in(client, [" ana", "ana ", "\uff41\uff4e\uff41", "ana", spelling][n], "wrong")
+    refused = sign_in(client, spelling, PASSWORD)
+    assert "Too many failed sign-ins" in refused.content.decode()
+    assert "_auth_user_id" not in client.session
+    assert set(LoginFailure.objects.values_list("username", flat=True)) == {"ana"}

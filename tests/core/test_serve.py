@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -90,6 +91,20 @@ def test_serve_starts_the_platform_with_a_first_admin(server):
         # Without the CSRF token a form post is refused.
         refused = client.post("/login/", data={"username": "admin", "password": "x"})
         assert refused.status_code == 403
+    # A client cannot name its own address: X-Forwarded-For is believed only from the
+    # proxies TRUSTED_PROXIES names (none), so a failed sign-in counts against the peer.
+    with httpx.Client(base_url=base, follow_redirects=False, timeout=10) as client:
+        page = client.get("/login/")
+        token = page.text.split('name="csrfmiddlewaretoken" value="')[1].split('"')[0]
+        failed = client.post(
+            "/login/",
+            data={"username": "nobody", "password": "wrong", "csrfmiddlewaretoken": token},
+            headers={"Referer": f"{base}/login/", "X-Forwarded-For": "203.0.113.9"},
+        )
+        assert failed.status_code == 200
+    with sqlite3.connect(tmp_path / "data" / "db.sqlite3") as database:
+        addresses = database.execute("SELECT address FROM accounts_loginfailure").fetchall()
+    assert addresses == [("127.0.0.1",)]
 
 
 def _children() -> dict[int, list[int]]:

@@ -138,6 +138,10 @@ class Command(BaseCommand):
                 port=port,
                 log_level="info",
                 lifespan="off",
+                # X-Forwarded-For only from the proxies an administrator names (uvicorn
+                # believes loopback by default: any local client could pick its address).
+                proxy_headers=bool(settings.TRUSTED_PROXIES),
+                forwarded_allow_ips=",".join(settings.TRUSTED_PROXIES) or None,
                 # WebSocket clients only listen: no message from them needs more than this.
                 ws_max_size=64 * 1024,
             )
