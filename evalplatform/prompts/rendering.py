@@ -108,12 +108,20 @@ class MalformedPlaceholders(FieldErrors):
     def __init__(self, problems: Sequence[PlaceholderProblem]):
         self.problems = list(problems)
         errors: dict[str, list[str]] = {}
+        counted: dict[str, int] = {}
         for p in self.problems:
-            errors.setdefault(f"blocks[{p.block}].body", []).append(f"{p.text!r} {p.problem}")
+            key = f"blocks[{p.block}].body"
+            counted[key] = counted.get(key, 0) + 1
+            if counted[key] <= _SHOWN_PROBLEMS:  # the rest are counted, not quoted
+                errors.setdefault(key, []).append(f"{p.text!r} {p.problem}")
+        for key, count in counted.items():
+            if count > _SHOWN_PROBLEMS:
+                errors[key].append(f"And {count - _SHOWN_PROBLEMS:,} more.")
         super().__init__(errors, "Some placeholders are not variables.")
 
 
 _SHOWN = 60  # characters of an unclosed placeholder quoted in its error
+_SHOWN_PROBLEMS = 20  # malformed placeholders quoted per block
 
 
 def placeholders(body: str) -> list[Placeholder]:
@@ -127,8 +135,13 @@ def _placeholders(body: str) -> tuple[Placeholder, ...]:
     its thousands of cells."""
     found: list[Placeholder] = []
     position = 0
+    # The next "}}" is searched for again only once the scan has passed it: searching from
+    # every "{{" would read the rest of the text each time (quadratic in a text of many
+    # "{{" and no "}}": a megabyte took minutes). Linear in the text.
+    close = -2
     while (start := body.find(OPEN, position)) != -1:
-        close = body.find(CLOSE, start + len(OPEN))
+        if close != -1 and close < start + len(OPEN):
+            close = body.find(CLOSE, start + len(OPEN))
         reopen = body.find(OPEN, start + len(OPEN))
         if close == -1 or (reopen != -1 and reopen < close):
             stop = reopen if reopen != -1 else len(body)

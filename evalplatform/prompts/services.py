@@ -35,9 +35,15 @@ def _require_edit(user: Any, team: Team | int) -> None:
         raise Forbidden()
 
 
+MAX_SHOWN_PROBLEMS = 20  # malformed placeholders quoted per block; the rest are counted
+
+
 def malformed_in(body: str) -> str:
-    """What is wrong with a block body's placeholders ("" when nothing is)."""
-    return " ".join(f"{p.text!r} {p.problem}" for p in placeholders(body) if p.name is None)
+    """What is wrong with a block body's placeholders ("" when nothing is): the first
+    ``MAX_SHOWN_PROBLEMS`` quoted, the rest counted."""
+    bad = [f"{p.text!r} {p.problem}" for p in placeholders(body) if p.name is None]
+    more = len(bad) - MAX_SHOWN_PROBLEMS
+    return " ".join(bad[:MAX_SHOWN_PROBLEMS]) + (f" And {more:,} more." if more > 0 else "")
 
 
 def blocks_validate(blocks: Any) -> list[Block]:

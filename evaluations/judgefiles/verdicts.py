@@ -18,13 +18,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluations.judges.verdicts import extract_json
+from evaluations.judges.verdicts import extract_json, tags
 from scenarios.types.base import Rejected
 
 SCORE_KEYS = ("score", "total_score", "overall_score", "rating", "grade")
 VERDICT_KEYS = ("verdict", "winner", "better", "choice", "label", "decision")
 RATIONALE_KEYS = ("rationale", "reason", "explanation", "justification")
-TAG = re.compile(r"<([A-Za-z_][\w-]{0,63})>(.{0,2000}?)</\1>", re.DOTALL)
+TAG_NAME = r"[A-Za-z_][\w-]{0,63}"  # no dots: the judges' own reply formats take them
 OPENING = re.compile(
     r"^\W{0,5}(?:(?:verdict|winner|answer|better(?: answer| one)?)\s*(?:is|:)?\s*)?"
     r"(?:answer\s+|response\s+|sample\s+)?([AB])\**"
@@ -112,9 +112,9 @@ def _read(text: str) -> Read:
             return read
         problem = "The reply's JSON has no score or verdict field."
         return Read(fields=read.fields, rationale=read.rationale, parsed=False, problem=problem)
-    tags = {name: value.strip() for name, value in TAG.findall(text[:200_000])}
-    if tags:
-        read = _from_fields(tags)
+    found_tags = {n: v.strip() for n, v in tags(text[:200_000], most=2000, name=TAG_NAME)}
+    if found_tags:
+        read = _from_fields(found_tags)
         if read.score is not None or read.verdict:
             return read
     opening = OPENING.match(text.strip()[:MAX_TEXT])

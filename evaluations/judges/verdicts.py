@@ -10,6 +10,7 @@ Anything else is a ``Rejected`` reply, kept with its raw text and retried alone 
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -74,7 +75,35 @@ def _rationale(found: Mapping[str, Any]) -> str:
 # ``reply_groups`` ({name: field}: a rating's scores by dimension); ``values`` maps the
 # reply's words to the verdict's (e.g. SAMPLE_1 → A).
 REPLY_FORMATS = ("json", "tags", "structured")
-TAG = re.compile(r"<([A-Za-z_][\w.-]{0,63})>(.{0,20000}?)</\1>", re.DOTALL)
+TAG_NAME = r"[A-Za-z_][\w.-]{0,63}"
+_OPEN_TAG = re.compile(rf"<({TAG_NAME})>")
+_CLOSE_TAG = re.compile(rf"</({TAG_NAME})>")
+
+
+def tags(text: str, *, most: int = 20_000, name: str = TAG_NAME) -> list[tuple[str, str]]:
+    """The ``<name>value</name>`` parts of ``text``, in order, each value the text up to the
+    first closing tag of its name, at most ``most`` characters; a part inside a part found
+    is not read again. ``name``: the names to read (a pattern).
+
+    Linear in the text: the closing tags are found in one pass and each opening tag looks
+    its own up by position (a backreferencing regex tried every opening tag against up to
+    ``most`` characters: 60 KB of "<a>" took seconds)."""
+    closes: dict[str, list[int]] = {}
+    for found in _CLOSE_TAG.finditer(text):
+        closes.setdefault(found.group(1), []).append(found.start())
+    allowed = re.compile(name)
+    parts: list[tuple[str, str]] = []
+    position = 0
+    for found in _OPEN_TAG.finditer(text):
+        tag, start, end = found.group(1), found.start(), found.end()
+        if start < position or allowed.fullmatch(tag) is None:
+            continue
+        at = closes.get(tag, [])
+        index = bisect.bisect_left(at, end)
+        if index < len(at) and at[index] - end <= most:
+            parts.append((tag, text[end : at[index]]))
+            position = at[index] + len(tag) + 3
+    return parts
 
 
 def check_reply_format(value: Any, dimensions: Sequence[str]) -> str | None:
@@ -155,7 +184,7 @@ def reshape(text: str, reply_format: Mapping[str, Any]) -> tuple[dict[str, Any],
     was found."""
     kind = reply_format.get("kind")
     if kind == "tags":
-        source: Mapping[str, Any] = {n: v.strip() for n, v in TAG.findall(text[:1_000_000])}
+        source: Mapping[str, Any] = {n: v.strip() for n, v in tags(text[:1_000_000])}
         if not source:
             raise Rejected("The reply holds none of the expected tags.")
         how = "extracted"

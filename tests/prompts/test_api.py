@@ -223,6 +223,18 @@ def test_placeholders_of_any_letters_and_paths_are_listed_as_variables(api, crea
 
 
 @pytest.mark.django_db
+def test_a_body_of_many_malformed_placeholders_quotes_twenty_and_counts_the_rest(api, creator_a):
+    """A body of 50,000 "{{" and no "}}" (the largest body a block may have) is read in
+    linear time (bench/pathological_inputs.py) and answered with a bounded message."""
+    r = _create(api, creator_a, blocks=[{"title": "", "body": "{{" * 50_000}])
+    assert r.status_code == 400
+    [message] = r.json()["errors"]["blocks[0].body"]
+    assert message.count("has no closing '}}'.") == 20
+    assert message.endswith("And 49,980 more.") and len(message) < 2_000
+    assert PromptTemplate.objects.count() == 0
+
+
+@pytest.mark.django_db
 def test_malformed_placeholders_are_refused_on_create_and_edit(api, creator_a):
     bad = [
         {"title": "System", "body": "Fine {{language}}"},

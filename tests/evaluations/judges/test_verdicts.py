@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluations.judges.verdicts import Rejected, read
+from evaluations.judges.verdicts import Rejected, read, reshape
 
 RUBRIC = {
     "dimensions": [{"name": "clarity", "min": 1, "max": 5}, {"name": "tone", "min": 0, "max": 1}]
@@ -59,3 +59,29 @@ def test_rankings_and_labels():
         "labeling", {"labels": ["Good", "Bad"], "multiple": True}, '{"labels": ["good", "BAD"]}'
     )
     assert labels.payload == {"labels": ["Good", "Bad"], "text": ""}
+
+
+def test_the_tag_reader_reads_as_the_backreferencing_pattern_it_replaced():
+    """``tags`` is linear in the reply (bench/pathological_inputs.py: 80,000 characters of
+    unclosed tags in 11 ms, where the pattern took 4 s); its parts are exactly the
+    pattern's, checked on 5,000 seeded random texts of tags, near-tags and text."""
+    import random
+    import re
+
+    from evaluations.judges.verdicts import tags
+
+    rng = random.Random(35)
+    pieces = ["<a>", "</a>", "<b>", "</b>", "<a.b>", "</a.b>", "<ab>", "</ab>", "x", "<", ">"]
+    for _ in range(5000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
+        pattern = re.compile(r"<([A-Za-z_][\w.-]{0,63})>(.{0,12}?)</\1>", re.DOTALL)
+        expected = [(m.group(1), m.group(2)) for m in pattern.finditer(text)]
+        assert tags(text, most=12) == expected, text
+
+
+def test_a_reply_of_unclosed_tags_is_refused_and_a_closed_one_still_read():
+    form = {"kind": "tags", "fields": {"winner": "BETTER"}, "values": {"S1": "A", "S2": "B"}}
+    with pytest.raises(Rejected):
+        reshape("<a>" * 20_000, form)
+    found = read("comparison", {}, "<a>" * 20_000 + "<BETTER>S2</BETTER>", reply_format=form)
+    assert found.payload == {"winner": "B"}
