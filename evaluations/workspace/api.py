@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
 from rest_framework.permissions import IsAuthenticated
@@ -25,6 +25,7 @@ from evaluations.judgments.models import Assignment, Judgment
 from evaluations.workspace import access, flags, revisions, selectors, services
 from evaluations.workspace.models import JudgmentRevision, TaskFlag
 from scenarios.models import Scenario
+from scenarios.types.base import KEYS
 
 
 def _open_scenario(user: Any, pk: int) -> Scenario:
@@ -94,7 +95,12 @@ class AssignmentView(APIView):
 
 
 class JudgmentSerializer(serializers.ModelSerializer):
+    """A judgment. ``presented``: the variants' ids in the order shown; to the evaluator of
+    a blind scenario (the context's ``blind_rater``), the neutral keys they saw (A, B, ...):
+    variant ids follow the order variants were made in, and so would tell models apart."""
+
     rater = serializers.SerializerMethodField()
+    presented = serializers.SerializerMethodField()
 
     class Meta:
         model = Judgment
@@ -119,6 +125,15 @@ class JudgmentSerializer(serializers.ModelSerializer):
             "revised_at",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(
+        {"type": "array", "items": {"oneOf": [{"type": "integer"}, {"type": "string"}]}}
+    )
+    def get_presented(self, judgment: Judgment) -> list[Any]:
+        shown = list(judgment.presented)
+        if self.context.get("blind_rater"):
+            return list(KEYS[: len(shown)])
+        return shown
 
     def get_rater(self, judgment: Judgment) -> str:
         if judgment.evaluator is not None:
@@ -159,7 +174,10 @@ class SubmitView(APIView):
         if not isinstance(request.data, dict):
             raise FieldErrors({"non_field_errors": "Send a JSON object."})
         judgment = services.submit(user=request.user, assignment=_to_lock(pk), data=request.data)
-        return Response(JudgmentSerializer(judgment).data, status=status.HTTP_201_CREATED)
+        context = _rater_context(judgment.scenario)
+        return Response(
+            JudgmentSerializer(judgment, context=context).data, status=status.HTTP_201_CREATED
+        )
 
 
 class SkipView(APIView):
@@ -220,6 +238,12 @@ class FlagListView(ListAPIView):
         return selectors.flags(scenario)
 
 
+def _rater_context(scenario: Scenario) -> dict[str, Any]:
+    """What an evaluator's own judgments are serialized with: in a blind scenario, no id
+    that could tell the models apart."""
+    return {"blind_rater": scenario.blind}
+
+
 class MineView(ListAPIView):
     """Your judgments in the scenario, the latest first, each with its earlier answers
     (``revisions``): what you may revise while the scenario is open."""
@@ -230,8 +254,13 @@ class MineView(ListAPIView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return Judgment.objects.none()
-        scenario = access.scenario_to_evaluate(self.request.user, self.kwargs["pk"])
-        return selectors.own_judgments(self.request.user, scenario)
+        self.scenario = access.scenario_to_evaluate(self.request.user, self.kwargs["pk"])
+        return selectors.own_judgments(self.request.user, self.scenario)
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        scenario = getattr(self, "scenario", None)
+        rater = _rater_context(scenario) if scenario is not None else {}
+        return super().get_serializer_context() | rater
 
 
 class ReviseView(APIView):
@@ -247,7 +276,8 @@ class ReviseView(APIView):
             raise FieldErrors({"non_field_errors": "Send a JSON object."})
         judgment = revisions.judgment_revise(user=request.user, judgment=pk, data=request.data)
         fresh = selectors.own_judgments(request.user, judgment.scenario).get(pk=judgment.pk)
-        return Response(OwnJudgmentSerializer(fresh).data)
+        context = _rater_context(judgment.scenario)
+        return Response(OwnJudgmentSerializer(fresh, context=context).data)
 
 
 class JudgmentListView(ListAPIView):
@@ -275,6 +305,11 @@ class JudgmentListView(ListAPIView):
         scenarios = Scenario.objects.filter(pk=scenario_id)
         if policy.visible(user, EVALUATIONS_VIEW_ALL, scenarios).exists():
             return selectors.judgments(scenario_id)
-        if access.evaluable(user, scenarios).exists():
+        evaluable = access.evaluable(user, scenarios).first()
+        if evaluable is not None:
+            self.rater = _rater_context(evaluable)
             return selectors.judgments(scenario_id).filter(evaluator=user)
         raise NotFound()
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        return super().get_serializer_context() | getattr(self, "rater", {})
