@@ -3,6 +3,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 handler404 = "evalplatform.api.exceptions.not_found"
+handler500 = "evalplatform.api.exceptions.server_error"
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -12,13 +12,16 @@ a ``Retry-After`` header (evalplatform/throttling.py).
 
 from __future__ import annotations
 
+import errno
 import re
+import sys
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import IntegrityError
+from django.db import IntegrityError, OperationalError
 from django.db.models import ProtectedError, RestrictedError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
 from django.views.defaults import page_not_found
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -121,3 +124,59 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     if request.path_info.startswith("/api/"):
         return JsonResponse({"detail": "Not found."}, status=status.HTTP_404_NOT_FOUND)
     return page_not_found(request, exception or Http404())
+
+
+# What the server cannot do for now, from the exception a request ended with: a database
+# another request holds locked (SQLite's one writer; PostgreSQL's lock timeout), a disk with
+# no room left. Answered by what it is, with a message, never an anonymous 500.
+LOCKED_RETRY_S = 5
+
+
+def _unavailable(exc: BaseException | None) -> tuple[int, str, dict[str, str]] | None:
+    """(status, message, headers) for a failure that is not the request's fault and
+    passes, or None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:  # the exception and its causes
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return (
+                507,
+                "The server has no disk space left: nothing was saved. Try again once an "
+                "administrator has made room.",
+                {},
+            )
+        text = str(exc).lower()
+        if isinstance(exc, OperationalError) and any(
+            words in text for words in ("database is locked", "lock timeout", "obtain lock")
+        ):
+            return (
+                503,
+                "The database is busy with another request: nothing was saved. Try again in "
+                f"{LOCKED_RETRY_S} seconds.",
+                {"Retry-After": str(LOCKED_RETRY_S)},
+            )
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """The project's 500 handler (Django calls it while the request's exception is being
+    handled, and has logged it): a locked database is a 503 with ``Retry-After``, a full
+    disk a 507; the API answers JSON, pages a page of the site. Anything else stays a 500,
+    as JSON on the API."""
+    found = _unavailable(sys.exc_info()[1])
+    code, message, headers = found or (500, "A server error: it has been logged.", {})
+    if request.path_info.startswith(("/api/", "/v1/")):
+        response: HttpResponse = JsonResponse({"detail": message}, status=code)
+        if request.path_info.startswith("/v1/"):  # OpenAI's shape, beside the API's
+            response = JsonResponse(
+                {"error": {"message": message, "type": "server_error"}, "detail": message},
+                status=code,
+            )
+    else:
+        # No request context: its processors would ask the database again.
+        page = render_to_string("web/unavailable.html", {"message": message, "code": code})
+        response = HttpResponse(page, status=code)
+    for name, value in headers.items():
+        response[name] = value
+    return response
