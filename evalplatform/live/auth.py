@@ -13,8 +13,9 @@ from urllib.parse import urlparse
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
-from channels.security.websocket import OriginValidator
+from channels.security.websocket import WebsocketDenier
 from django.conf import settings
+from django.http.request import validate_host
 
 from evalplatform.accounts.services import token_authenticate
 from evalplatform.live.rights import Credential
@@ -83,20 +84,54 @@ async def scope_sign_in(scope: dict[str, Any]) -> tuple[Any, Credential | None]:
     return found.get("user"), found.get("credential")
 
 
-class SameHostOriginValidator(OriginValidator):
-    """Browsers always send ``Origin`` on a WebSocket handshake: it must be one of
-    ``ALLOWED_HOSTS`` (no cross-site hijacking of a session). Scripts send none and
-    authenticate with a token, so a missing ``Origin`` is accepted."""
+def same_site(origin: str | None, host: str | None, *, secure: bool) -> bool:
+    """Whether a browser's ``Origin`` is this server: a host of ``ALLOWED_HOSTS`` on the port
+    the connection came to (``host``: its ``Host`` header; another port of the same machine
+    is another site), or one of ``CSRF_TRUSTED_ORIGINS``. Scripts send no ``Origin`` and
+    authenticate with a token, so a missing one is accepted."""
+    if not origin:
+        return True
+    if origin in settings.CSRF_TRUSTED_ORIGINS:
+        return True
+    try:
+        parsed, served = urlparse(origin), urlparse(f"//{host or ''}")
+        origin_port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        served_port = served.port or (443 if secure else 80)
+    except ValueError:
+        return False
+    hostname = parsed.hostname or ""
+    return (
+        bool(hostname)
+        and origin_port == served_port
+        and validate_host(hostname, settings.ALLOWED_HOSTS)
+    )
 
-    def valid_origin(self, parsed_origin):
-        return parsed_origin is None or self.validate_origin(parsed_origin)
+
+class LiveOriginValidator:
+    """Refuses a WebSocket handshake whose ``Origin`` is another site (``same_site``): no
+    page of another site, nor of another port of this machine, rides on a user's session."""
+
+    def __init__(self, application: Any) -> None:
+        self.application = application
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        headers = dict(scope.get("headers") or [])
+        origin, host = headers.get(b"origin"), headers.get(b"host")
+        if same_site(
+            origin.decode("latin1") if origin is not None else None,
+            host.decode("latin1") if host is not None else None,
+            secure=scope.get("scheme") in ("wss", "https"),
+        ):
+            return await self.application(scope, receive, send)
+        return await WebsocketDenier()(scope, receive, send)
 
 
-def LiveOriginValidator(inner):
-    return SameHostOriginValidator(inner, settings.ALLOWED_HOSTS)
-
-
-def origin_allowed(origin: str | None) -> bool:
-    """The same rule for Socket.IO's handshakes and polling requests."""
-    parsed = urlparse(origin) if origin else None
-    return bool(SameHostOriginValidator(None, settings.ALLOWED_HOSTS).valid_origin(parsed))
+def origin_allowed(origin: str | None, environ: dict[str, Any] | None = None) -> bool:
+    """The same rule for Socket.IO's handshakes and polling requests (engine.io passes the
+    request's WSGI-style ``environ``)."""
+    environ = environ or {}
+    return same_site(
+        origin,
+        environ.get("HTTP_HOST"),
+        secure=environ.get("wsgi.url_scheme") in ("https", "wss"),
+    )

@@ -52,6 +52,12 @@ def test_only_users_who_may_view_the_job_can_subscribe(
         # A page of another site cannot ride on the user's session.
         foreign = Socket(platform_server, path, session_of=creator, origin="http://evil.example")
         assert await close_code(foreign) == 403
+        # Nor a page of another port of this machine (another application on localhost).
+        port = int(platform_server.rsplit(":", 1)[1])
+        other = Socket(
+            platform_server, path, session_of=creator, origin=f"http://localhost:{port + 1}"
+        )
+        assert await close_code(other) == 403
 
     asyncio.run(scenario())
 

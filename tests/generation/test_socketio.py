@@ -68,6 +68,9 @@ def test_a_connection_needs_a_session_or_a_token(api, creator, setup, platform_s
             handshake = "/socket.io/?EIO=4&transport=polling"
             foreign = await http.get(handshake, headers=headers | {"Origin": "http://evil.example"})
             assert foreign.status_code == 400
+            port = int(platform_server.rsplit(":", 1)[1])
+            other_port = {"Origin": f"http://localhost:{port + 1}"}
+            assert (await http.get(handshake, headers=headers | other_port)).status_code == 400
             assert (await http.get(handshake, headers=headers)).status_code == 200
         # Each way in works, and each sees the same snapshot.
         snapshots = []
