@@ -208,10 +208,11 @@ class ApiTokenAdmin(admin.ModelAdmin):
         # The owner is chosen once (superusers only) and never changes: a token is a key to
         # one account. Revoking is the list action; a revoked token stays revoked.
         owner = ["user"] if policy.is_superuser(request.user) else []
-        return ["name", *owner, *self.readonly_fields]
+        return ["name", *owner, "can_mint_tokens", *self.readonly_fields]
 
     def get_readonly_fields(self, request, obj=None):
-        return [*self.readonly_fields, "user"] if obj else self.readonly_fields
+        # What a token may do is chosen when it is made.
+        return [*self.readonly_fields, "user", "can_mint_tokens"] if obj else self.readonly_fields
 
     def has_module_permission(self, request):
         return request.user.is_active
@@ -230,7 +231,9 @@ class ApiTokenAdmin(admin.ModelAdmin):
             obj.save()
             return
         user = obj.user if policy.is_superuser(request.user) and obj.user_id else request.user
-        token, key = services.token_create(user=user, name=obj.name)
+        token, key = services.token_create(
+            user=user, name=obj.name, can_mint_tokens=obj.can_mint_tokens
+        )
         obj.pk, obj.user, obj.prefix, obj.key_hash = (
             token.pk,
             token.user,

@@ -59,12 +59,23 @@ class MeView(APIView):
 class TokenSerializer(serializers.ModelSerializer):
     class Meta:
         model = ApiToken
-        fields = ["id", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
+        fields = [
+            "id",
+            "name",
+            "prefix",
+            "can_mint_tokens",
+            "created_at",
+            "last_used_at",
+            "revoked_at",
+        ]
         read_only_fields = fields
 
 
 class TokenCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
+    can_mint_tokens = serializers.BooleanField(
+        default=False, help_text="Requests with the new token may make tokens too."
+    )
 
 
 class TokenCreatedSerializer(TokenSerializer):
@@ -91,7 +102,13 @@ class TokenViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.Gen
     def create(self, request):
         data = TokenCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        token, key = token_create(user=request.user, name=data.validated_data["name"])
+        by_token = request.auth if isinstance(request.auth, ApiToken) else None
+        token, key = token_create(
+            user=request.user,
+            name=data.validated_data["name"],
+            can_mint_tokens=data.validated_data["can_mint_tokens"],
+            by_token=by_token,
+        )
         body = TokenSerializer(token).data | {"key": key}
         return Response(body, status=status.HTTP_201_CREATED)
 

@@ -80,6 +80,9 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Whether requests made with this token may make more tokens: a token that leaks must
+    # not be able to mint itself successors that outlive its revocation.
+    can_mint_tokens = models.BooleanField(default=False)
 
     class Meta:
         verbose_name, verbose_name_plural = "API token", "API tokens"

@@ -24,14 +24,23 @@ def hash_token_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def token_create(*, user: Any, name: str = "default") -> tuple[ApiToken, str]:
-    """Create a token; return it and its key. The key is never stored or shown again."""
+def token_create(
+    *, user: Any, name: str = "default", can_mint_tokens: bool = False, by_token: Any = None
+) -> tuple[ApiToken, str]:
+    """Create a token; return it and its key. The key is never stored or shown again.
+    ``by_token``: the token the request came with, if any: it may make tokens only if it
+    was made to (``can_mint_tokens``), and no token it makes may do more than it."""
+    if by_token is not None and not by_token.can_mint_tokens:
+        raise Forbidden(
+            "This API token may not make tokens: sign in, or use a token made with can_mint_tokens."
+        )
     key = secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         user=user,
         name=name.strip() or "default",
         prefix=key[:TOKEN_PREFIX_LEN],
         key_hash=hash_token_key(key),
+        can_mint_tokens=can_mint_tokens,
     )
     audit.record(user=user, team=None, action="accounts.token.create", target=token)
     return token, key

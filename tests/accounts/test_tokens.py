@@ -125,3 +125,50 @@ def test_a_tokens_grants_come_with_its_lookup_per_team_and_fresh_each_request(
     assert features()[team_b.slug] == set(ROLE_FEATURES[Role.VIEWER])
     Membership.objects.filter(user=user).delete()
     assert features() == {}
+
+
+@pytest.mark.django_db
+def test_a_token_makes_tokens_only_if_it_was_made_to(api, team_a, member):
+    user = member(team_a, Role.VIEWER)
+    plain = api(user).post("/api/tokens", {"name": "script"}, format="json").json()
+    assert plain["can_mint_tokens"] is False
+    refused = token_client(plain["key"]).post("/api/tokens", {"name": "child"}, format="json")
+    assert refused.status_code == 403 and "may not make tokens" in refused.json()["detail"]
+    minting = (
+        api(user).post("/api/tokens", {"name": "ci", "can_mint_tokens": True}, format="json").json()
+    )
+    child = token_client(minting["key"]).post("/api/tokens", {"name": "child"}, format="json")
+    assert child.status_code == 201 and child.json()["can_mint_tokens"] is False
+    assert ApiToken.objects.filter(user=user).count() == 3
+
+
+@pytest.mark.django_db
+def test_a_new_password_revokes_the_tokens_and_ends_the_other_sessions(api, team_a, member):
+    from django.test import Client
+
+    evaluator = member(team_a, Role.EVALUATOR)
+    evaluator.set_password("old-Passw0rd-xyz")
+    evaluator.save()
+    key = api(evaluator).post("/api/tokens", {"name": "laptop"}, format="json").json()["key"]
+    assert token_client(key).get("/api/me").status_code == 200
+    here, elsewhere = Client(), Client()
+    for client in (here, elsewhere):
+        client.post("/login/", {"username": evaluator.username, "password": "old-Passw0rd-xyz"})
+        assert client.get("/api/me").status_code == 200
+    # A sign-in's own write (last_login) is no password change.
+    assert token_client(key).get("/api/me").status_code == 200
+    page = here.get("/account/password/")
+    assert page.status_code == 200 and "Change your password" in page.content.decode()
+    changed = here.post(
+        "/account/password/",
+        {
+            "old_password": "old-Passw0rd-xyz",
+            "new_password1": "new-Passw0rd-xyz",
+            "new_password2": "new-Passw0rd-xyz",
+        },
+    )
+    assert changed.status_code == 302 and changed["Location"] == "/account/password/done/"
+    assert token_client(key).get("/api/me").status_code == 401
+    assert ApiToken.objects.get(user=evaluator).revoked_at is not None
+    assert here.get("/api/me").status_code == 200  # the page that changed it stays signed in
+    assert elsewhere.get("/api/me").status_code in (401, 403)

@@ -1,6 +1,6 @@
-"""The navigation shows each role only what it can open: an evaluator sees Evaluate (not
-Generation, Scenarios, Prompts, Judge files or Admin, whose pages would be empty or refused); every
-link shown opens for that role."""
+"""The navigation shows each role only what it can open: an evaluator sees Evaluate and its
+password page (not Generation, Scenarios, Prompts, Judge files or Admin, whose pages would be
+empty or refused); every link shown opens for that role."""
 
 from __future__ import annotations
 
@@ -12,12 +12,29 @@ from django.test import Client
 from evalplatform.accounts.roles import Role
 
 LINKS = ("Generation", "Scenarios", "Prompts", "Judge files", "Evaluate", "API", "Admin")
+# Every role changes its own password from the bar.
 SHOWN = {
-    Role.ADMIN: set(LINKS),
-    Role.MANAGER: set(LINKS),
-    Role.CREATOR: {"Generation", "Scenarios", "Prompts", "Judge files", "Evaluate", "API"},
-    Role.VIEWER: {"Generation", "Scenarios", "Prompts", "Judge files", "Evaluate", "API"},
-    Role.EVALUATOR: {"Evaluate", "API"},
+    Role.ADMIN: {*LINKS, "Password"},
+    Role.MANAGER: {*LINKS, "Password"},
+    Role.CREATOR: {
+        "Generation",
+        "Scenarios",
+        "Prompts",
+        "Judge files",
+        "Evaluate",
+        "API",
+        "Password",
+    },
+    Role.VIEWER: {
+        "Generation",
+        "Scenarios",
+        "Prompts",
+        "Judge files",
+        "Evaluate",
+        "API",
+        "Password",
+    },
+    Role.EVALUATOR: {"Evaluate", "API", "Password"},
 }
 
 
@@ -42,4 +59,4 @@ def test_each_role_sees_the_links_it_can_open(team_a, member, role):
 def test_a_user_without_a_team_sees_where_to_evaluate(django_user_model):
     client = Client()
     client.force_login(django_user_model.objects.create_user("guest"))
-    assert set(nav_of(client).values()) == {"Evaluate"}
+    assert set(nav_of(client).values()) == {"Evaluate", "Password"}

@@ -401,6 +401,9 @@ TABLE: list[Row] = [
     R("login/", {"GET": f"ok=U{EVERYONE}", "POST": f"ok=U{EVERYONE}"}, body="form"),
     R("logout/", {"POST": f"login=U{EVERYONE}"}, body="form"),  # always back to the login page
     R("notifications/dismiss", {"POST": SIGNED_IN}, body="form"),
+    # Every role's own password (a form of the matrix's is refused: the page again).
+    R("account/password/", {"GET": SIGNED_IN, "POST": SIGNED_IN}, body="form"),
+    R("account/password/done/", {"GET": SIGNED_IN}),
     # --- the admin console's own pages (per-model pages: ADMIN_MODELS) ---
     R("admin/", {"GET": "ok=AMS login=CEVI"}),
     R("admin/login/", {"GET": f"ok=U{EVERYONE}"}),
