@@ -108,6 +108,16 @@ class ResubmitView(APIView):
         return Response(batch_object(made), status=status.HTTP_201_CREATED)
 
 
+class ResumeView(APIView):
+    @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request, batch_id: str):
+        """Queue a validating or finalizing batch's step again now, when no worker holds it
+        (its worker stopped mid-way; the scheduled sweep does so a minute after). 409 when
+        a worker runs it or it waits in the team's queue."""
+        batch = batch_for(request.user, batch_id, EVALUATIONS_JUDGE_FILES)
+        return Response(batch_object(services.batch_resume(user=request.user, batch=batch)))
+
+
 class CompareView(APIView):
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     @expensive

@@ -38,6 +38,7 @@ from evalplatform.errors import Conflict, FieldErrors, Forbidden
 from evalplatform.providers.llm import kinds
 from evalplatform.providers.models import LLMModel
 from evalplatform.runs import fairshare, tasks
+from evalplatform.runs.models import TeamTask
 from evaluations.judgefiles import batch_lifecycle
 from evaluations.judgefiles.inputs import ENDPOINT, WINDOWS, BatchInput
 from evaluations.judgefiles.models import (
@@ -64,7 +65,12 @@ logger = logging.getLogger(__name__)
 CHUNK = 2000
 # A validating or finalizing batch whose task has not finished this long after it was
 # queued is taken as lost (a worker died) and queued again.
-LOST_AFTER = timedelta(seconds=settings.Q_CLUSTER.get("timeout", 3600) + 300)
+# A step (validate, finalize) queued this long ago that no worker holds (no running task of
+# its key with a live lease, which a worker renews every third of TEAM_TASK_LEASE_S, and none
+# waiting in the team's queue) was lost with its worker: the sweep, every minute, queues it
+# again. A step runs at most once at a time (each checks its batch's state under its lock),
+# so a step queued twice (still in the broker) costs a no-op.
+LOST_AFTER = timedelta(seconds=60)
 FINISHED_JOB = {JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED}
 OPEN = batch_lifecycle.OPEN
 # The most batches one sweep looks at (the oldest first; the next sweep takes the rest).
@@ -256,19 +262,22 @@ def _new_batch(
     return batch
 
 
+def _step_key(task: Callable[[int], None], batch_id: int) -> str:
+    return f"judge-batch-{task.__name__}-{batch_id}"
+
+
 def _queue(task: Callable[[int], None], batch_id: int) -> None:
     """Queue a step of the batch (``validate`` or ``finalize``) as work of its team (within
     the team's share of the task workers, ``evalplatform.runs.fairshare``)."""
     team_id = JudgeBatch.objects.filter(pk=batch_id).values_list("team_id", flat=True).first()
     if team_id is None:
         return  # deleted
-    step = task.__name__
     fairshare.submit(
         team_id=team_id,
         func=tasks.path(task),
         args=[batch_id],
-        key=f"judge-batch-{step}-{batch_id}",
-        name=f"judge-batch-{step}-{batch_id}-{timezone.now().timestamp()}",
+        key=_step_key(task, batch_id),
+        name=f"{_step_key(task, batch_id)}-{timezone.now().timestamp()}",
     )
 
 
@@ -634,21 +643,46 @@ def _sweep_one(pk: int, now: Any) -> str | None:
         return step
 
 
+def _held(batch_id: int, step: Callable[[int], None], now: Any) -> bool:
+    """Whether a worker runs the batch's step (its lease alive) or it waits in its team's
+    queue: ``fairshare``'s rows of the step's key."""
+    return (
+        TeamTask.objects.filter(key=_step_key(step, batch_id))
+        .filter(Q(running=False) | Q(lease_until__gt=now))
+        .exists()
+    )
+
+
+def _lost_step(batch: JudgeBatch) -> Callable[[int], None] | None:
+    """The step a validating or finalizing batch waits for, if it has one."""
+    if batch.status == BatchStatus.VALIDATING and not batch.job_id:
+        return validate
+    if batch.status == BatchStatus.FINALIZING:
+        return finalize
+    return None
+
+
+def _requeue(batch: JudgeBatch, step: Callable[[int], None], now: Any) -> None:
+    """Queue the step again (its clock restarts: it is lost again only so long after)."""
+    if step is validate:
+        batch.created_at = now
+    else:
+        batch.finalizing_at = now
+    transaction.on_commit(lambda: _queue(step, batch.pk))
+
+
 def _swept(batch: JudgeBatch, now: Any) -> str | None:
     """One batch's step of the sweep (the batch locked; the caller saves it)."""
     job = batch.job
-    if batch.status == BatchStatus.VALIDATING:
-        if batch.created_at < now - LOST_AFTER and not batch.job_id:
-            batch.created_at = now  # queued again: it is lost again only this long after
-            transaction.on_commit(lambda: _queue(validate, batch.pk))
-            return "requeued"
-        return None
-    if batch.status == BatchStatus.FINALIZING:
-        if batch.finalizing_at is not None and batch.finalizing_at < now - LOST_AFTER:
-            batch.finalizing_at = now
-            transaction.on_commit(lambda: _queue(finalize, batch.pk))
-            return "requeued"
-        return None
+    if batch.status in (BatchStatus.VALIDATING, BatchStatus.FINALIZING):
+        step = _lost_step(batch)
+        since = batch.created_at if step is validate else batch.finalizing_at
+        if step is None or since is None or since >= now - LOST_AFTER:
+            return None
+        if _held(batch.pk, step, now):
+            return None
+        _requeue(batch, step, now)
+        return "requeued"
     if job is None or job.status in FINISHED_JOB:
         _finalizing(batch, now)
         return "finalizing"
@@ -666,6 +700,30 @@ def _finalizing(batch: JudgeBatch, now: Any) -> None:
         batch.failed = batch.job.failed_cells + batch.invalid
     batch_lifecycle.move(batch, "finalizing", now)
     transaction.on_commit(lambda: _queue(finalize, batch.pk))
+
+
+def resumable(batch: JudgeBatch) -> bool:
+    """Whether the batch waits for a step no worker holds (its page offers to resume it)."""
+    step = _lost_step(batch)
+    return step is not None and not _held(batch.pk, step, timezone.now())
+
+
+def batch_resume(*, user: Any, batch: JudgeBatch) -> JudgeBatch:
+    """Queue a validating or finalizing batch's step again now, when no worker holds it (a
+    worker stopped mid-way): what the sweep does a minute after, at once."""
+    _may(user, batch.team)
+    now = timezone.now()
+    with transaction.atomic():
+        batch = JudgeBatch.objects.select_for_update(of=("self",)).get(pk=batch.pk)
+        step = _lost_step(batch)
+        if step is None:
+            raise Conflict(f"A batch that is {batch.status} has no step to resume.")
+        if _held(batch.pk, step, now):
+            raise Conflict("A worker runs this batch's step, or it waits in your team's queue.")
+        _requeue(batch, step, now)
+        batch.save()
+        audit.record(user=user, team=batch.team_id, action="judge_files.batch.resume", target=batch)
+    return sync(JudgeBatch.objects.select_related("job").get(pk=batch.pk))
 
 
 def batch_cancel(*, user: Any, batch: JudgeBatch) -> JudgeBatch:

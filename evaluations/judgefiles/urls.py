@@ -15,6 +15,7 @@ urlpatterns = [
     ),
     path("judge-files/<str:batch_id>/verdicts", api.VerdictsView.as_view(), name="verdicts"),
     path("judge-files/<str:batch_id>/resubmit", api.ResubmitView.as_view(), name="resubmit"),
+    path("judge-files/<str:batch_id>/resume", api.ResumeView.as_view(), name="resume"),
     path(
         "judge-files/<str:batch_id>/compare/<str:other_id>.csv",
         api.CompareView.as_view(),

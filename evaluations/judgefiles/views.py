@@ -125,6 +125,7 @@ def batch_page(request: HttpRequest, batch_id: str) -> HttpResponse:
             "row_errors": batch.row_errors.order_by("line")[:20],
             "can_run": policy.has_feature(request.user, EVALUATIONS_JUDGE_FILES, batch.team),
             "is_open": batch.status in services.OPEN,
+            "resumable": services.resumable(batch),
         },
     )
 
@@ -133,12 +134,15 @@ def batch_page(request: HttpRequest, batch_id: str) -> HttpResponse:
 @require_POST
 def batch_action(request: HttpRequest, batch_id: str, action: str) -> HttpResponse:
     batch = _batch(request, batch_id, EVALUATIONS_JUDGE_FILES)
-    if action not in ("cancel", "resubmit"):
+    if action not in ("cancel", "resubmit", "resume"):
         raise Http404
     try:
         if action == "cancel":
             services.batch_cancel(user=request.user, batch=batch)
             messages.success(request, "Cancelling: what finished is kept in the output file.")
+        elif action == "resume":
+            services.batch_resume(user=request.user, batch=batch)
+            messages.success(request, "Resumed: the batch's step is queued again.")
         else:
             made = services.resubmit(user=request.user, batch=services.sync(batch))
             messages.success(request, f"A new batch of the {made.total} failed rows.")

@@ -15,8 +15,10 @@ from django.core.management.base import SystemCheckError
 from django.utils import timezone
 from django_q.conf import Conf
 from django_q.models import Schedule
+from rest_framework.test import APIClient
 
 from evalplatform.runs import tasks
+from evalplatform.runs.models import TeamTask
 from evaluations.judgefiles import batch_lifecycle, services
 from evaluations.models import BatchStatus, JudgeBatch
 from generation import lifecycle, results
@@ -50,6 +52,64 @@ def test_reads_never_write_and_a_lost_validation_is_the_sweeps(world, monkeypatc
     assert services.sweep() == {"requeued": [batch.pk], "expired": [], "finalizing": []}
     assert JudgeBatch.objects.get(pk=batch.pk).created_at > long_ago
     assert services.sweep() == {"requeued": [], "expired": [], "finalizing": []}  # not again
+
+
+def _worker_task(batch: JudgeBatch, *, lease_s: float) -> TeamTask:
+    """The validation's row in its team's share of the workers, as a running worker keeps
+    it (its lease renewed every third of TEAM_TASK_LEASE_S); a past lease: the worker died."""
+    return TeamTask.objects.create(
+        team_id=batch.team_id,
+        key=f"judge-batch-validate-{batch.pk}",
+        func=tasks.path(services.validate),
+        args=[batch.pk],
+        running=True,
+        queued_at=timezone.now() - timedelta(minutes=5),
+        lease_until=timezone.now() + timedelta(seconds=lease_s),
+    )
+
+
+def test_a_validation_whose_worker_died_resumes_within_a_minute(world, monkeypatch):
+    """Not after the task timeout: a step queued over a minute ago that no worker holds (no
+    live lease, nothing waiting in the team's queue) is queued again by the sweep, which
+    runs every minute; a step a live worker holds is left to it."""
+    monkeypatch.setattr(Conf, "SYNC", False)
+    client = world["client"]
+    batch = _batch(client)
+    JudgeBatch.objects.filter(pk=batch.pk).update(
+        created_at=timezone.now() - services.LOST_AFTER - timedelta(seconds=5)
+    )
+    running = _worker_task(batch, lease_s=40)
+    assert services.sweep()["requeued"] == []  # a worker validates it now
+    TeamTask.objects.filter(pk=running.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
+    assert services.sweep()["requeued"] == [batch.pk]  # its worker died: queued again
+    assert services.sweep()["requeued"] == []  # and not again at once
+    services.validate(batch.pk)  # the worker back: the step runs to its end
+    assert JudgeBatch.objects.get(pk=batch.pk).status == "in_progress"
+
+
+def test_a_stopped_validation_is_resumed_from_the_api_and_the_page(world, monkeypatch):
+    from django.test import Client
+
+    monkeypatch.setattr(Conf, "SYNC", False)
+    batch = _batch(world["client"])
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {world['key']}")
+    running = _worker_task(batch, lease_s=40)
+    held = api.post(f"/api/judge-files/{batch.public_id}/resume")
+    assert held.status_code == 409 and "A worker runs" in held.json()["detail"]
+    TeamTask.objects.filter(pk=running.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
+    page = Client()
+    page.force_login(world["user"])
+    shown = page.get(f"/judge-files/{batch.public_id}").content.decode()
+    assert ">Resume</button>" in shown
+    resumed = api.post(f"/api/judge-files/{batch.public_id}/resume")
+    assert resumed.status_code == 200 and resumed.json()["status"] == "validating"
+    done = page.post(f"/judge-files/{batch.public_id}/resume", follow=True)
+    assert "Resumed" in done.content.decode()
+    services.validate(batch.pk)
+    assert JudgeBatch.objects.get(pk=batch.pk).status == "in_progress"
+    again = api.post(f"/api/judge-files/{batch.public_id}/resume")
+    assert again.status_code == 409  # in progress: no step to resume
 
 
 def test_a_batch_past_its_window_expires_through_its_jobs_end(world, monkeypatch):
