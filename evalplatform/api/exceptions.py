@@ -12,6 +12,7 @@ a ``Retry-After`` header (evalplatform/throttling.py).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import re
 import sys
@@ -166,6 +167,8 @@ def server_error(request: HttpRequest) -> HttpResponse:
     as JSON on the API."""
     found = _unavailable(sys.exc_info()[1])
     code, message, headers = found or (500, "A server error: it has been logged.", {})
+    if code == 507:
+        _discard_uploads(request)
     if request.path_info.startswith(("/api/", "/v1/")):
         response: HttpResponse = JsonResponse({"detail": message}, status=code)
         if request.path_info.startswith("/v1/"):  # OpenAI's shape, beside the API's
@@ -180,3 +183,13 @@ def server_error(request: HttpRequest) -> HttpResponse:
     for name, value in headers.items():
         response[name] = value
     return response
+
+
+def _discard_uploads(request: HttpRequest) -> None:
+    """Close the files the request's upload handlers were writing when the disk filled up:
+    a temporary upload file removes itself when closed, so nothing half-written is left."""
+    for handler in getattr(request, "_upload_handlers", None) or []:
+        file = getattr(handler, "file", None)
+        if file is not None:
+            with contextlib.suppress(OSError):
+                file.close()

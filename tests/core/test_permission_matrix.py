@@ -212,6 +212,8 @@ TABLE: list[Row] = [
     R("api/judge-files/<batch_id>/verdicts", {"GET": "ok=AMCVS 403=EI"}, params=BATCH),
     R("api/judge-files/<batch_id>/verdicts.csv", {"GET": "ok=AMCVS 403=EI"}, params=BATCH),
     R("api/judge-files/<batch_id>/resubmit", {"POST": "ok=AMCS 403=VEI"}, params=BATCH),
+    # The matrix's batch has no step to resume: a 409 (counted as ok) past the rights.
+    R("api/judge-files/<batch_id>/resume", {"POST": "ok=AMCS 403=VEI"}, params=BATCH),
     R("api/judge-files/<batch_id>/compare/<other_id>", {"GET": "ok=AMCVS 403=EI"},
       params={**BATCH, "other_id": "@judge_batch"}),
     R("api/judge-files/<batch_id>/compare/<other_id>.csv", {"GET": "ok=AMCVS 403=EI"},

@@ -103,7 +103,7 @@ def full_disk():
         with override_settings(FILE_UPLOAD_TEMP_DIR=where, FILE_UPLOAD_MAX_MEMORY_SIZE=1024):
             yield where
     finally:
-        gc.collect()  # the request's half-written temporary file, closed and removed
+        gc.collect()
         subprocess.run(["umount", "--lazy", where], check=False)
         os.rmdir(where)
 
@@ -121,4 +121,5 @@ def test_a_full_disk_is_a_507_naming_the_cause(api, creator, setup, full_disk):
     )
     assert response.status_code == 507
     assert "no disk space left" in response.json()["detail"]
+    assert os.listdir(full_disk) == []  # the half-written upload is gone
     assert not GenerationJob.objects.exists()
