@@ -130,6 +130,7 @@ def job_plan(
             filename=filename,
             internal=internal,
             errors=errors,
+            most=_most_items(len(prompts), models, fields),
         )
         if "source" not in errors
         else ([], {})
@@ -284,6 +285,23 @@ def _model_label(label: Any, model: LLMModel, params: dict[str, Any]) -> str:
     return str(label or model.display_name + shown)[:250]
 
 
+def _most_items(
+    prompts: int, models: list[ModelSpec], fields: Mapping[str, Any]
+) -> tuple[int, str]:
+    """The most items an upload may hold for the job to stay within its cells, and why:
+    an upload past it is refused while it is read, so memory never holds more (a 7 MB
+    file of 300,000 tiny items parsed whole took 155 MB before the cap refused the job).
+    Counted low when a part is refused (none of it: one), so the bound never refuses more
+    than the cap would."""
+    slots = sum(len(fields["temperatures"]) if spec.sends_temperature else 1 for spec in models)
+    per_item = max(1, prompts) * max(1, slots) * max(1, fields["repetitions"])
+    limit = settings.GENERATION_MAX_CELLS
+    return max(1, limit // per_item), (
+        f": each makes {per_item:,} cells (prompts x model configurations x temperatures x "
+        f"repetitions), and a job holds at most {limit:,}"
+    )
+
+
 def _source_items(
     user: Any,
     team: Team,
@@ -294,14 +312,16 @@ def _source_items(
     filename: str,
     internal: bool,
     errors: dict[str, str],
+    most: tuple[int, str],
 ) -> tuple[list[sources.Item], dict[str, Any]]:
-    """The items of the source, and what the job keeps of its spec (``source_meta``)."""
+    """The items of the source, and what the job keeps of its spec (``source_meta``);
+    an upload is refused once it passes ``most`` items (its bound, and why)."""
     if kind == SourceKind.PROMPT_ONLY:
         return [sources.PROMPT_ONLY_ITEM], {}
     if kind == SourceKind.MANUAL:
         raw = upload if upload is not None else str(source.get("content", "")).encode()
         fmt = sources.detect_format(filename, source.get("format", ""))
-        items = _collect(errors, sources.parse_upload, raw, fmt)
+        items = _collect(errors, sources.parse_upload, raw, fmt, most=most[0], why=most[1])
         return items, {"format": fmt, "filename": filename, "bytes": len(raw)}
     if (
         isinstance(kind, str)

@@ -260,16 +260,24 @@ def _too_long_a_number(exc: ValueError) -> bool:
     return "integer string conversion" in str(exc)
 
 
-def parse_upload(raw: Upload, fmt: str) -> list[Item]:
+class TooManyItems(FieldErrors):
+    """An upload with more items than its use may take: refused as soon as the reading
+    passes the bound, so memory never holds more (``parse_upload``'s ``most``)."""
+
+
+def parse_upload(raw: Upload, fmt: str, *, most: int | None = None, why: str = "") -> list[Item]:
     """Items of an upload (bytes, or a binary file such as Django's ``UploadedFile``, read as
     a stream: the file is never held whole in memory), or ``FieldErrors`` naming every bad
-    line (up to 20)."""
+    line (up to 20). ``most``: the reading stops, refused, at the item past it (``why`` says
+    where the bound comes from)."""
     file = _open(raw)
     _check(file)
     errors: dict[str, str] = {}
     items: list[Item] = []
 
     def add(where: str, value: Any) -> None:
+        if most is not None and len(items) >= most:
+            raise TooManyItems({"source.file": f"More than {most:,} items{why}."})
         parsed = _item(where, value, len(items) + 1, errors)
         if parsed is not None:
             items.append(parsed)

@@ -278,3 +278,26 @@ def test_csv_lines_written_a_column_at_a_time_are_the_lines_of_each_row():
         makers = [rng.choice(kinds) for _ in range(width)]
         rows = [[make() for make in makers] for _ in range(rng.randint(0, 20))]
         assert csv_lines(rows) == "".join(csv_line(row) for row in rows), rows
+
+
+@pytest.mark.django_db
+@override_settings(GENERATION_MAX_CELLS=1000)
+def test_an_upload_past_the_jobs_cells_is_refused_while_it_is_read(api, creator, setup):
+    """The bound is the cells per item (prompts x configurations x temperatures x
+    repetitions) into the job's cap: reading stops at the first item past it, so memory
+    never holds the rest of a file of many tiny items."""
+    content = "\n".join(json.dumps({"id": n, "content": "x"}) for n in range(100_000)).encode()
+    response = _post(api(creator), setup, "items.jsonl", content)
+    assert response.status_code == 400
+    [message] = response.json()["errors"]["source.file"]
+    assert message.startswith("More than 1,000 items: each makes 1 cells")
+    assert "a job holds at most 1,000" in message
+    body = _config(setup) | {"repetitions": 4, "temperatures": [0.0, 1.0]}
+    upload = SimpleUploadedFile("items.jsonl", content)
+    refused = api(creator).post(
+        JOBS, {"config": json.dumps(body), "file": upload}, format="multipart"
+    )
+    assert refused.json()["errors"]["source.file"][0].startswith("More than 125 items")
+    fits = "\n".join(json.dumps({"id": n, "content": "x"}) for n in range(1000)).encode()
+    assert _post(api(creator), setup, "items.jsonl", fits).status_code == 201
+    assert GenerationJob.objects.count() == 1
