@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -24,6 +25,10 @@ def hash_token_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+TOKENS_PER_USER = 100  # live (unrevoked) tokens one person may hold
+REVOKED_TOKENS_KEPT = timedelta(days=30)
+
+
 def token_create(
     *, user: Any, name: str = "default", can_mint_tokens: bool = False, by_token: Any = None
 ) -> tuple[ApiToken, str]:
@@ -33,6 +38,13 @@ def token_create(
     if by_token is not None and not by_token.can_mint_tokens:
         raise Forbidden(
             "This API token may not make tokens: sign in, or use a token made with can_mint_tokens."
+        )
+    # Revoked tokens are kept a while (the audit log names them), then pruned.
+    ApiToken.objects.filter(user=user, revoked_at__lt=timezone.now() - REVOKED_TOKENS_KEPT).delete()
+    if ApiToken.objects.filter(user=user, revoked_at__isnull=True).count() >= TOKENS_PER_USER:
+        raise Conflict(
+            f"You have {TOKENS_PER_USER} live API tokens, the most one person may hold: "
+            "revoke one you no longer use."
         )
     key = secrets.token_urlsafe(32)
     token = ApiToken.objects.create(

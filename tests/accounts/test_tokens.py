@@ -172,3 +172,33 @@ def test_a_new_password_revokes_the_tokens_and_ends_the_other_sessions(api, team
     assert ApiToken.objects.get(user=evaluator).revoked_at is not None
     assert here.get("/api/me").status_code == 200  # the page that changed it stays signed in
     assert elsewhere.get("/api/me").status_code in (401, 403)
+
+
+@pytest.mark.django_db
+def test_one_person_holds_at_most_a_hundred_live_tokens_and_old_revoked_ones_go(
+    api, team_a, member
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from evalplatform.accounts.services import REVOKED_TOKENS_KEPT, TOKENS_PER_USER
+
+    user = member(team_a, Role.VIEWER)
+    client = api(user)
+    for n in range(TOKENS_PER_USER):
+        assert client.post("/api/tokens", {"name": f"t{n}"}, format="json").status_code == 201
+    refused = client.post("/api/tokens", {"name": "one more"}, format="json")
+    assert refused.status_code == 409 and "revoke one" in refused.json()["detail"]
+    first = ApiToken.objects.filter(user=user).order_by("pk").first()
+    assert client.delete(f"/api/tokens/{first.pk}").status_code == 204
+    assert client.post("/api/tokens", {"name": "in its place"}, format="json").status_code == 201
+    # A token revoked long ago is pruned at the next creation; a recent one is kept.
+    ApiToken.objects.filter(pk=first.pk).update(
+        revoked_at=timezone.now() - REVOKED_TOKENS_KEPT - timedelta(days=1)
+    )
+    second = ApiToken.objects.filter(user=user, revoked_at__isnull=True).order_by("pk").first()
+    client.delete(f"/api/tokens/{second.pk}")
+    assert client.post("/api/tokens", {"name": "again"}, format="json").status_code == 201
+    assert not ApiToken.objects.filter(pk=first.pk).exists()
+    assert ApiToken.objects.filter(pk=second.pk).exists()
