@@ -13,27 +13,12 @@ from evalplatform.accounts.roles import Role
 
 LINKS = ("Generation", "Scenarios", "Prompts", "Judge files", "Evaluate", "API", "Admin")
 # Every role changes its own password from the bar.
+WORKING = {"Generation", "Scenarios", "Prompts", "Judge files", "Evaluate", "API", "Password"}
 SHOWN = {
     Role.ADMIN: {*LINKS, "Password"},
     Role.MANAGER: {*LINKS, "Password"},
-    Role.CREATOR: {
-        "Generation",
-        "Scenarios",
-        "Prompts",
-        "Judge files",
-        "Evaluate",
-        "API",
-        "Password",
-    },
-    Role.VIEWER: {
-        "Generation",
-        "Scenarios",
-        "Prompts",
-        "Judge files",
-        "Evaluate",
-        "API",
-        "Password",
-    },
+    Role.CREATOR: WORKING,
+    Role.VIEWER: WORKING,
     Role.EVALUATOR: {"Evaluate", "API", "Password"},
 }
 
