@@ -260,7 +260,7 @@ class MineView(ListAPIView):
     def get_serializer_context(self) -> dict[str, Any]:
         scenario = getattr(self, "scenario", None)
         rater = _rater_context(scenario) if scenario is not None else {}
-        return super().get_serializer_context() | rater
+        return {**super().get_serializer_context(), **rater}
 
 
 class ReviseView(APIView):
@@ -312,4 +312,4 @@ class JudgmentListView(ListAPIView):
         raise NotFound()
 
     def get_serializer_context(self) -> dict[str, Any]:
-        return super().get_serializer_context() | getattr(self, "rater", {})
+        return {**super().get_serializer_context(), **getattr(self, "rater", {})}
