@@ -379,6 +379,9 @@ BODY_MAX_BYTES = env_int("BODY_MAX_BYTES", 50 * 1024 * 1024)
 # A scenario's design may make at most this many tasks (larger designs are refused before
 # anything is built; sample the pairs instead).
 SCENARIO_MAX_TASKS = env_int("SCENARIO_MAX_TASKS", 100_000)
+# A scenario's upload may hold at most this many rows (variants): refused while it is read,
+# so memory never holds more whatever the file's size.
+SCENARIO_MAX_VARIANTS = env_int("SCENARIO_MAX_VARIANTS", 200_000)
 # A job's cells are written in one transaction when it is created (about 10 s for 50,000 on
 # SQLite here); the cap keeps that under the SQLite busy timeout.
 GENERATION_MAX_CELLS = env_int("GENERATION_MAX_CELLS", 50_000)

@@ -265,7 +265,9 @@ class TooManyItems(FieldErrors):
     passes the bound, so memory never holds more (``parse_upload``'s ``most``)."""
 
 
-def parse_upload(raw: Upload, fmt: str, *, most: int | None = None, why: str = "") -> list[Item]:
+def parse_upload(
+    raw: Upload, fmt: str, *, most: int | None = None, why: str = "", noun: str = "items"
+) -> list[Item]:
     """Items of an upload (bytes, or a binary file such as Django's ``UploadedFile``, read as
     a stream: the file is never held whole in memory), or ``FieldErrors`` naming every bad
     line (up to 20). ``most``: the reading stops, refused, at the item past it (``why`` says
@@ -277,7 +279,7 @@ def parse_upload(raw: Upload, fmt: str, *, most: int | None = None, why: str = "
 
     def add(where: str, value: Any) -> None:
         if most is not None and len(items) >= most:
-            raise TooManyItems({"source.file": f"More than {most:,} items{why}."})
+            raise TooManyItems({"source.file": f"More than {most:,} {noun}{why}."})
         parsed = _item(where, value, len(items) + 1, errors)
         if parsed is not None:
             items.append(parsed)

@@ -412,7 +412,14 @@ def _upload_plan(
         errors["file"] = "CSV with a header, JSON lines or a JSON array."
     if errors:
         raise FieldErrors(errors)
-    rows = sources.parse_upload(raw, fmt)
+    limit = settings.SCENARIO_MAX_VARIANTS
+    rows = sources.parse_upload(
+        raw,
+        fmt,
+        most=limit,
+        noun="rows",
+        why=f": a scenario's upload holds at most {limit:,} (one variant each)",
+    )
     items: dict[str, ItemSpec] = {}
     seen: set[tuple[str, str]] = set()
     for index, (_, row) in enumerate(rows, 1):

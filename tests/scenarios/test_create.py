@@ -7,6 +7,7 @@ import json
 from collections import Counter
 
 import pytest
+from django.test import override_settings
 
 from evalplatform.accounts.roles import Role
 from scenarios.models import Scenario, Task, Variant
@@ -259,6 +260,26 @@ def test_bad_upload_rows_are_named_by_line_and_nothing_is_created(api, creator, 
     assert not Scenario.objects.exists()
     missing = api(creator).post(SCENARIOS, body, format="json")
     assert missing.status_code == 400 and "content" in missing.json()["errors"]
+
+
+@pytest.mark.django_db
+def test_an_upload_past_the_rows_a_scenario_holds_is_refused_while_read(api, creator, team_a):
+    rows = "\n".join(f"q{n // 2},v{n % 2},answer {n}" for n in range(2_000))
+    body = {"team": "team-a", "name": "Big", "type": "comparison", "config": {}, "format": "csv"}
+    with override_settings(SCENARIO_MAX_VARIANTS=500):
+        response = api(creator).post(
+            SCENARIOS, body | {"content": "item_id,variant_id,content\n" + rows}, format="json"
+        )
+        assert response.status_code == 400
+        assert response.json()["errors"]["source.file"] == [
+            "More than 500 rows: a scenario's upload holds at most 500 (one variant each)."
+        ]
+        assert not Scenario.objects.exists()
+        fits = "\n".join(rows.splitlines()[:500])
+        made = api(creator).post(
+            SCENARIOS, body | {"content": "item_id,variant_id,content\n" + fits}, format="json"
+        )
+        assert made.status_code == 201, made.json()
 
 
 @pytest.mark.django_db
