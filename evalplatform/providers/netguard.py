@@ -66,7 +66,7 @@ def url_problem(url: str) -> str | None:
     """What is wrong with a base URL's form, if anything."""
     try:
         parts = urlsplit(url)
-        port = parts.port
+        parts.port  # noqa: B018 (a port that is no number raises ValueError here)
     except ValueError:
         return "Not a URL."
     if parts.scheme not in ("http", "https"):
@@ -77,7 +77,6 @@ def url_problem(url: str) -> str | None:
         return "No credentials in the URL: give the API key in its own field."
     if parts.query or parts.fragment or url.rstrip().endswith(("?", "#")):
         return "No query or fragment: the platform adds its own paths to the base URL."
-    del port
     return None
 
 
