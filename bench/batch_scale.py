@@ -57,6 +57,9 @@ def main() -> None:
     parser.add_argument("--batch-s", type=float, default=3.0, help="Their provider's batch time.")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
+    # The fake provider listens on loopback, which connections may call only when allowed
+    # (evalplatform/providers/netguard.py).
+    os.environ.setdefault("PROVIDER_HOSTS_ALLOWED", "127.0.0.1,localhost")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     os.environ["GENERATION_BATCH_MAX_CELLS"] = str(args.max_cells)
     os.environ["GENERATION_MAX_CELLS"] = str(max(args.cells, 50_000))

@@ -64,6 +64,9 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("EVAL_DATA_DIR", tempfile.mkdtemp(prefix="evalbench-"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
+    # The fake provider listens on loopback, which connections may call only when allowed
+    # (evalplatform/providers/netguard.py).
+    os.environ.setdefault("PROVIDER_HOSTS_ALLOWED", "127.0.0.1,localhost")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     import django
 

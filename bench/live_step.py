@@ -86,6 +86,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="Jobs run; the best is kept.")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
+    # A loopback provider address, which connections may call only when allowed
+    # (evalplatform/providers/netguard.py).
+    os.environ.setdefault("PROVIDER_HOSTS_ALLOWED", "127.0.0.1,localhost")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     os.environ.setdefault("GENERATION_LIVE_EVENTS", "1")
     from setup_data import fresh_database

@@ -106,6 +106,9 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
+    # The fake provider listens on loopback, which connections may call only when allowed
+    # (evalplatform/providers/netguard.py).
+    os.environ.setdefault("PROVIDER_HOSTS_ALLOWED", "127.0.0.1,localhost")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     from setup_data import fresh_database
 

@@ -26,6 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
+# The fake provider listens on loopback, which connections may call only when allowed
+# (evalplatform/providers/netguard.py).
+os.environ.setdefault("PROVIDER_HOSTS_ALLOWED", "127.0.0.1,localhost")
 
 import httpx  # noqa: E402
 
