@@ -23,6 +23,8 @@ import functools
 import itertools
 import json
 import math
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from decimal import Decimal
@@ -295,3 +297,30 @@ def _is_json(field: models.Field) -> bool:
 
 
 _json_dumps = json.JSONEncoder(default=_json_value, ensure_ascii=False, allow_nan=False).encode
+
+
+# --- long writes, a chunk per transaction -------------------------------------------------------
+# SQLite has one writer at a time, and a writer that waits sleeps between tries (up to 100 ms
+# each, SQLite's busy handler): a long write that begins its next chunk at once can keep
+# another writer out for seconds. So at least every ``COURTESY_EVERY_S`` it leaves a gap
+# longer than one such sleep.
+COURTESY_S = 0.1
+COURTESY_EVERY_S = 0.25
+_courtesy = threading.local()
+
+
+def between_chunks(using: str = "default") -> None:
+    """Call after each chunk's transaction of a long write (outside any transaction). On
+    SQLite: the write-ahead log is folded back into the database by this writer (not by the
+    next one to commit, which would wait for it), and, a quarter of a second after the
+    last, other writers get a turn. No-op elsewhere (PostgreSQL locks rows, not the
+    database)."""
+    connection = connections[using]
+    if connection.vendor != "sqlite" or connection.in_atomic_block:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    now = time.monotonic()
+    if now - getattr(_courtesy, "last", 0.0) >= COURTESY_EVERY_S:
+        time.sleep(COURTESY_S)
+        _courtesy.last = time.monotonic()

@@ -14,7 +14,9 @@ from generation.models import GenerationJob
 
 
 def job_authorize(user: Any, job_id: int) -> str:
-    job = policy.access(user, GENERATION_VIEW, GenerationJob.objects.all(), pk=job_id)
+    job = policy.access(
+        user, GENERATION_VIEW, GenerationJob.objects.filter(writing=False), pk=job_id
+    )
     return events.group(job.pk)
 
 

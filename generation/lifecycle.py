@@ -114,6 +114,8 @@ def start(job: GenerationJob) -> GenerationJob:
     running."""
     with transaction.atomic(savepoint=False):
         job = lock_job(job)
+        if job.writing:
+            raise Conflict("The job's cells are still being written: start it once they are.")
         if job.status not in ALLOWED["start"]:
             raise _refuse("start", job)
         _start_locked(job)

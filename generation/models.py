@@ -98,6 +98,9 @@ class GenerationJob(models.Model):
     runner_token = models.CharField(max_length=32, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True)
     status_message = models.CharField(max_length=500, blank=True)
+    # Its items and cells are still being written, a chunk per transaction (no write holds
+    # SQLite's one write lock for long): hidden from lists and pages, and it cannot start.
+    writing = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     queued_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -38,9 +38,12 @@ JSON_COLUMNS = [column for column, _ in JSON_FIELDS]
 
 def jobs(*, llm_models: bool = True) -> QuerySet[GenerationJob]:
     """Jobs with their team, owner, prompts and models (and the models' ``LLMModel`` rows
-    unless ``llm_models`` is false: the API shows only their ids)."""
-    return GenerationJob.objects.select_related("team", "owner").prefetch_related(
-        "prompts", "models__llm_model" if llm_models else "models"
+    unless ``llm_models`` is false: the API shows only their ids). A job whose cells are
+    still being written is none of them."""
+    return (
+        GenerationJob.objects.filter(writing=False)
+        .select_related("team", "owner")
+        .prefetch_related("prompts", "models__llm_model" if llm_models else "models")
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -33,6 +34,11 @@ from generation.models import (
 from generation.planning import JobPlan, job_estimate
 
 BULK = 2000
+# Cells written per transaction: each commits in well under a second, so another team's
+# writes wait no longer than that on SQLite (one writer at a time).
+WRITE_CHUNK = 5000
+# A job still ``writing`` this long after it was made lost its writer.
+ABANDONED_AFTER = timedelta(hours=1)
 
 
 def custom_id(
@@ -47,7 +53,8 @@ def custom_id(
 
 def job_create(*, user: Any, plan: JobPlan) -> GenerationJob:
     """Create the planned job (``planning.job_plan`` checked the user may, in its team):
-    the job, its items and every cell, in one transaction; lock its prompt versions."""
+    the job, its items and every cell; lock its prompt versions. The job is shown once all
+    of it is written; if writing fails, nothing of it stays."""
     estimate = job_estimate(plan)
     config = {
         "prompts": [
@@ -83,6 +90,10 @@ def job_create(*, user: Any, plan: JobPlan) -> GenerationJob:
         "finish_live": plan.finish_live,
         "budget_usd": str(plan.budget_usd) if plan.budget_usd is not None else None,
     }
+    # The job and its configuration first; then its items and cells a chunk per
+    # transaction (``writing`` until the last), then the job is shown. Inside a caller's
+    # transaction the chunks are savepoints: all of it commits with the caller's, or none.
+    outer = transaction.get_connection().in_atomic_block
     with transaction.atomic():
         job = GenerationJob.objects.create(
             team=plan.team,
@@ -101,15 +112,7 @@ def job_create(*, user: Any, plan: JobPlan) -> GenerationJob:
             config=config,
             estimate=estimate,
             total_cells=plan.cell_count,
-        )
-        bulk.insert(
-            GenerationItem,
-            ["job_id", "position", "item_id", "data"],
-            ((job.pk, i, item_id, data) for i, (item_id, data) in enumerate(plan.items)),
-        )
-        # The items' ids, by position.
-        items = list(
-            GenerationItem.objects.filter(job=job).order_by("position").values_list("pk", flat=True)
+            writing=True,
         )
         prompts = JobPrompt.objects.bulk_create(
             [
@@ -134,44 +137,112 @@ def job_create(*, user: Any, plan: JobPlan) -> GenerationJob:
         )
         for version in plan.prompts:
             prompt_services.version_lock(version=version)
-        # Each configuration's temperature slots: (index in the job's list, or None when
-        # none is sent, and the temperature sent).
-        slots = {
-            model.pk: [
-                (None if temp is None else index, temp)
-                for index, temp in enumerate(plan.temperatures_for(spec))
-            ]
-            for model, spec in zip(models, plan.models, strict=True)
-        }
-        # Every cell, written by one set-based insert (no model instance per cell).
-        bulk.insert(
-            GenerationOutput,
-            [
-                "job_id",
-                "item_id",
-                "prompt_id",
-                "model_config_id",
-                "repetition",
-                "temperature",
-                "custom_id",
-            ],
-            (
-                (
-                    job.pk,
-                    item,
-                    prompt.pk,
-                    model.pk,
-                    rep,
-                    temp,
-                    custom_id(job.pk, position, prompt.position, model.position, rep, t_index),
-                )
-                for (position, item), prompt, model, rep in itertools.product(
-                    enumerate(items), prompts, models, range(plan.repetitions)
-                )
-                for t_index, temp in slots[model.pk]
-            ),
-        )
+    # Each configuration's temperature slots: (index in the job's list, or None when none
+    # is sent, and the temperature sent).
+    slots = {
+        model.pk: [
+            (None if temp is None else index, temp)
+            for index, temp in enumerate(plan.temperatures_for(spec))
+        ]
+        for model, spec in zip(models, plan.models, strict=True)
+    }
+    per_item = len(prompts) * plan.repetitions * sum(len(s) for s in slots.values())
+    step = max(1, WRITE_CHUNK // max(1, per_item))
+    try:
+        for first in range(0, len(plan.items), step):
+            with transaction.atomic():
+                _write_cells(job, plan, first, first + step, prompts, models, slots)
+            bulk.between_chunks()
+        with transaction.atomic():
+            GenerationJob.objects.filter(pk=job.pk).update(writing=False)
+    except BaseException:
+        if not outer:  # a caller's transaction takes all of it back with it
+            discard(job.pk)
+        raise
+    job.writing = False
     return job
+
+
+def _write_cells(
+    job: GenerationJob,
+    plan: JobPlan,
+    first: int,
+    end: int,
+    prompts: list[JobPrompt],
+    models: list[JobModel],
+    slots: Mapping[int, list[tuple[int | None, float | None]]],
+) -> None:
+    """The items at positions ``first`` to ``end`` and all their cells, by set-based
+    inserts (no model instance per cell)."""
+    bulk.insert(
+        GenerationItem,
+        ["job_id", "position", "item_id", "data"],
+        (
+            (job.pk, i, item_id, data)
+            for i, (item_id, data) in enumerate(plan.items[first:end], first)
+        ),
+    )
+    items = GenerationItem.objects.filter(job=job, position__gte=first, position__lt=end)
+    written = list(items.order_by("position").values_list("position", "pk"))
+    bulk.insert(
+        GenerationOutput,
+        [
+            "job_id",
+            "item_id",
+            "prompt_id",
+            "model_config_id",
+            "repetition",
+            "temperature",
+            "custom_id",
+        ],
+        (
+            (
+                job.pk,
+                item,
+                prompt.pk,
+                model.pk,
+                rep,
+                temp,
+                custom_id(job.pk, position, prompt.position, model.position, rep, t_index),
+            )
+            for (position, item), prompt, model, rep in itertools.product(
+                written, prompts, models, range(plan.repetitions)
+            )
+            for t_index, temp in slots[model.pk]
+        ),
+    )
+
+
+def discard(job_id: int) -> None:
+    """Delete a job a chunk of cells per transaction (a job that was never fully written:
+    its writer failed or died)."""
+    while True:
+        with transaction.atomic():
+            cells = list(
+                GenerationOutput.objects.filter(job_id=job_id).values_list("pk", flat=True)[
+                    :WRITE_CHUNK
+                ]
+            )
+            if not cells:
+                break
+            GenerationOutput.objects.filter(pk__in=cells).delete()
+        bulk.between_chunks()
+    with transaction.atomic():
+        GenerationJob.objects.filter(pk=job_id).delete()
+
+
+def discard_abandoned() -> list[int]:
+    """Jobs left ``writing`` an hour after they were made (their writer died mid-way, and no
+    judge-file validation goes on writing them): deleted. Their ids."""
+    from django.utils import timezone
+
+    old = GenerationJob.objects.filter(
+        writing=True, created_at__lt=timezone.now() - ABANDONED_AFTER
+    ).exclude(source_kind=SourceKind.JUDGE_FILE)
+    gone = list(old.values_list("pk", flat=True)[:20])
+    for job_id in gone:
+        discard(job_id)
+    return gone
 
 
 def _require(user: Any, feature: str, job: GenerationJob) -> None:
@@ -270,17 +341,46 @@ def job_delete(*, user: Any, job: GenerationJob) -> None:
 
 # --- jobs of rows that carry their own requests (judge files) -------------------------------
 OWN_MESSAGES = "Each row's own messages"
+# What ``estimate_cost`` sums for a model's rows.
+ESTIMATE_SUMS = (
+    "requests",
+    "input_tokens",
+    "output_tokens_typical",
+    "output_tokens_high",
+    "live_usd",
+    "batch_usd",
+    "live_usd_high",
+    "batch_usd_high",
+)
 
 
 class RowsJob:
     """A job whose rows carry their own requests (``generation.requests.RowRequest``), one
-    cell per row to the model the row names, written as the rows come (never all held in
-    memory): ``add`` each row, then ``finish``. Call inside one transaction: nothing of it
-    exists unless all of it does. The job is batch mode when every model it ends up with
-    has a batch API here (and ``live`` is not asked), else live."""
+    cell per row to the model the row names, written a chunk at a time (never all held in
+    memory): ``add`` rows, ``flush`` them (inside the caller's transaction, one per chunk:
+    the job and its progress are saved with each), and ``finish`` once all are written.
+    Until then the job is ``writing`` (hidden, it cannot start); ``resume`` takes up a job
+    whose writer stopped after a flush. The job is batch mode when every model it ends up
+    with has a batch API here (and ``live`` is not asked), else live."""
 
-    def __init__(
-        self,
+    def __init__(self, job: GenerationJob, prompt: JobPrompt, live: bool) -> None:
+        self.job, self.prompt, self.live = job, prompt, live
+        self.configs: dict[int, JobModel] = {
+            c.llm_model_id: c for c in JobModel.objects.filter(job=job).select_related("llm_model")
+        }
+        self.models: dict[int, Any] = {pk: c.llm_model for pk, c in self.configs.items()}
+        self.pending: list[tuple[str, dict[str, Any], Any]] = []
+        self.priced = 0  # of the pending rows, those whose cost is in ``estimates``
+        self.position = job.total_cells
+        # Each model's running estimate (its sums kept in the job between flushes).
+        self.estimates: dict[int, dict[str, Decimal]] = {
+            int(pk): {key: Decimal(value) for key, value in sums.items()}
+            for pk, sums in (job.estimate or {}).get("partial", {}).items()
+        }
+
+    @classmethod
+    def create(
+        cls,
         *,
         user: Any,
         team: Any,
@@ -290,9 +390,9 @@ class RowsJob:
         concurrency: int = 8,
         live: bool = False,
         source_meta: Mapping[str, Any] | None = None,
-    ) -> None:
-        self.live = live
-        self.job = GenerationJob.objects.create(
+    ) -> RowsJob:
+        """A new job, with no rows yet (call inside a transaction)."""
+        job = GenerationJob.objects.create(
             team=team,
             owner=user,
             name=name[:200],
@@ -304,85 +404,105 @@ class RowsJob:
             budget_usd=budget_usd,
             max_retries=max_retries,
             concurrency=concurrency,
-            config={},
+            config={"live": live},
+            writing=True,
         )
-        self.prompt = JobPrompt.objects.create(
-            job=self.job, position=0, prompt_version=None, label=OWN_MESSAGES
+        prompt = JobPrompt.objects.create(
+            job=job, position=0, prompt_version=None, label=OWN_MESSAGES
         )
-        self.configs: dict[int, JobModel] = {}
-        self.models: dict[int, Any] = {}
-        self.pending: list[tuple[str, dict[str, Any], int]] = []
-        self.position = 0
-        self.prompts: dict[int, list[tuple[str, str]]] = {}
-        self.estimates: dict[int, list[Any]] = {}
+        return cls(job, prompt, live)
+
+    @classmethod
+    def resume(cls, job: GenerationJob) -> RowsJob:
+        """The writer of a job ``create`` made, as its last ``flush`` left it."""
+        return cls(job, JobPrompt.objects.get(job=job, position=0), bool(job.config.get("live")))
 
     def add(self, item_id: str, data: dict[str, Any], llm_model: Any) -> None:
         """A row: its id (the user's, up to 200 characters), its item data (holding its
-        ``request``) and the team's model it goes to."""
-        if llm_model.pk not in self.configs:
-            self.configs[llm_model.pk] = JobModel.objects.create(
-                job=self.job,
-                position=len(self.configs),
-                llm_model=llm_model,
-                label=f"{llm_model.display_name} ({llm_model.model_id})"[:250],
-                params={},
-            )
-            self.models[llm_model.pk] = llm_model
-        self.pending.append((item_id, data, llm_model.pk))
-        if len(self.pending) >= BULK:
-            self._flush()
+        ``request``) and the team's model it goes to; written by the next ``flush``."""
+        self.pending.append((item_id, data, llm_model))
 
-    def _flush(self) -> None:
+    def price(self) -> None:
+        """Estimate the cost of the rows added since the last flush (CPU only: call it
+        before the transaction that flushes them, which then holds the database less)."""
+        by_model: dict[int, list[tuple[str, str]]] = {}
+        for _, data, llm_model in self.pending[self.priced :]:
+            request = data["request"]
+            earlier = "\n".join(text for _, text in request.get("turns") or [])
+            by_model.setdefault(llm_model.pk, []).append(
+                (f"{request.get('system', '')}\n{earlier}", request["user"])
+            )
+            self.models.setdefault(llm_model.pk, llm_model)
+        for model_pk, prompts in by_model.items():
+            found = estimate_cost(model=self.models[model_pk], prompts=prompts)
+            sums = self.estimates.setdefault(model_pk, {})
+            for key in ESTIMATE_SUMS:
+                sums[key] = sums.get(key, Decimal(0)) + Decimal(getattr(found, key))
+        self.priced = len(self.pending)
+
+    def flush(self) -> None:
+        """Write the rows added since the last flush, and the job's progress."""
+        self.price()
+        for _, _, llm_model in self.pending:
+            if llm_model.pk not in self.configs:
+                self.configs[llm_model.pk] = JobModel.objects.create(
+                    job=self.job,
+                    position=len(self.configs),
+                    llm_model=llm_model,
+                    label=f"{llm_model.display_name} ({llm_model.model_id})"[:250],
+                    params={},
+                )
         items = GenerationItem.objects.bulk_create(
             [
                 GenerationItem(job=self.job, position=self.position + n, item_id=item_id, data=data)
                 for n, (item_id, data, _) in enumerate(self.pending)
             ]
         )
-        cells = []
-        by_model: dict[int, list[tuple[str, str]]] = {}
-        for item, (_, data, model_pk) in zip(items, self.pending, strict=True):
-            config = self.configs[model_pk]
-            request = data["request"]
-            cells.append(
+        GenerationOutput.objects.bulk_create(
+            [
                 GenerationOutput(
                     job=self.job,
                     item=item,
                     prompt=self.prompt,
-                    model_config=config,
+                    model_config=self.configs[llm_model.pk],
                     repetition=0,
-                    temperature=request.get("temperature"),
-                    custom_id=custom_id(self.job.pk, item.position, 0, config.position, 0, 0),
+                    temperature=data["request"].get("temperature"),
+                    custom_id=custom_id(
+                        self.job.pk, item.position, 0, self.configs[llm_model.pk].position, 0, 0
+                    ),
                 )
-            )
-            earlier = "\n".join(text for _, text in request.get("turns") or [])
-            by_model.setdefault(model_pk, []).append(
-                (f"{request.get('system', '')}\n{earlier}", request["user"])
-            )
-        GenerationOutput.objects.bulk_create(cells)
-        for model_pk, prompts in by_model.items():
-            self.estimates.setdefault(model_pk, []).append(
-                estimate_cost(model=self.models[model_pk], prompts=prompts)
-            )
+                for item, (_, data, llm_model) in zip(items, self.pending, strict=True)
+            ]
+        )
         self.position += len(self.pending)
-        self.pending = []
+        self.pending, self.priced = [], 0
+        self.job.total_cells = self.position
+        self.job.estimate = {
+            "partial": {
+                str(pk): {key: str(value) for key, value in sums.items()}
+                for pk, sums in self.estimates.items()
+            }
+        }
+        self.job.save(update_fields=["total_cells", "estimate", "updated_at"])
 
     def finish(self) -> GenerationJob:
-        """Write what is left and the job's totals, frozen configuration and estimate."""
+        """Write what is left and the job's totals, frozen configuration and estimate; the
+        job is shown (call inside a transaction)."""
         if self.pending:
-            self._flush()
+            self.flush()
         models = list(self.models.values())
         batch = bool(models) and not self.live and all(m.batch_capable for m in models)
         job = self.job
         job.mode = JobMode.BATCH if batch else JobMode.LIVE
         job.total_cells = self.position
+        job.writing = False
         per_model = []
         for model_pk, config in self.configs.items():
-            found = self.estimates.get(model_pk, [])
+            found = self.estimates.get(model_pk, {})
             model = self.models[model_pk]
 
-            def total(name: str, found: list[Any] = found) -> Any:
-                return sum((getattr(e, name) for e in found), Decimal(0))
+            def total(name: str, found: dict[str, Decimal] = found) -> Decimal:
+                return found.get(name, Decimal(0))
 
             per_model.append(
                 {
@@ -444,5 +564,7 @@ class RowsJob:
             "finish_live": False,
             "budget_usd": str(job.budget_usd) if job.budget_usd is not None else None,
         }
-        job.save(update_fields=["mode", "total_cells", "estimate", "config", "updated_at"])
+        job.save(
+            update_fields=["mode", "total_cells", "estimate", "config", "writing", "updated_at"]
+        )
         return job

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from generation import lifecycle
+from generation import lifecycle, services
 from generation.models import GenerationJob, JobMode
 from generation.runners import batch, live
 
@@ -54,5 +54,7 @@ def drive_batches() -> dict:
 
 def recover_jobs() -> list[int]:
     """Re-dispatch running jobs whose live runner stopped renewing its lease (a killed
-    worker). Scheduled every minute; harmless when nothing is stale."""
+    worker), and delete jobs whose writer died before all their cells were written.
+    Scheduled every minute; harmless when nothing is stale."""
+    services.discard_abandoned()
     return lifecycle.recover_stale_runs()

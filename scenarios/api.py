@@ -255,7 +255,7 @@ class JobToScenarioView(APIView):
         job = policy.access(
             request.user,
             GENERATION_TO_SCENARIO,
-            GenerationJob.objects.select_related("team"),
+            GenerationJob.objects.filter(writing=False).select_related("team"),
             view_feature=GENERATION_VIEW,
             pk=pk,
         )

@@ -70,7 +70,9 @@ def _temperature(value: str) -> float | str | None:
 
 def _job(request: HttpRequest, job_id: int) -> GenerationJob:
     try:
-        return policy.access(request.user, GENERATION_VIEW, GenerationJob.objects.all(), pk=job_id)
+        return policy.access(
+            request.user, GENERATION_VIEW, GenerationJob.objects.filter(writing=False), pk=job_id
+        )
     except NotFound as exc:
         raise Http404 from exc
 

@@ -22,6 +22,13 @@ class FilePurpose(models.TextChoices):
     BATCH_OUTPUT = "batch_output", "Batch output or errors"
 
 
+class JudgeFileQuerySet(models.QuerySet["JudgeFile"]):
+    def written(self) -> JudgeFileQuerySet:
+        """Files whose every line is written: one being written (a chunk of lines per
+        transaction) has ``lines`` 0 until its last, and is no one's to see."""
+        return self.filter(lines__gt=0)
+
+
 class JudgeFile(models.Model):
     """A file of the OpenAI Files API: an uploaded batch input (one request per line), or a
     batch's output or error file. Its lines are rows of ``JudgeFileLine`` (every worker
@@ -39,6 +46,8 @@ class JudgeFile(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(default=timezone.now)
+
+    objects = JudgeFileQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-pk"]
@@ -131,6 +140,16 @@ class JudgeBatch(models.Model):
         on_delete=models.SET_NULL,
         related_name="judge_batch",
     )
+    # Validation's progress, a chunk of lines per transaction: the job it writes (``job``
+    # once validation ends) and the last input line it has read.
+    draft = models.ForeignKey(
+        "generation.GenerationJob",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    validated_through = models.PositiveIntegerField(default=0)
     output_file = models.ForeignKey(
         JudgeFile, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

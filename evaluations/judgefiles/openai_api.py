@@ -186,7 +186,7 @@ def _file(request, file_id: str, feature: str = EVALUATIONS_VIEW_ALL) -> JudgeFi
     if not services.is_public_id(file_id):
         raise NotFound()
     return policy.access(
-        request.user, feature, JudgeFile.objects.all(), view_feature=EVALUATIONS_VIEW_ALL,
+        request.user, feature, JudgeFile.objects.written(), view_feature=EVALUATIONS_VIEW_ALL,
         public_id=file_id,
     )  # fmt: skip
 
@@ -242,7 +242,7 @@ class FilesView(OpenAIView):
     @extend_schema(operation_id="listFiles", parameters=LIST, responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         anywhere(request.user, EVALUATIONS_VIEW_ALL)
-        files = policy.visible(request.user, EVALUATIONS_VIEW_ALL, JudgeFile.objects.all())
+        files = policy.visible(request.user, EVALUATIONS_VIEW_ALL, JudgeFile.objects.written())
         purpose = request.query_params.get("purpose")
         if purpose:
             files = files.filter(purpose=purpose)

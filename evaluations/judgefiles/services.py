@@ -20,6 +20,7 @@ errors out, through the OpenAI Files + Batches API the platform serves (``openai
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Callable, Iterator, Mapping
@@ -31,7 +32,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from evalplatform import inputs, validation
+from evalplatform import bulk, inputs, validation
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE, EVALUATIONS_JUDGE_FILES
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
@@ -54,15 +55,18 @@ from evaluations.judgefiles.verdicts import read_reply
 from evaluations.judges.services import record_judgments
 from evaluations.judgments.models import LLMJudge
 from generation import lifecycle
-from generation.models import GenerationOutput, JobStatus, OutputStatus
+from generation.models import GenerationJob, GenerationOutput, JobStatus, OutputStatus
 from generation.requests import BadRow, RowRequest, chat_request, storable, unstorable
-from generation.services import RowsJob
+from generation.services import RowsJob, discard
 from scenarios.models import GoldKind, Task
 from scenarios.types import registry
 
 logger = logging.getLogger(__name__)
 
 CHUNK = 2000
+# Lines validated per transaction: each holds the database (on SQLite, all of it) for a
+# small fraction of a second.
+VALIDATED_CHUNK = 1000
 # A validating or finalizing batch whose task has not finished this long after it was
 # queued is taken as lost (a worker died) and queued again.
 # A step (validate, finalize) queued this long ago that no worker holds (no running task of
@@ -71,6 +75,8 @@ CHUNK = 2000
 # again. A step runs at most once at a time (each checks its batch's state under its lock),
 # so a step queued twice (still in the broker) costs a no-op.
 LOST_AFTER = timedelta(seconds=60)
+# A file whose lines are still not all written this long after it was begun lost its writer.
+ABANDONED_AFTER = timedelta(hours=1)
 FINISHED_JOB = {JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED}
 OPEN = batch_lifecycle.OPEN
 # The most batches one sweep looks at (the oldest first; the next sweep takes the rest).
@@ -144,15 +150,8 @@ def file_create(*, user: Any, team: Any, upload: Any, purpose: Any) -> JudgeFile
         raise FieldErrors(errors)
     name = (upload.name or "batch.jsonl").replace("\x00", "")[:255] or "batch.jsonl"
     limit = settings.JUDGE_FILE_MAX_LINES
-    with transaction.atomic():
-        stored = JudgeFile.objects.create(
-            team=team,
-            purpose=FilePurpose.BATCH,
-            filename=name,
-            bytes=upload.size or 0,
-            created_by=user,
-        )
-        buffer: list[JudgeFileLine] = []
+    writer = _Writer(team=team, purpose=FilePurpose.BATCH, filename=name, created_by=user)
+    try:
         count = 0
         for number, raw, cut in _lines(upload.chunks()):
             text = CUT if cut else _clean(raw)
@@ -163,19 +162,72 @@ def file_create(*, user: Any, team: Any, upload: Any, purpose: Any) -> JudgeFile
             count += 1
             if count > limit:
                 raise FieldErrors({"file": f"The file has over {limit:,} requests (lines)."})
-            buffer.append(JudgeFileLine(file=stored, number=number, text=text))
-            if len(buffer) >= CHUNK:
-                JudgeFileLine.objects.bulk_create(buffer)
-                buffer = []
-        JudgeFileLine.objects.bulk_create(buffer)
+            writer.add(number, text)
         if not count:
             raise FieldErrors({"file": "The file has no lines."})
-        stored.lines = count
-        stored.save(update_fields=["lines"])
-        audit.record(
-            user=user, team=team.pk, action="judge_files.file.create", target=stored, lines=count
-        )
+        with transaction.atomic():
+            stored = writer.close(size=upload.size or 0)
+            audit.record(
+                user=user, team=team.pk, action="judge_files.file.create", target=stored,
+                lines=count,
+            )  # fmt: skip
+    except BaseException:
+        writer.discard()
+        raise
     return stored
+
+
+class _Writer:
+    """A new file's lines, a chunk per transaction (none holds the database long). The file
+    is hidden (``lines`` 0: ``written``) until ``close``, inside the caller's transaction,
+    shows it; ``discard`` deletes what was written (a file a dead writer left is the
+    sweep's to delete)."""
+
+    def __init__(self, **fields: Any) -> None:
+        with transaction.atomic():
+            self.file = JudgeFile.objects.create(lines=0, **fields)
+        self.buffer: list[JudgeFileLine] = []
+        self.count = self.size = 0
+
+    def add(self, number: int, text: str) -> None:
+        self.buffer.append(JudgeFileLine(file=self.file, number=number, text=text))
+        self.count += 1
+        self.size += len(text.encode()) + 1
+        if len(self.buffer) >= CHUNK:
+            with transaction.atomic():
+                self._flush()
+            bulk.between_chunks()
+
+    def _flush(self) -> None:
+        JudgeFileLine.objects.bulk_create(self.buffer)
+        self.buffer = []
+
+    def close(self, size: int | None = None) -> JudgeFile:
+        self._flush()
+        self.file.lines = self.count
+        self.file.bytes = self.size if size is None else size
+        self.file.save(update_fields=["lines", "bytes"])
+        return self.file
+
+    def discard(self) -> None:
+        discard_file(self.file.pk)
+
+
+def discard_file(file_id: int) -> None:
+    """Delete a file no one sees yet (``lines`` 0), a chunk of lines per transaction."""
+    if not JudgeFile.objects.filter(pk=file_id, lines=0).exists():
+        return
+    while True:
+        with transaction.atomic():
+            chunk = list(
+                JudgeFileLine.objects.filter(file_id=file_id).values_list("pk", flat=True)[:CHUNK]
+            )
+            if not chunk:
+                break
+            JudgeFileLine.objects.filter(pk__in=chunk).delete()
+        bulk.between_chunks()
+    with transaction.atomic():
+        JudgeFile.objects.filter(pk=file_id, lines=0).delete()
 
 
 def file_lines(file: JudgeFile) -> Iterator[str]:
@@ -194,7 +246,7 @@ def batch_create(*, user: Any, team: Any, data: Mapping[str, Any]) -> JudgeBatch
     given = BatchInput.read(data, errors)
     file_id = given["input_file_id"]
     source = (
-        JudgeFile.objects.filter(team=team, public_id=file_id).first()
+        JudgeFile.objects.written().filter(team=team, public_id=file_id).first()
         if is_public_id(file_id)
         else None
     )
@@ -448,89 +500,153 @@ def validate(batch_id: int) -> None:
             batch_lifecycle.move(batch, "refused", timezone.now())
             batch.errors = {"object": "list", "data": [failure | {"line": None}]}
             batch.save(update_fields=["status", "failed_at", "errors"])
+        _discard_draft(batch_id)
 
 
 def _validate(batch_id: int) -> None:
+    """Validation a chunk of lines per transaction, each under the batch's lock, saving how
+    far it read: a validation stopped mid-way (its worker died) takes up from there, and a
+    batch cancelled meanwhile stops it."""
     with transaction.atomic():
         batch = (
             JudgeBatch.objects.select_for_update(of=("self",))
-            .select_related("team", "input_file", "created_by", "judge__scenario")
+            .select_related("team", "input_file", "created_by", "judge__scenario", "draft")
             .filter(pk=batch_id)
             .first()
         )
         if batch is None or batch.status != BatchStatus.VALIDATING or batch.job_id:
             return
-        user = batch.created_by
-        models = _models(batch.team)
-        rows = RowsJob(
-            user=user,
-            team=batch.team,
-            name=f"Judge file {batch.input_file.filename} ({batch.public_id})",
-            budget_usd=batch.budget_usd,
-            live=batch.live,
-            source_meta={"judge_batch": batch.public_id, "input_file": batch.input_file.public_id},
-        )
-        # A re-submission's rows may not repeat a custom_id its earlier batches answered.
-        seen = _answered(batch.parent) if batch.parent_id else set()
-        refused: list[JudgeRowError] = []
-        invalid = 0
-        judge = batch.judge
-        tasks = _tasks(judge)
-        swappable = judge is not None and registry.of(judge.scenario).swappable
-        for number, text in _source_lines(batch):
-            made = _row(number, text, models, seen, tasks, swappable)
-            if isinstance(made, JudgeRowError):
-                made.batch = batch
-                refused.append(made)
-                invalid += 1
-                if len(refused) >= CHUNK:
-                    JudgeRowError.objects.bulk_create(refused)
-                    refused = []
-            else:
-                rows.add(*made)
-        JudgeRowError.objects.bulk_create(refused)
-        job = rows.finish()
-        now = timezone.now()
-        batch.invalid, batch.failed = invalid, invalid
-        if not job.total_cells:
-            job.delete()
-            batch_lifecycle.move(batch, "refused", now)
-            batch.errors = {
-                "object": "list",
-                "data": [
-                    {
-                        "code": "no_valid_rows",
-                        "message": "No line of the file can run: see the error file.",
-                        "param": None,
-                        "line": None,
-                    }
-                ],
-            }
-            batch.save()
-            transaction.on_commit(lambda: _queue(finalize, batch.pk))
+        if batch.draft is None:
+            rows = RowsJob.create(
+                user=batch.created_by,
+                team=batch.team,
+                name=f"Judge file {batch.input_file.filename} ({batch.public_id})",
+                budget_usd=batch.budget_usd,
+                live=batch.live,
+                source_meta={
+                    "judge_batch": batch.public_id,
+                    "input_file": batch.input_file.public_id,
+                },
+            )
+            batch.draft = rows.job
+            batch.save(update_fields=["draft"])
+        else:
+            rows = RowsJob.resume(batch.draft)
+    models = _models(batch.team)
+    # A re-submission's rows may not repeat a custom_id its earlier batches answered, nor
+    # may a row repeat one of an earlier line's (those read before a restart too).
+    seen = _answered(batch.parent) if batch.parent_id else set()
+    through = last = batch.validated_through
+    for _, text in _source_lines(batch, upto=through) if through else ():
+        with contextlib.suppress(_Refused):
+            _new_custom_id(_object(text), seen)
+    refused: list[JudgeRowError] = []
+    judge = batch.judge
+    tasks = _tasks(judge)
+    swappable = judge is not None and registry.of(judge.scenario).swappable
+    for number, text in _source_lines(batch, after=through):
+        made = _row(number, text, models, seen, tasks, swappable)
+        if isinstance(made, JudgeRowError):
+            made.batch = batch
+            refused.append(made)
+        else:
+            rows.add(*made)
+        last = number
+        if len(rows.pending) + len(refused) >= VALIDATED_CHUNK:
+            rows.price()
+            with transaction.atomic():
+                if not _checkpoint(batch, rows, refused, number):
+                    return  # cancelled, or another worker took it up
+            refused = []
+            bulk.between_chunks()
+    rows.price()
+    with transaction.atomic():
+        if not _checkpoint(batch, rows, refused, last):
             return
-        batch.job = job
-        batch_lifecycle.move(batch, "started", now)
+        _started(batch, rows.finish())
+
+
+def _checkpoint(
+    batch: JudgeBatch, rows: RowsJob, refused: list[JudgeRowError], through: int
+) -> bool:
+    """Write a chunk of validated lines and how far validation read, under the batch's lock
+    (False, writing nothing: the batch is no longer this validation's)."""
+    locked = (
+        JudgeBatch.objects.select_for_update(of=("self",))
+        .filter(
+            pk=batch.pk,
+            status=BatchStatus.VALIDATING,
+            draft=rows.job,
+            validated_through=batch.validated_through,
+        )
+        .first()
+    )
+    if locked is None:
+        return False
+    rows.flush()
+    JudgeRowError.objects.bulk_create(refused)
+    batch.invalid += len(refused)
+    batch.validated_through = through
+    JudgeBatch.objects.filter(pk=batch.pk).update(invalid=batch.invalid, validated_through=through)
+    return True
+
+
+def _started(batch: JudgeBatch, job: GenerationJob) -> None:
+    """Validation ended: the batch starts its job, or fails when no line can run."""
+    now = timezone.now()
+    batch.failed = batch.invalid
+    batch.draft = None
+    if not job.total_cells:
+        job.delete()
+        batch_lifecycle.move(batch, "refused", now)
+        batch.errors = {
+            "object": "list",
+            "data": [
+                {
+                    "code": "no_valid_rows",
+                    "message": "No line of the file can run: see the error file.",
+                    "param": None,
+                    "line": None,
+                }
+            ],
+        }
         batch.save()
-        lifecycle.start(job)
-
-
-def _source_lines(batch: JudgeBatch) -> Iterator[tuple[int, str]]:
-    """The lines the batch runs: its input file's; for a re-submission, the lines of its
-    parent's input that failed (by line number)."""
-    if batch.parent_id is None:
-        for n, text in _numbered(batch.input_file):
-            yield n, text
+        transaction.on_commit(lambda: _queue(finalize, batch.pk))
         return
-    assert batch.parent is not None
-    wanted = failed_lines(batch.parent)
-    for n, text in _numbered(batch.input_file):
-        if n in wanted:
+    batch.job = job
+    batch_lifecycle.move(batch, "started", now)
+    batch.save()
+    lifecycle.start(job)
+
+
+def _discard_draft(batch_id: int) -> None:
+    """Delete the job a validation was writing when it will not finish (its batch was
+    cancelled or failed)."""
+    draft = (
+        JudgeBatch.objects.filter(pk=batch_id)
+        .exclude(status=BatchStatus.VALIDATING)
+        .values_list("draft_id", flat=True)
+        .first()
+    )
+    if draft is not None:
+        discard(draft)
+
+
+def _source_lines(
+    batch: JudgeBatch, *, after: int = 0, upto: int | None = None
+) -> Iterator[tuple[int, str]]:
+    """The lines the batch runs, numbered after ``after`` (and up to ``upto``): its input
+    file's; for a re-submission, the lines of its parent's input that failed."""
+    wanted = failed_lines(batch.parent) if batch.parent is not None else None
+    for n, text in _numbered(batch.input_file, after):
+        if upto is not None and n > upto:
+            return
+        if wanted is None or n in wanted:
             yield n, text
 
 
-def _numbered(file: JudgeFile) -> Iterator[tuple[int, str]]:
-    last = 0
+def _numbered(file: JudgeFile, after: int = 0) -> Iterator[tuple[int, str]]:
+    last = after
     while True:
         rows = list(
             JudgeFileLine.objects.filter(file=file, number__gt=last)
@@ -615,6 +731,7 @@ def sweep() -> dict[str, list[int]]:
         )
     )
     done: dict[str, list[int]] = {"requeued": [], "expired": [], "finalizing": []}
+    _discard_abandoned(now)
     for pk in list(due.values_list("pk", flat=True)[:SWEEP_BATCHES]):
         try:
             step = _sweep_one(pk, now)
@@ -624,6 +741,21 @@ def sweep() -> dict[str, list[int]]:
         if step:
             done[step].append(pk)
     return done
+
+
+def _discard_abandoned(now: Any) -> None:
+    """What a dead writer left: files never shown an hour after they were begun, and the
+    jobs of validations that will not finish."""
+    for file_id in JudgeFile.objects.filter(
+        lines=0, created_at__lt=now - ABANDONED_AFTER
+    ).values_list("pk", flat=True)[:SWEEP_BATCHES]:
+        discard_file(file_id)
+    for pk in (
+        JudgeBatch.objects.filter(draft__isnull=False)
+        .exclude(status=BatchStatus.VALIDATING)
+        .values_list("pk", flat=True)[:SWEEP_BATCHES]
+    ):
+        _discard_draft(pk)
 
 
 def _sweep_one(pk: int, now: Any) -> str | None:
@@ -742,6 +874,8 @@ def batch_cancel(*, user: Any, batch: JudgeBatch) -> JudgeBatch:
         batch.cancelling_at = now
         if batch.status == BatchStatus.VALIDATING:
             batch_lifecycle.move(batch, "cancelled", now)
+            pk = batch.pk
+            transaction.on_commit(lambda: _discard_draft(pk))
         else:
             batch_lifecycle.move(batch, "cancelling", now)
             if batch.job is not None and batch.job.status not in FINISHED_JOB:
@@ -811,28 +945,21 @@ def _model_error_line(row: Mapping[str, Any], why: str | None) -> dict[str, Any]
     }
 
 
-def _write(batch: JudgeBatch, name: str, lines: Iterator[dict[str, Any]]) -> JudgeFile | None:
-    """A file of JSON lines (None when there are none)."""
-    stored: JudgeFile | None = None
-    buffer: list[JudgeFileLine] = []
-    size = count = 0
-    for line in lines:
-        if stored is None:
-            stored = JudgeFile.objects.create(
-                team=batch.team, purpose=FilePurpose.BATCH_OUTPUT, filename=name
+def _write(batch: JudgeBatch, name: str, lines: Iterator[dict[str, Any]]) -> _Writer | None:
+    """A file of JSON lines, written but not shown (None when there are none)."""
+    writer: _Writer | None = None
+    try:
+        for line in lines:
+            if writer is None:
+                writer = _Writer(team=batch.team, purpose=FilePurpose.BATCH_OUTPUT, filename=name)
+            writer.add(
+                writer.count + 1, json.dumps(line, ensure_ascii=False).replace("\x00", "\ufffd")
             )
-        text = json.dumps(line, ensure_ascii=False).replace("\x00", "\ufffd")
-        count += 1
-        size += len(text.encode()) + 1
-        buffer.append(JudgeFileLine(file=stored, number=count, text=text))
-        if len(buffer) >= CHUNK:
-            JudgeFileLine.objects.bulk_create(buffer)
-            buffer = []
-    if stored is not None:
-        JudgeFileLine.objects.bulk_create(buffer)
-        stored.lines, stored.bytes = count, size
-        stored.save(update_fields=["lines", "bytes"])
-    return stored
+    except BaseException:
+        if writer is not None:
+            writer.discard()
+        raise
+    return writer
 
 
 OUTPUT_FIELDS = [
@@ -859,76 +986,126 @@ def _outputs(job_id: int | None, completed: bool) -> Iterator[dict[str, Any]]:
         if completed
         else rows.exclude(status=OutputStatus.COMPLETED)
     )
-    yield from rows.order_by("item__position").values(*OUTPUT_FIELDS).iterator(CHUNK)
+    yield from _pages(rows.values(*OUTPUT_FIELDS, "item__position"), "item__position")
+
+
+def _pages(rows: Any, key: str) -> Iterator[dict[str, Any]]:
+    """``rows`` (a ``values()`` query) in ``key`` order, unique among them, a page per
+    query read whole: no cursor stays open while the caller writes (SQLite lets no
+    connection that holds an older read snapshot write)."""
+    last = None
+    while True:
+        page = list(
+            (rows if last is None else rows.filter(**{f"{key}__gt": last})).order_by(key)[:CHUNK]
+        )
+        if not page:
+            return
+        yield from page
+        last = page[-1][key]
+
+
+def _finalizable(batch: JudgeBatch | None) -> bool:
+    return (
+        batch is not None
+        and not batch.output_file_id
+        and not batch.error_file_id
+        and batch.status in (BatchStatus.FINALIZING, BatchStatus.FAILED)
+    )
 
 
 def finalize(batch_id: int) -> None:
-    """The task: write the batch's output and error files, and end it."""
-    with transaction.atomic():
-        batch = (
-            JudgeBatch.objects.select_for_update(of=("self",))
-            .select_related("team", "job")
-            .filter(pk=batch_id)
-            .first()
+    """The task: write the batch's output and error files (a chunk per transaction, not
+    shown yet), then, in one short transaction, attach them and end the batch."""
+    batch = JudgeBatch.objects.select_related("team").filter(pk=batch_id).first()
+    if batch is None or not _finalizable(batch):
+        return
+    stopped = (
+        "The batch expired first."
+        if batch.expired_at
+        else "The batch was cancelled first."
+        if batch.cancelling_at
+        else "The job stopped first."
+    )
+
+    def errors() -> Iterator[dict[str, Any]]:
+        refusals = JudgeRowError.objects.filter(batch=batch).values(
+            "pk", "line", "custom_id", "code", "message"
         )
-        if batch is None or batch.output_file_id or batch.error_file_id:
-            return
-        if batch.status not in (BatchStatus.FINALIZING, BatchStatus.FAILED):
-            return
-        job = batch.job
-        stopped = (
-            "The batch expired first."
-            if batch.expired_at
-            else "The batch was cancelled first."
-            if batch.cancelling_at
-            else "The job stopped first."
-        )
-        batch.output_file = _write(
+        for refused in _pages(refusals, "pk"):
+            yield {
+                "id": f"batch_req_line_{refused['line']}",
+                "custom_id": refused["custom_id"] or None,
+                "line": refused["line"],
+                "response": None,
+                "error": {"code": refused["code"], "message": refused["message"]},
+            }
+        for row in _outputs(batch.job_id, False):
+            yield _model_error_line(row, stopped)
+
+    written: list[_Writer] = []
+    try:
+        output = _write(
             batch,
             f"{batch.public_id}_output.jsonl",
             (_output_line(row) for row in _outputs(batch.job_id, True)),
         )
+        written += [output] if output else []
+        error = _write(batch, f"{batch.public_id}_error.jsonl", errors())
+        written += [error] if error else []
+        with transaction.atomic():
+            if not _end(batch_id, output, error):
+                raise _Superseded
+    except BaseException as exc:
+        for writer in written:
+            writer.discard()  # none shown: the batch ended meanwhile, or writing failed
+        if not isinstance(exc, _Superseded):
+            raise
 
-        def errors() -> Iterator[dict[str, Any]]:
-            refusals = JudgeRowError.objects.filter(batch=batch).order_by("line")
-            for refused in refusals.iterator(CHUNK):
-                yield {
-                    "id": f"batch_req_line_{refused.line}",
-                    "custom_id": refused.custom_id or None,
-                    "line": refused.line,
-                    "response": None,
-                    "error": {"code": refused.code, "message": refused.message},
-                }
-            for row in _outputs(batch.job_id, False):
-                yield _model_error_line(row, stopped)
 
-        batch.error_file = _write(batch, f"{batch.public_id}_error.jsonl", errors())
-        now = timezone.now()
-        if job is not None:
-            job.refresh_from_db()
-            batch.completed = job.completed_cells
-            batch.failed = batch.total - batch.completed
-        if batch.status == BatchStatus.FINALIZING:
-            if batch.expired_at:
-                batch_lifecycle.move(batch, "ended", now, to=BatchStatus.EXPIRED)
-            elif batch.cancelling_at:
-                batch_lifecycle.move(batch, "ended", now, to=BatchStatus.CANCELLED)
-            elif job is not None and job.status == JobStatus.FAILED:
-                batch_lifecycle.move(batch, "ended", now, to=BatchStatus.FAILED)
-                batch.errors = {
-                    "object": "list",
-                    "data": [
-                        {
-                            "code": "job_failed",
-                            "message": job.status_message,
-                            "param": None,
-                            "line": None,
-                        }
-                    ],
-                }
-            else:
-                batch_lifecycle.move(batch, "ended", now, to=BatchStatus.COMPLETED)
-        batch.save()
+class _Superseded(Exception):
+    """Another step ended the batch while its files were written."""
+
+
+def _end(batch_id: int, output: _Writer | None, error: _Writer | None) -> bool:
+    """Attach the batch's files and end it (under its lock); False if it ended already."""
+    batch = (
+        JudgeBatch.objects.select_for_update(of=("self",))
+        .select_related("team", "job")
+        .filter(pk=batch_id)
+        .first()
+    )
+    if batch is None or not _finalizable(batch):
+        return False
+    job = batch.job
+    batch.output_file = output.close() if output else None
+    batch.error_file = error.close() if error else None
+    now = timezone.now()
+    if job is not None:
+        job.refresh_from_db()
+        batch.completed = job.completed_cells
+        batch.failed = batch.total - batch.completed
+    if batch.status == BatchStatus.FINALIZING:
+        if batch.expired_at:
+            batch_lifecycle.move(batch, "ended", now, to=BatchStatus.EXPIRED)
+        elif batch.cancelling_at:
+            batch_lifecycle.move(batch, "ended", now, to=BatchStatus.CANCELLED)
+        elif job is not None and job.status == JobStatus.FAILED:
+            batch_lifecycle.move(batch, "ended", now, to=BatchStatus.FAILED)
+            batch.errors = {
+                "object": "list",
+                "data": [
+                    {
+                        "code": "job_failed",
+                        "message": job.status_message,
+                        "param": None,
+                        "line": None,
+                    }
+                ],
+            }
+        else:
+            batch_lifecycle.move(batch, "ended", now, to=BatchStatus.COMPLETED)
+    batch.save()
+    return True
 
 
 # --- verdicts ------------------------------------------------------------------------------------

@@ -158,7 +158,7 @@ def file_content(request: HttpRequest, file_id: str) -> StreamingHttpResponse:
         raise PermissionDenied
     try:
         file = policy.access(
-            request.user, EVALUATIONS_VIEW_ALL, JudgeFile.objects.all(), public_id=file_id
+            request.user, EVALUATIONS_VIEW_ALL, JudgeFile.objects.written(), public_id=file_id
         )
     except NotFound as exc:
         raise Http404 from exc
