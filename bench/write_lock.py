@@ -1,6 +1,6 @@
 """How long another team waits to write while one team's heavy work runs: a 50,000-line
-judge file's upload and validation, a 50,000-cell job's creation and the batch's output
-files, each timed while a second team (its own process and connection, as a web worker) makes
+judge file's upload and validation, a 50,000-cell job's creation, a comparison scenario
+of its outputs and the batch's output files, each timed while a second team (its own process and connection, as a web worker) makes
 and revokes an API token every 50 ms, as a person at the API would.
 
     python bench/write_lock.py [--rows 50000] [--row-bytes 600]
@@ -131,13 +131,25 @@ def main() -> None:
         timed("validation", other, lambda: services.validate(batch.pk), report)
         batch.refresh_from_db()
         assert batch.status == "in_progress", (batch.status, batch.errors)
-        data = job_body(model, version, args.rows)
+        # rows/2 items at two temperatures: each item's two outputs are compared below.
+        data = job_body(model, version, args.rows // 2, temperatures=[0.0, 1.0])
 
         def create() -> Any:
             return generation.job_create(user=user, plan=planning.job_plan(user=user, data=data))
 
         job = timed("job_create", other, create, report)
         assert job.outputs.count() == args.rows
+        from scenarios import services as scenarios
+
+        def convert() -> Any:
+            return scenarios.scenario_from_job(
+                user=user,
+                job=job,
+                data={"name": "pairs", "type": "comparison", "outputs": {"status": ["pending"]}},
+            )
+
+        scenario = timed("scenario_from_job", other, convert, report)
+        assert scenario.variants.count() == args.rows, scenario.variants.count()
         from generation import lifecycle
 
         lifecycle.cancel(batch.job)
@@ -149,7 +161,7 @@ def main() -> None:
     worst = max(v for k, v in report.items() if k.endswith("_max_wait_s"))
     report["other_team_max_wait_s"] = worst
     report["within_target"] = worst < 1.0
-    for stage in ("upload", "validation", "job_create", "finalize"):
+    for stage in ("upload", "validation", "job_create", "scenario_from_job", "finalize"):
         writes, p95, most = (
             report[f"{stage}_other_team_{key}"] for key in ("writes", "p95_wait_s", "max_wait_s")
         )

@@ -52,6 +52,14 @@ class ScenarioStatus(models.TextChoices):
     CLOSED = "closed", "Closed"
 
 
+class WrittenScenarios(models.Manager["Scenario"]):
+    """Scenarios whose items, variants and tasks are all written: one being written (a
+    chunk per transaction) is no one's to see, open or change until it is."""
+
+    def get_queryset(self) -> models.QuerySet[Scenario]:
+        return super().get_queryset().filter(writing=False)
+
+
 class Scenario(models.Model):
     team_lookup = "team"
 
@@ -110,11 +118,19 @@ class Scenario(models.Model):
     # Where the items came from: {"kind": "generation_job", "job": id, "filters": {...}} or
     # {"kind": "upload", "filename": ...}.
     source = models.JSONField(default=dict, blank=True)
+    # Its items, variants and tasks are still being written (``WrittenScenarios``).
+    writing = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     opened_at = models.DateTimeField(null=True, blank=True)
     closed_at = models.DateTimeField(null=True, blank=True)
 
+    # Every scenario, those being written too (their writer, and the sweep of what a dead
+    # writer left); ``objects``, the default, only those written.
+    all_objects = models.Manager()
+    objects = WrittenScenarios()
+
     class Meta:
+        default_manager_name = "objects"
         ordering = ["-created_at", "-pk"]
         constraints = [
             models.UniqueConstraint(fields=["team", "name"], name="scenario_name_per_team"),

@@ -9,6 +9,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -17,7 +18,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from evalplatform import inputs, validation
+from evalplatform import bulk, inputs, validation
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import GENERATION_TO_SCENARIO, SCENARIOS_CREATE, SCENARIOS_MANAGE
@@ -40,6 +41,11 @@ from scenarios.models import (
 from scenarios.types import registry
 
 BULK = 2000
+# Rows written per transaction when a scenario is made: each commits in well under a
+# second, so another team's writes wait no longer than that on SQLite (one writer).
+WRITE_CHUNK = 5000
+# A scenario still ``writing`` this long after it was begun lost its writer.
+ABANDONED_AFTER = timedelta(hours=1)
 # Tasks added at once from which PostgreSQL's statistics of the task table are brought up to
 # date when the transaction commits (``tasks_add``).
 ANALYZE_FROM = 500
@@ -87,7 +93,7 @@ def _settings(
     edited (its own name is no clash); ``preview``: the name does not matter yet."""
     errors: dict[str, str] = {}
     given = ScenarioInput.read(data, errors)
-    clash = Scenario.objects.filter(team=team, name=given["name"])
+    clash = Scenario.all_objects.filter(team=team, name=given["name"])
     if own is not None:
         clash = clash.exclude(pk=own.pk)
     if "name" not in errors and clash.exists():
@@ -121,9 +127,14 @@ def _check_items(kind: str, config: Mapping[str, Any], items: list[ItemSpec]) ->
 
 
 def _create(user: Any, plan: ScenarioPlan) -> Scenario:
+    """The scenario, then its items, variants and tasks a chunk per transaction (no write
+    holds SQLite's one write lock for long); it is seen once all of it is written, and if
+    writing fails nothing of it stays. Inside a caller's transaction the chunks are
+    savepoints: all of it commits with the caller's, or none."""
     _check_design(plan)  # before anything is built
+    outer = transaction.get_connection().in_atomic_block
     with transaction.atomic():
-        scenario = Scenario.objects.create(
+        scenario = Scenario.all_objects.create(
             team=plan.team,
             created_by=user,
             name=plan.name,
@@ -135,17 +146,19 @@ def _create(user: Any, plan: ScenarioPlan) -> Scenario:
             overlap=plan.overlap,
             seed=plan.seed,
             source=plan.source,
+            writing=True,
         )
-        items = ScenarioItem.objects.bulk_create(
+    try:
+        items = _in_chunks(
             [
                 ScenarioItem(
                     scenario=scenario, position=i, item_id=spec.item_id, context=spec.context
                 )
                 for i, spec in enumerate(plan.items)
             ],
-            batch_size=BULK,
+            lambda chunk: ScenarioItem.objects.bulk_create(chunk, batch_size=BULK),
         )
-        variants = Variant.objects.bulk_create(
+        variants = _in_chunks(
             [
                 Variant(
                     scenario=scenario,
@@ -161,34 +174,95 @@ def _create(user: Any, plan: ScenarioPlan) -> Scenario:
                 for item, spec in zip(items, plan.items, strict=True)
                 for position, v in enumerate(spec.variants)
             ],
-            batch_size=BULK,
+            lambda chunk: Variant.objects.bulk_create(chunk, batch_size=BULK),
         )
         _build_tasks(scenario, variants)
+        with transaction.atomic():
+            Scenario.all_objects.filter(pk=scenario.pk).update(writing=False)
+    except BaseException:
+        if not outer:  # a caller's transaction takes all of it back with it
+            discard(scenario.pk)
+        raise
+    scenario.writing = False
     return scenario
 
 
+def _in_chunks(rows: list[Any], write: Callable[[list[Any]], list[Any]]) -> list[Any]:
+    """``write`` each chunk of ``rows`` in a transaction of its own; what it returns."""
+    made: list[Any] = []
+    for first in range(0, len(rows), WRITE_CHUNK):
+        with transaction.atomic():
+            made += write(rows[first : first + WRITE_CHUNK])
+        bulk.between_chunks()
+    return made
+
+
+def discard(scenario_id: int) -> None:
+    """Delete a scenario that was never fully written (its writer failed or died), a chunk
+    of its rows per transaction."""
+    for model in (Task, Variant, ScenarioItem):
+        while True:
+            with transaction.atomic():
+                chunk = list(
+                    model.objects.filter(scenario_id=scenario_id).values_list("pk", flat=True)[
+                        :WRITE_CHUNK
+                    ]
+                )
+                if not chunk:
+                    break
+                if model is Task:  # links between them first: a chunk may hold one end
+                    Task.objects.filter(pk__in=chunk).update(reverse_of=None)
+                model.objects.filter(pk__in=chunk).delete()
+            bulk.between_chunks()
+    with transaction.atomic():
+        Scenario.all_objects.filter(pk=scenario_id, writing=True).delete()
+
+
+def discard_abandoned() -> list[int]:
+    """The scheduled task: scenarios left ``writing`` an hour after they were begun (their
+    writer died mid-way) are deleted. Their ids."""
+    old = Scenario.all_objects.filter(writing=True, created_at__lt=timezone.now() - ABANDONED_AFTER)
+    gone = list(old.values_list("pk", flat=True)[:20])
+    for scenario_id in gone:
+        discard(scenario_id)
+    return gone
+
+
 def _build_tasks(scenario: Scenario, variants: Sequence[Variant]) -> None:
-    """The scenario's tasks by its design, over its variants (a scenario without tasks)."""
+    """The scenario's tasks by its design, over its variants (a scenario without tasks), a
+    chunk per transaction; then the links of reverse pairs (one may come before the task it
+    mirrors)."""
     by_key = {(v.item_id, v.position): v for v in variants}
     positions: dict[int, list[int]] = {}
     for v in variants:
         positions.setdefault(v.item_id, []).append(v.position)
     keys = [(item, [(item, p) for p in sorted(ps)]) for item, ps in positions.items()]
     specs = design(scenario.type, keys, scenario.config, scenario.seed)
-    tasks_add(
-        scenario=scenario,
-        tasks=[
-            NewTask(
-                item_id=spec.item,
-                variant_a_id=by_key[spec.a].pk if spec.a is not None else None,
-                variant_b_id=by_key[spec.b].pk if spec.b is not None else None,
-                order=[by_key[k].pk for k in spec.order],
-                reverse_of=spec.reverse_of,
-            )
-            for spec in specs
-        ],
-        start=0,  # no task yet
-    )
+    made: list[int] = []
+    for first in range(0, len(specs), WRITE_CHUNK):
+        with transaction.atomic():
+            made += [
+                task.pk
+                for task in tasks_add(
+                    scenario=scenario,
+                    tasks=[
+                        NewTask(
+                            item_id=spec.item,
+                            variant_a_id=by_key[spec.a].pk if spec.a is not None else None,
+                            variant_b_id=by_key[spec.b].pk if spec.b is not None else None,
+                            order=[by_key[k].pk for k in spec.order],
+                        )
+                        for spec in specs[first : first + WRITE_CHUNK]
+                    ],
+                    start=first,
+                )
+            ]
+        bulk.between_chunks()
+    links = [(made[i], made[s.reverse_of]) for i, s in enumerate(specs) if s.reverse_of is not None]
+    for first in range(0, len(links), WRITE_CHUNK):
+        with transaction.atomic():
+            bulk.update(Task, ["reverse_of"], links[first : first + WRITE_CHUNK])
+        bulk.between_chunks()
 
 
 @dataclass
