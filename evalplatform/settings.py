@@ -228,6 +228,18 @@ LOGOUT_REDIRECT_URL = "login"
 # default, so a client cannot name its own address (sign-in throttling counts by address).
 TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", [])
 
+# ``serve``'s bounds on slow and heavy clients (``evalplatform.web.server``): the seconds a
+# request's headers may take, the longest pause inside a body, open connections per client
+# address, all open connections and requests (0: what the file descriptor limit leaves), and
+# the seconds an idle keep-alive connection is kept.
+SERVE_HEADER_TIMEOUT_S = env_int("SERVE_HEADER_TIMEOUT_S", 10)
+SERVE_BODY_IDLE_TIMEOUT_S = env_int("SERVE_BODY_IDLE_TIMEOUT_S", 30)
+SERVE_CONNECTIONS_PER_ADDRESS = env_int("SERVE_CONNECTIONS_PER_ADDRESS", 64)
+SERVE_MAX_CONNECTIONS = env_int("SERVE_MAX_CONNECTIONS", 0)
+SERVE_KEEP_ALIVE_S = env_int("SERVE_KEEP_ALIVE_S", 5)
+# Live (WebSocket and Socket.IO) connections one user may hold open in one server process.
+LIVE_SOCKETS_PER_USER = env_int("LIVE_SOCKETS_PER_USER", 20)
+
 # Provider hosts an administrator lets connections call although they resolve to an internal
 # address (loopback, private, link-local...): a local model server, the fake provider. Names
 # as the connections' base URLs write them, comma-separated. evalplatform/providers/netguard.py.

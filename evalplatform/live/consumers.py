@@ -5,7 +5,8 @@ Messages to the client are JSON objects ``{"event": name, "data": {...}}``; the 
 the topic's snapshot. Close codes: 4401 not signed in, or no longer (the token was revoked, the
 session ended, the user was deactivated); 4403 no longer allowed to watch the object (the
 membership was removed or its role changed); 4404 not found or not the user's to see (another
-team's object is indistinguishable from a missing one). Rights are re-checked every
+team's object is indistinguishable from a missing one); 4429 too many live connections of the
+user's are open (``evalplatform.live.quota``). Rights are re-checked every
 ``LIVE_RECHECK_S`` and at once when a change is announced (``evalplatform.live.rights``).
 """
 
@@ -17,6 +18,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from evalplatform.errors import NotFound
+from evalplatform.live import quota
 from evalplatform.live.auth import scope_credential
 from evalplatform.live.rights import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED, Guard
 from evalplatform.live.watch import Topic, Watch
@@ -33,6 +35,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     url_kwarg: str
     watch: Watch | None = None
     guard: Guard | None = None
+    counted: int | None = None  # the user whose count of live connections this is in
 
     async def connect(self) -> None:
         await self.accept()
@@ -41,6 +44,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated or credential is None:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
+        if not quota.take(user.pk):
+            await self.close(code=quota.CLOSE_TOO_MANY)
+            return
+        self.counted = user.pk
         pk = self.scope["url_route"]["kwargs"][self.url_kwarg]
         try:
             group = await database_sync_to_async(self.topic.authorize)(user, pk)
@@ -63,6 +70,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         await self.close(code=code)
 
     async def disconnect(self, code: int) -> None:
+        if self.counted is not None:
+            quota.give_back(self.counted)
+            self.counted = None
         if self.guard is not None:
             await self.guard.stop()
             await self.channel_layer.group_discard(self.guard.group, self.channel_name)

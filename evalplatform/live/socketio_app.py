@@ -46,7 +46,7 @@ from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
 
 from evalplatform.errors import FieldErrors, NotFound
-from evalplatform.live import socketio_path
+from evalplatform.live import quota, socketio_path
 from evalplatform.live.auth import origin_allowed, scope_sign_in, token_sign_in
 from evalplatform.live.rights import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED, Guard, current_user
 from evalplatform.live.transport import MESSAGE_TYPE
@@ -125,6 +125,8 @@ class LiveServer:
         )
         self.subscriptions: dict[str, _Subscription] = {}
         self.guards: dict[str, Guard] = {}
+        # The user each connected client counts against (``evalplatform.live.quota``).
+        self.counted: dict[str, int] = {}
         self.closing: set[asyncio.Task[None]] = set()
         # Events of one client are handled one at a time (subscribe, unsubscribe, leaving).
         self.locks: dict[str, asyncio.Lock] = {}
@@ -144,6 +146,9 @@ class LiveServer:
                     _, credential = signed_in
         if credential is None:
             raise socketio.exceptions.ConnectionRefusedError("Not signed in.")
+        if not quota.take(credential.user_id):
+            raise socketio.exceptions.ConnectionRefusedError(quota.TOO_MANY)
+        self.counted[sid] = credential.user_id
 
         async def revoked(code: int) -> None:
             await self._revoked(sid, code)
@@ -153,6 +158,9 @@ class LiveServer:
         guard.start()
 
     async def disconnect(self, sid: str, *args: Any) -> None:
+        counted = self.counted.pop(sid, None)
+        if counted is not None:
+            quota.give_back(counted)
         lock = self.locks.get(sid)
         if lock is None:
             return

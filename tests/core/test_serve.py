@@ -25,8 +25,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture
-def server(tmp_path):
+@contextlib.contextmanager
+def _serving(tmp_path, **extra_env):
     port = free_port()
     env = {
         k: v
@@ -34,6 +34,7 @@ def server(tmp_path):
         if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ENCRYPTION_KEYS"}
     }
     env |= {"EVAL_DATA_DIR": str(tmp_path / "data"), "EVAL_ADMIN_PASSWORD": "first-Admin-pw-7"}
+    env |= extra_env
     log = (tmp_path / "serve.log").open("w+")
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "serve", "--port", str(port)],
@@ -55,14 +56,22 @@ def server(tmp_path):
         proc.kill()
         log.seek(0)
         pytest.fail(f"serve did not start:\n{log.read()}")
-    yield base, tmp_path
-    os.killpg(proc.pid, signal.SIGINT)
     try:
-        proc.wait(timeout=30)
+        yield base, tmp_path
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            log.close()
+
+
+@pytest.fixture
+def server(tmp_path):
+    with _serving(tmp_path) as served:
+        yield served
 
 
 def test_serve_starts_the_platform_with_a_first_admin(server):
@@ -257,3 +266,55 @@ def test_sigterm_and_a_restart_after_a_crash_never_leave_a_worker_behind(tmp_pat
     finally:
         _cleanup(*everything, *_group(old_worker), *_group(new_worker))
         log.close()
+
+
+def _half_sent(port: int, data: bytes) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(data)
+    return sock
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """All the server sends until it closes the connection."""
+    chunks = []
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_serve_holds_against_slow_and_greedy_clients(tmp_path):
+    """Half-sent requests are cut after the header timeout (uvicorn alone held them for
+    ever); one address holds at most its share of connections, the next is told to wait;
+    a body that stalls is cut, one that trickles steadily is not."""
+    guards = {"SERVE_HEADER_TIMEOUT_S": "2", "SERVE_BODY_IDLE_TIMEOUT_S": "2",
+              "SERVE_CONNECTIONS_PER_ADDRESS": "5"}  # fmt: skip
+    with _serving(tmp_path, **guards) as (base, _):
+        port = int(base.rsplit(":", 1)[1])
+        half = [_half_sent(port, b"GET /login/ HTTP/1.1\r\nHost: x\r\n") for _ in range(4)]
+        assert httpx.get(f"{base}/login/", timeout=10).status_code == 200  # the fifth
+        half.append(_half_sent(port, b"GET /login/ HTTP/1.1\r\n"))
+        refused = _answer(_half_sent(port, b""))
+        assert refused.startswith(b"HTTP/1.1 503") and b"Too many connections" in refused
+        began = time.monotonic()
+        for sock in half:
+            assert _answer(sock).startswith(b"HTTP/1.1 408")
+        assert time.monotonic() - began < 8  # cut at the timeout, not held
+        assert httpx.get(f"{base}/login/", timeout=10).status_code == 200  # room again
+
+        stalled = _half_sent(
+            port,
+            b"POST /login/ HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n"
+            b"Content-Length: 100\r\n\r\n0123456789",
+        )
+        assert _answer(stalled).startswith(b"HTTP/1.1 408")
+
+        steady = _half_sent(
+            port,
+            b"POST /login/ HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n"
+            b"Connection: close\r\nContent-Length: 8\r\n\r\n",
+        )
+        for _ in range(8):  # 4 s in all, a byte every half second
+            time.sleep(0.5)
+            steady.sendall(b"x")
+        answered = _answer(steady)
+        assert answered.startswith(b"HTTP/1.1 ") and not answered.startswith(b"HTTP/1.1 408")

@@ -26,6 +26,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from evalplatform.bootstrap import bootstrap
+from evalplatform.web.server import serve_options
 
 WORKER_GRACE_S = 15.0
 GROUPS = hasattr(os, "killpg")  # POSIX: the worker leads a process group of its own
@@ -144,6 +145,8 @@ class Command(BaseCommand):
                 forwarded_allow_ips=",".join(settings.TRUSTED_PROXIES) or None,
                 # WebSocket clients only listen: no message from them needs more than this.
                 ws_max_size=64 * 1024,
+                # Header and body timeouts, connections per address and in all, keep-alive.
+                **serve_options(),
             )
         finally:
             if worker is not None:
