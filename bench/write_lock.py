@@ -1,7 +1,8 @@
 """How long another team waits to write while one team's heavy work runs: a 50,000-line
-judge file's upload and validation, a 50,000-cell job's creation, a comparison scenario
-of its outputs and the batch's output files, each timed while a second team (its own process and connection, as a web worker) makes
-and revokes an API token every 50 ms, as a person at the API would.
+judge file's upload and validation, a 50,000-cell job's creation, a comparison scenario of
+its outputs, an import of 50,000 judgments and the batch's output files, each timed while a
+second team (its own process and connection, as a web worker) makes and revokes an API
+token every 50 ms, as a person at the API would.
 
     python bench/write_lock.py [--rows 50000] [--row-bytes 600]
 
@@ -150,6 +151,45 @@ def main() -> None:
 
         scenario = timed("scenario_from_job", other, convert, report)
         assert scenario.variants.count() == args.rows, scenario.variants.count()
+
+        # Judgments collected elsewhere, one row each: labels of 5,000 items' two variants.
+        from evaluations.manager import imports
+
+        Membership.objects.filter(user=user).update(role="manager")
+        user = get_user_model().objects.get(pk=user.pk)  # its role, read afresh
+        items = [{"item_id": f"i{n}", "variant_id": v, "content": "x"} for n in range(5000)
+                 for v in ("a", "b")]  # fmt: skip
+        labeled = scenarios.scenario_from_upload(
+            user=user,
+            team=team,
+            data={
+                "name": "labels",
+                "type": "labeling",
+                "format": "jsonl",
+                "config": {"labels": ["good", "bad"]},
+            },
+            raw="\n".join(json.dumps(i) for i in items).encode(),
+        )
+        lines = "\n".join(
+            json.dumps(
+                {
+                    "item_id": f"i{n % 5000}",
+                    "variant": "ab"[n // 5000 % 2],
+                    "rater": f"r{n // 10000}",
+                    "labels": "good",
+                }
+            )
+            for n in range(args.rows)
+        ).encode()
+        imported = timed(
+            "judgment_import",
+            other,
+            lambda: imports.import_judgments(
+                user=user, scenario=labeled, raw=lines, filename="labels.jsonl"
+            ),
+            report,
+        )
+        assert imported == args.rows, imported
         from generation import lifecycle
 
         lifecycle.cancel(batch.job)
@@ -161,7 +201,9 @@ def main() -> None:
     worst = max(v for k, v in report.items() if k.endswith("_max_wait_s"))
     report["other_team_max_wait_s"] = worst
     report["within_target"] = worst < 1.0
-    for stage in ("upload", "validation", "job_create", "scenario_from_job", "finalize"):
+    stages = ("upload", "validation", "job_create", "scenario_from_job", "judgment_import",
+              "finalize")  # fmt: skip
+    for stage in stages:
         writes, p95, most = (
             report[f"{stage}_other_team_{key}"] for key in ("writes", "p95_wait_s", "max_wait_s")
         )

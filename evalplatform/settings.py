@@ -394,6 +394,9 @@ SCENARIO_MAX_TASKS = env_int("SCENARIO_MAX_TASKS", 100_000)
 # A scenario's upload may hold at most this many rows (variants): refused while it is read,
 # so memory never holds more whatever the file's size.
 SCENARIO_MAX_VARIANTS = env_int("SCENARIO_MAX_VARIANTS", 200_000)
+# Most rows one import of judgments may hold (refused while read, past it): the import is
+# written in one transaction (all rows or none), so its size bounds how long that holds.
+JUDGMENT_IMPORT_MAX_ROWS = env_int("JUDGMENT_IMPORT_MAX_ROWS", 50_000)
 # A job's cells are written in one transaction when it is created (about 10 s for 50,000 on
 # SQLite here); the cap keeps that under the SQLite busy timeout.
 GENERATION_MAX_CELLS = env_int("GENERATION_MAX_CELLS", 50_000)

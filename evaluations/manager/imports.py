@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from evalplatform import bulk
 from evalplatform.accounts import policy
 from evalplatform.accounts.models import Membership
 from evalplatform.accounts.roles import SCENARIOS_MANAGE
@@ -50,6 +52,9 @@ def holds_nul(value: Any) -> bool:
     return False
 
 
+# Rows written per transaction (each commits in a fraction of a second).
+CHUNK = 5000
+
 # Each judgment read: by rater and the variants it was shown (several rows may make one).
 Read = dict[tuple[str, tuple[Any, ...]], ImportedRow]
 
@@ -64,7 +69,13 @@ def import_judgments(
     fmt = sources.detect_format(filename, "")
     if fmt not in ("csv", "jsonl"):
         raise FieldErrors({"file": "CSV with a header, or JSON lines."})
-    rows = sources.parse_upload(raw, fmt)
+    cap = settings.JUDGMENT_IMPORT_MAX_ROWS
+    try:
+        rows = sources.parse_upload(
+            raw, fmt, most=cap, why=" (JUDGMENT_IMPORT_MAX_ROWS): split the file", noun="rows"
+        )
+    except sources.TooManyItems as exc:
+        raise FieldErrors({"file": exc.errors["source.file"][0]}) from exc
     reading = _Reading(scenario, kind)
     reading.read(rows, fmt)
     if reading.errors:
@@ -161,6 +172,9 @@ def _task_key(spec: TaskSpec) -> tuple[Any, ...]:
 
 
 def _write(scenario: Scenario, kind: ScenarioKind, judgments: Read) -> int:
+    """Write the judgments (every check done first), a chunk per transaction: the raters
+    that are new, the tasks that are missing, then the judgments. If a write fails, what
+    this import wrote is deleted again."""
     names = {rater for rater, _ in judgments}
     members = set(
         Membership.objects.filter(team=scenario.team).values_list("user__username", flat=True)
@@ -169,17 +183,18 @@ def _write(scenario: Scenario, kind: ScenarioKind, judgments: Read) -> int:
         u.get_username(): u for u in get_user_model().objects.filter(username__in=names & members)
     }
     specs = {key: kind.import_task(read.presented) for key, read in judgments.items()}
-    with transaction.atomic():
-        externals = {
-            name: ExternalRater.objects.get_or_create(team=scenario.team, name=name)[0]
-            for name in names - set(users)
-        }
-        found: dict[tuple[Any, ...], Task] = {
-            _task_key(TaskSpec(None, a=t.variant_a_id, b=t.variant_b_id, order=tuple(t.order))): t
-            # An attention check repeats the variants of the task it was made from: imported
-            # answers belong to the real task, never to a check.
-            for t in Task.objects.filter(scenario=scenario).exclude(gold__kind=GoldKind.ATTENTION)
-        }
+    found: dict[tuple[Any, ...], int] = {
+        _task_key(TaskSpec(None, a=a, b=b, order=tuple(order))): pk
+        # An attention check repeats the variants of the task it was made from: imported
+        # answers belong to the real task, never to a check.
+        for pk, a, b, order in Task.objects.filter(scenario=scenario)
+        .exclude(gold__kind=GoldKind.ATTENTION)
+        .values_list("pk", "variant_a_id", "variant_b_id", "order")
+    }
+    _check_answered(scenario, judgments, specs, found, users)
+    written = _Written()
+    try:
+        externals = written.raters(scenario, names - set(users))
         # A task a judgment answers that is missing gets one, in the order they first appear.
         missing: dict[tuple[Any, ...], scenario_services.NewTask] = {}
         for key, read in judgments.items():
@@ -192,39 +207,117 @@ def _write(scenario: Scenario, kind: ScenarioKind, judgments: Read) -> int:
                     variant_b_id=spec.b,
                     order=list(spec.order),
                 )
-        made_tasks = scenario_services.tasks_add(scenario=scenario, tasks=list(missing.values()))
-        found.update(zip(missing, made_tasks, strict=True))
-        tasks = {key: found[_task_key(spec)] for key, spec in specs.items()}
+        found.update(zip(missing, written.tasks(scenario, list(missing.values())), strict=True))
+        orders = dict(
+            Task.objects.filter(
+                pk__in={found[_task_key(spec)] for spec in specs.values()}
+            ).values_list("pk", "order")
+        )
 
         def rater_fields(name: str) -> dict[str, Any]:
             if name in users:
                 return {"rater_kind": RaterKind.HUMAN, "evaluator": users[name]}
-            return {"rater_kind": RaterKind.EXTERNAL, "external_rater": externals[name]}
+            return {"rater_kind": RaterKind.EXTERNAL, "external_rater_id": externals[name]}
 
         # A ranking's order shown is not in the file: it is recorded as its task's.
-        made = [
-            Judgment(
-                scenario=scenario,
-                task=tasks[key],
-                presented=list(tasks[key].order) or [v.pk for v in read.presented],
-                payload=read.answer,
-                **rater_fields(key[0]),
+        made = []
+        for key, read in judgments.items():
+            task = found[_task_key(specs[key])]
+            made.append(
+                Judgment(
+                    scenario=scenario,
+                    task_id=task,
+                    presented=list(orders[task]) or [v.pk for v in read.presented],
+                    payload=read.answer,
+                    **rater_fields(key[0]),
+                )
             )
-            for key, read in judgments.items()
-        ]
-        answered = set(
-            Judgment.objects.filter(scenario=scenario, evaluator__isnull=False).values_list(
-                "task_id", "evaluator_id"
+        written.judgments(made)
+    except BaseException:
+        written.undo()
+        raise
+    return len(made)
+
+
+def _check_answered(
+    scenario: Scenario,
+    judgments: Read,
+    specs: dict[Any, TaskSpec],
+    found: dict[tuple[Any, ...], int],
+    users: dict[str, Any],
+) -> None:
+    """A member of the team judges a task once: refused (before anything is written) when
+    the file repeats an answer they gave."""
+    answered = set(
+        Judgment.objects.filter(scenario=scenario, evaluator__isnull=False).values_list(
+            "task_id", "evaluator_id"
+        )
+    )
+    seen: set[tuple[Any, int]] = set()
+    for key in judgments:
+        user = users.get(key[0])
+        if user is None:
+            continue
+        task_key = _task_key(specs[key])
+        task = found.get(task_key)
+        done = (task if task is not None else task_key, user.pk)
+        if done in answered or done in seen:
+            which = f"task {task}" if task is not None else "one of its pairs"
+            raise FieldErrors({"file": f"{user} has judged {which} already."})
+        seen.add(done)
+
+
+class _Written:
+    """What an import wrote, a chunk per transaction, to delete again if it fails."""
+
+    def __init__(self) -> None:
+        self.rater_ids: list[int] = []
+        self.task_ids: list[int] = []
+        self.judgment_ids: list[int] = []
+
+    def raters(self, scenario: Scenario, names: set[str]) -> dict[str, int]:
+        """Each external rater's id; those the team did not have are made."""
+        known = dict(
+            ExternalRater.objects.filter(team=scenario.team, name__in=names).values_list(
+                "name", "pk"
             )
         )
-        for judgment in made:
-            if judgment.evaluator_id is None:
-                continue
-            done = (judgment.task_id, judgment.evaluator_id)
-            if done in answered:
-                raise FieldErrors(
-                    {"file": f"{judgment.evaluator} has judged task {judgment.task_id} already."}
+        new = sorted(names - set(known))
+        for first in range(0, len(new), CHUNK):
+            with transaction.atomic():
+                made = ExternalRater.objects.bulk_create(
+                    [ExternalRater(team=scenario.team, name=n) for n in new[first : first + CHUNK]]
                 )
-            answered.add(done)
-        Judgment.objects.bulk_create(made, batch_size=2000)
-    return len(made)
+            self.rater_ids += [r.pk for r in made]
+            known.update((r.name, r.pk) for r in made)
+            bulk.between_chunks()
+        return known
+
+    def tasks(self, scenario: Scenario, new: list[scenario_services.NewTask]) -> list[int]:
+        made: list[int] = []
+        for first in range(0, len(new), CHUNK):
+            with transaction.atomic():
+                chunk = scenario_services.tasks_add(
+                    scenario=scenario, tasks=new[first : first + CHUNK]
+                )
+            made += [t.pk for t in chunk]
+            self.task_ids += [t.pk for t in chunk]
+            bulk.between_chunks()
+        return made
+
+    def judgments(self, made: list[Judgment]) -> None:
+        for first in range(0, len(made), CHUNK):
+            with transaction.atomic():
+                chunk = Judgment.objects.bulk_create(made[first : first + CHUNK])
+            self.judgment_ids += [j.pk for j in chunk]
+            bulk.between_chunks()
+
+    def undo(self) -> None:
+        for model, ids in (
+            (Judgment, self.judgment_ids),
+            (Task, self.task_ids),
+            (ExternalRater, self.rater_ids),
+        ):
+            for first in range(0, len(ids), CHUNK):
+                with transaction.atomic():
+                    model.objects.filter(pk__in=ids[first : first + CHUNK]).delete()

@@ -528,3 +528,66 @@ def test_a_file_over_the_upload_limit_imports_nothing(api, team_a, member, tmp_p
     with pytest.raises(CommandError, match=r"source\.file: The file has .* the limit is 2,000"):
         run_import(path, "--scenario", str(scenario.pk), user=manager)
     assert not Judgment.objects.exists() and not ExternalRater.objects.exists()
+
+
+@pytest.mark.django_db
+@override_settings(JUDGMENT_IMPORT_MAX_ROWS=50)
+def test_an_import_past_the_row_cap_is_refused_while_read(api, team_a, member):
+    """The rows are counted as the file is read, and reading stops at the first past the cap
+    (a file of a million tiny rows is never held): nothing is imported."""
+    manager = member(team_a, Role.MANAGER)
+    scenario = uploaded(api, manager, "labeling", config={"labels": ["good", "bad"]})
+    header = ["item_id", "variant", "rater", "labels"]
+    rows = [["w1", "essay-a", f"rater-{n}", "good"] for n in range(51)]
+    refused = post_file(api, manager, scenario, "many.csv", csv_text(header, rows))
+    assert refused.status_code == 400
+    assert refused.json()["errors"] == {
+        "file": ["More than 50 rows (JUDGMENT_IMPORT_MAX_ROWS): split the file."]
+    }
+    assert not Judgment.objects.exists() and not ExternalRater.objects.exists()
+    taken = post_file(api, manager, scenario, "fifty.csv", csv_text(header, rows[:50]))
+    assert taken.status_code == 201 and taken.json() == {"imported": 50}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_import_is_written_in_chunks_and_undone_if_a_chunk_fails(
+    api, team_a, member, monkeypatch
+):
+    """Raters, missing tasks and judgments commit a chunk at a time (another team's writes
+    go between them); a chunk that fails takes back everything the import wrote."""
+    from evalplatform import bulk
+    from evaluations.manager import imports
+
+    manager = member(team_a, Role.MANAGER)
+    scenario = uploaded(api, manager, "comparison", config={"ties": True})
+    tasks_before = set(scenario.tasks.values_list("pk", flat=True))
+    header = ["item_id", "variant_a", "variant_b", "winner", "rater"]
+    rows = [
+        [item, a, b, "A", f"panel-{n}"]
+        for n in range(3)
+        for item, a, b in (("w1", "essay-a", "essay-b"), ("w1", "essay-b", "essay-a"),
+                           ("w2", "essay-c", "essay-d"), ("w2", "essay-d", "essay-c"))
+    ]  # fmt: skip
+    monkeypatch.setattr(imports, "CHUNK", 2)
+    chunks = {"n": 0}
+
+    def failing() -> None:
+        chunks["n"] += 1
+        if chunks["n"] == 6:  # raters and tasks written, judgments begun
+            assert Judgment.objects.filter(scenario=scenario).exists()
+            raise RuntimeError("the disk is full")
+
+    monkeypatch.setattr(bulk, "between_chunks", failing)
+    with pytest.raises(RuntimeError):
+        imports.import_judgments(
+            user=manager, scenario=scenario, raw=csv_text(header, rows).encode(),
+            filename="x.csv",
+        )  # fmt: skip
+    assert not Judgment.objects.exists() and not ExternalRater.objects.exists()
+    assert set(Task.objects.filter(scenario=scenario).values_list("pk", flat=True)) == tasks_before
+
+    monkeypatch.setattr(bulk, "between_chunks", lambda: None)
+    response = post_file(api, manager, scenario, "x.csv", csv_text(header, rows))
+    assert response.status_code == 201 and response.json() == {"imported": 12}
+    assert ExternalRater.objects.filter(team=team_a).count() == 3
+    assert Task.objects.filter(scenario=scenario).count() == len(tasks_before) + 2
