@@ -177,6 +177,8 @@ class Variant(models.Model):
     model_label = models.CharField(max_length=250, blank=True)
     prompt_label = models.CharField(max_length=250, blank=True)
     meta = models.JSONField(default=dict, blank=True)
+    # Its text reads as words to its judge (``scenarios.injection``: a heuristic pointer).
+    addresses_judge = models.BooleanField(default=False)
     source_output = models.ForeignKey(
         "generation.GenerationOutput",
         null=True,

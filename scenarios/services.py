@@ -30,6 +30,7 @@ from generation import sources
 from generation.models import GenerationJob, OutputStatus
 from scenarios import selectors
 from scenarios.design import check_config, design
+from scenarios.injection import addresses_judge
 from scenarios.inputs import ScenarioInput
 from scenarios.models import (
     Scenario,
@@ -170,6 +171,7 @@ def _create(user: Any, plan: ScenarioPlan) -> Scenario:
                     prompt_label=v.prompt_label[:250],
                     meta=v.meta,
                     source_output_id=v.source_output_id,
+                    addresses_judge=addresses_judge(v.content),
                 )
                 for item, spec in zip(items, plan.items, strict=True)
                 for position, v in enumerate(spec.variants)

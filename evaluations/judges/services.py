@@ -13,9 +13,11 @@ with ``parse_status`` failed, and "retry failed" runs just those again.
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 
@@ -427,9 +429,33 @@ def judge_items(judge: LLMJudge, task_ids: Sequence[int]) -> list[sources.Item]:
                 "presented": presented,
                 "context": _context_text(task.item.context if task.item else {}),
             }
-            data |= kind.judge_responses([content[v] for v in presented], keys)
+            texts = [content[v] for v in presented]
+            data |= kind.judge_responses(texts, keys)
+            code = fence_code(task.pk, swapped)
+            fenced = [fence(text, key, code) for key, text in zip(keys, texts, strict=True)]
+            data |= {
+                f"{name}_fenced": value
+                for name, value in kind.judge_responses(fenced, keys).items()
+                if name.startswith("response")
+            }
             items.append((f"task-{task.pk}" + ("-swapped" if swapped else ""), data))
     return items
+
+
+def fence_code(task_id: int, swapped: bool) -> str:
+    """The code of a task's fences: the same at every run of the task (the prompt does not
+    change between runs), and not to be guessed by whoever wrote a response (a keyed hash:
+    the instance's secret key)."""
+    key = settings.SECRET_KEY.encode()
+    return hmac.new(key, f"judge-fence:{task_id}:{int(swapped)}".encode(), "sha256").hexdigest()[
+        :16
+    ]
+
+
+def fence(text: str, key: str, code: str) -> str:
+    """A response between lines that name it and the task's code: a response cannot close
+    its own fence early, since it cannot know the code."""
+    return f"<<<RESPONSE {key} {code}>>>\n{text}\n<<<END RESPONSE {key} {code}>>>"
 
 
 def judge_source(*, user: Any, team: Team, spec: Mapping[str, Any]) -> list[sources.Item]:

@@ -24,7 +24,7 @@ from evalplatform.errors import FieldErrors, NotFound
 from evaluations.judgments.models import Assignment, Judgment
 from evaluations.workspace import access, flags, revisions, selectors, services
 from evaluations.workspace.models import JudgmentRevision, TaskFlag
-from scenarios.models import Scenario
+from scenarios.models import Scenario, Variant
 from scenarios.types.base import KEYS
 
 
@@ -101,6 +101,7 @@ class JudgmentSerializer(serializers.ModelSerializer):
 
     rater = serializers.SerializerMethodField()
     presented = serializers.SerializerMethodField()
+    addresses_judge = serializers.SerializerMethodField()
 
     class Meta:
         model = Judgment
@@ -121,10 +122,25 @@ class JudgmentSerializer(serializers.ModelSerializer):
             "swapped",
             "parse_status",
             "parse_error",
+            "addresses_judge",
             "created_at",
             "revised_at",
         ]
         read_only_fields = fields
+
+    def get_addresses_judge(self, judgment: Judgment) -> bool:
+        """A judge's verdict on a response that reads as words to the judge (a heuristic
+        pointer: ``scenarios.injection``); false for people's judgments."""
+        if judgment.judge_id is None:
+            return False
+        flagged = cast(dict[str, Any], self.context).setdefault("flagged_variants", {})
+        if judgment.scenario_id not in flagged:
+            flagged[judgment.scenario_id] = set(
+                Variant.objects.filter(
+                    scenario_id=judgment.scenario_id, addresses_judge=True
+                ).values_list("pk", flat=True)
+            )
+        return bool(flagged[judgment.scenario_id] & set(judgment.presented))
 
     @extend_schema_field(
         {"type": "array", "items": {"oneOf": [{"type": "integer"}, {"type": "string"}]}}

@@ -133,7 +133,7 @@ class Comparison(ScenarioKind):
         {
             "title": "Task",
             "body": "{{instructions}}\n\nInput:\n{{context}}\n\n"
-            "Response A:\n{{response_a}}\n\nResponse B:\n{{response_b}}",
+            "Response A:\n{{response_a_fenced}}\n\nResponse B:\n{{response_b_fenced}}",
         },
     )
 

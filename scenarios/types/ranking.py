@@ -47,7 +47,10 @@ class Ranking(ScenarioKind):
             "worst.\n\nReply with one JSON object and nothing else:\n"
             '{"ranking": [{{keys}} in your order, best first], "rationale": "<one sentence>"}',
         },
-        {"title": "Task", "body": "{{instructions}}\n\nInput:\n{{context}}\n\n{{responses}}"},
+        {
+            "title": "Task",
+            "body": "{{instructions}}\n\nInput:\n{{context}}\n\n{{responses_fenced}}",
+        },
     )
 
     def check_items(self, config: Mapping[str, Any], sizes: Sequence[tuple[str, int]]) -> None:

@@ -95,6 +95,8 @@ _DIMENSION_WORD = re.compile(
     rf"([A-Za-z_][A-Za-z0-9_\-]{{0,40}})\s*\(\s*(-?\d+)\s*{_DASH}\s*(-?\d+)\s*\)"
 )
 _LABELS = re.compile(r"(?im)^[ \t]*labels?[ \t]*:[ \t]*(.+)$")
+# The lines a judge prompt fences each response with (``evaluations.judges.services.fence``).
+_FENCE = re.compile(r"(?m)^<<<(?:END )?RESPONSE [A-Z]{1,2} [0-9a-f]{16}>>>\n?")
 
 
 # The mock bills by the estimation heuristic, so estimates are exact on the input side.
@@ -344,6 +346,7 @@ def _chars_for(tokens: int) -> int:
 
 
 def _sections(text: str) -> list[tuple[str, str]]:
+    text = _FENCE.sub("", text)  # a judge prompt's fences around each response
     marks = [(m.start(), m.end(), m.group(1)) for m in _SECTION.finditer(text)]
     return [
         (label, text[end : (marks[i + 1][0] if i + 1 < len(marks) else len(text))].strip())
