@@ -532,36 +532,56 @@ def judge_run(
     ``mode``: live or batch for this run (the budget scheduler sends its judges' tasks
     through the batch API where the model has one); default the judge's."""
     _may_judge(user, judge.scenario)
-    with transaction.atomic():
-        # The scenario's row first (a draft's tasks being made again wait, or this waits
-        # for them), then one run at a time per judge: the lock serializes double clicks.
-        Scenario.objects.select_for_update().filter(pk=judge.scenario_id).first()
-        judge = (
-            LLMJudge.objects.select_for_update().select_related("scenario__team").get(pk=judge.pk)
-        )
-        if judge.runs.exclude(job__status__in=FINISHED).exists():
-            raise Conflict("A run of this judge is not finished: resume it, or cancel it, first.")
-        plan = planning.job_plan(user=user, data=_job_data(judge, data, mode), internal=True)
-        job = generation.job_create(user=user, plan=plan)
-        run = JudgeRun.objects.create(
-            judge=judge,
-            job=job,
-            configuration=cards.configuration(judge),
-            tasks=str(data.get("tasks", "unjudged"))
-            if not isinstance(data.get("tasks"), list)
-            else "listed",
-            created_by=user,
-        )
-        generation.job_start(user=user, job=job)
-        audit.record(
-            user=user,
-            team=judge.scenario.team_id,
-            action="evaluations.judge.run",
-            target=judge,
-            job=job.pk,
-            calls=job.total_cells,
-        )
+    _no_run_open(judge)
+    # The job first, its cells written a chunk per transaction and hidden until all are (no
+    # long write under the locks below); a run that cannot start after all deletes it.
+    plan = planning.job_plan(user=user, data=_job_data(judge, data, mode), internal=True)
+    planned = {item["task"] for _, item in plan.items}
+    outer = transaction.get_connection().in_atomic_block
+    job = generation.job_create(user=user, plan=plan)
+    try:
+        with transaction.atomic():
+            # The scenario's row first (a draft's tasks being made again wait, or this waits
+            # for them), then one run at a time per judge: the lock serializes double clicks.
+            Scenario.objects.select_for_update().filter(pk=judge.scenario_id).first()
+            judge = (
+                LLMJudge.objects.select_for_update()
+                .select_related("scenario__team")
+                .get(pk=judge.pk)
+            )
+            _no_run_open(judge)
+            if Task.objects.filter(pk__in=planned).count() != len(planned):
+                raise Conflict(
+                    "The scenario's tasks changed while the run was prepared: run it again."
+                )
+            run = JudgeRun.objects.create(
+                judge=judge,
+                job=job,
+                configuration=cards.configuration(judge),
+                tasks=str(data.get("tasks", "unjudged"))
+                if not isinstance(data.get("tasks"), list)
+                else "listed",
+                created_by=user,
+            )
+            generation.job_start(user=user, job=job)
+            audit.record(
+                user=user,
+                team=judge.scenario.team_id,
+                action="evaluations.judge.run",
+                target=judge,
+                job=job.pk,
+                calls=job.total_cells,
+            )
+    except BaseException:
+        if not outer:  # a caller's transaction takes the job back with it
+            generation.discard(job.pk)
+        raise
     return run
+
+
+def _no_run_open(judge: LLMJudge) -> None:
+    if judge.runs.exclude(job__status__in=FINISHED).exists():
+        raise Conflict("A run of this judge is not finished: resume it, or cancel it, first.")
 
 
 # --- replies → judgments ------------------------------------------------------------------------

@@ -6,23 +6,20 @@ by the scheduled sweep an hour on."""
 from __future__ import annotations
 
 import importlib
-import threading
 from datetime import timedelta
 
 import pytest
 from django.apps import apps
 from django.core.management import call_command
-from django.db import connections
 from django.utils import timezone
 from django_q.models import Schedule
 
 from evalplatform import bulk
-from evalplatform.accounts.models import ApiToken
-from evalplatform.accounts.services import token_create
 from evalplatform.runs import tasks
 from scenarios import services
 from scenarios.models import Scenario, ScenarioItem, Task, Variant
 from tests.helpers.evaluations import make_scenario
+from tests.helpers.writes import other_team_writes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,30 +28,6 @@ PAIRS = {"pairing": "within_item", "reverse_share": 0.5}
 
 class Killed(BaseException):
     """The process ends here (not an error its code could catch and clean up after)."""
-
-
-def _other_team_writes(user) -> bool:
-    """A write of another team from its own connection, giving up after a second."""
-    done: list[bool] = []
-
-    def write() -> None:
-        connection = connections["default"]
-        try:
-            if connection.vendor == "sqlite":
-                connection.ensure_connection()
-                connection.connection.execute("PRAGMA busy_timeout = 1000")
-            token, _ = token_create(user=user, name="other")
-            ApiToken.objects.filter(pk=token.pk).delete()
-            done.append(True)
-        except Exception:
-            done.append(False)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=write)
-    thread.start()
-    thread.join()
-    return done == [True]
 
 
 def test_a_scenario_is_written_in_chunks_and_seen_only_whole(people, team_a, api, monkeypatch):
@@ -67,7 +40,7 @@ def test_a_scenario_is_written_in_chunks_and_seen_only_whole(people, team_a, api
         hidden = api(manager).get(f"/api/scenarios/{made.pk}").status_code == 404
         listed = made.pk in [s["id"] for s in api(manager).get("/api/scenarios").json()["results"]]
         seen.append((Task.objects.filter(scenario=made).count(), hidden and not listed,
-                     _other_team_writes(outsider)))  # fmt: skip
+                     other_team_writes(outsider)))  # fmt: skip
 
     monkeypatch.setattr(bulk, "between_chunks", between)
     scenario = make_scenario(people, team_a, "comparison", PAIRS)

@@ -6,25 +6,22 @@ left off, and what a dead writer left is deleted."""
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import connections
 from django.utils import timezone
 from django_q.conf import Conf
 from rest_framework.test import APIClient
 
 from evalplatform import bulk
-from evalplatform.accounts.models import ApiToken
-from evalplatform.accounts.services import token_create
 from evaluations.judgefiles import services
 from evaluations.models import JudgeBatch, JudgeFile, JudgeRowError
 from generation import planning, tasks
 from generation import services as generation
 from generation.models import GenerationItem, GenerationJob, GenerationOutput
 from tests.helpers.evaluations import row
+from tests.helpers.writes import other_team_writes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,31 +43,6 @@ def _batch(client, lines) -> JudgeBatch:
     return JudgeBatch.objects.get(public_id=made.id)
 
 
-def _other_team_writes(user) -> bool:
-    """Another team's write from its own connection, giving up after a second (False: the
-    database was locked all that time)."""
-    done: list[bool] = []
-
-    def write() -> None:
-        connection = connections["default"]
-        try:
-            if connection.vendor == "sqlite":
-                connection.ensure_connection()
-                connection.connection.execute("PRAGMA busy_timeout = 1000")
-            token, _ = token_create(user=user, name="other")
-            ApiToken.objects.filter(pk=token.pk).delete()
-            done.append(True)
-        except Exception:
-            done.append(False)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=write)
-    thread.start()
-    thread.join()
-    return done == [True]
-
-
 def test_another_team_writes_while_a_file_is_validated(world, team_b, member, monkeypatch):
     """Each line is read outside any transaction: another team's write, made while the
     batch's lines are read, does not wait for the validation to end."""
@@ -83,7 +55,7 @@ def test_another_team_writes_while_a_file_is_validated(world, team_b, member, mo
 
     def reading(number, *args, **kwargs):
         if number == 5:
-            heard.append(_other_team_writes(other))
+            heard.append(other_team_writes(other))
         return read(number, *args, **kwargs)
 
     monkeypatch.setattr(services, "_row", reading)
@@ -232,7 +204,7 @@ def test_a_job_is_written_in_chunks_and_seen_whole_or_not_at_all(
     def between() -> None:
         job = GenerationJob.objects.get(name="chunked")
         hidden = api.get(f"/api/generation/jobs/{job.pk}").status_code == 404
-        seen.append((hidden and _other_team_writes(other), job.outputs.count()))
+        seen.append((hidden and other_team_writes(other), job.outputs.count()))
 
     monkeypatch.setattr(bulk, "between_chunks", between)
     job = generation.job_create(user=user, plan=planning.job_plan(user=user, data=data))

@@ -130,7 +130,11 @@ def test_an_unedited_default_prompt_gets_the_fenced_version_and_an_edited_one_is
     made = {}
     for team, blocks in ((team_a, old), (team_b, edited)):
         made[team.pk] = prompt_services.template_create(
-            user=superuser, team=team, name="Default judge: comparison", blocks=blocks, note="Default"
+            user=superuser,
+            team=team,
+            name="Default judge: comparison",
+            blocks=blocks,
+            note="Default",
         )
     migration.fence(apps, None)
     upgraded = made[team_a.pk].versions.order_by("-number").first()

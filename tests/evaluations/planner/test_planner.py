@@ -414,10 +414,11 @@ def test_a_proposal_goes_stale_when_a_judge_or_its_price_changes(api, people, ju
     assert refused.status_code == 409 and "propose again" in refused.json()["detail"]
 
     plan = manager.post(url, body, format="json").json()
-    LLMModel.objects.filter(pk=LLMJudge.objects.get(pk=judge["id"]).llm_model_id).update(
-        output_price_per_mtok=Decimal("99")
-    )
+    model = LLMModel.objects.filter(pk=LLMJudge.objects.get(pk=judge["id"]).llm_model_id)
+    price = model.get().output_price_per_mtok
+    model.update(output_price_per_mtok=Decimal("99"))
     assert manager.post(f"{url}/{plan['id']}/accept", {}, format="json").status_code == 409
+    model.update(output_price_per_mtok=price)  # a proposal of the budget's size again
 
     plan = manager.post(url, body, format="json").json()
     seen = manager.post(
