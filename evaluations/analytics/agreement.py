@@ -295,11 +295,20 @@ def _paired(
 
 
 def versus(
-    humans: dict, judged: dict, *, scored: bool, boot: Bootstrap | None = None
+    humans: dict,
+    judged: dict,
+    *,
+    scored: bool,
+    boot: Bootstrap | None = None,
+    per_verdict: bool = False,
 ) -> dict[str, Any]:
     """A judge against the people on the units both judged: for verdicts and labels the
-    people's majority against the judge's most frequent verdict; for scores (``scored``)
-    the people's mean against the judge's mean. Intervals with ``boot``."""
+    people's majority against the judge's most frequent verdict, or with ``per_verdict``
+    against each of the judge's verdicts (a unit where the judge contradicts itself, as
+    when asked in both orders, then counts its disagreement instead of being dropped for
+    want of a most frequent verdict; ``units`` is then every unit both judged, ``verdicts``
+    the pairs counted); for scores (``scored``) the people's mean against the judge's mean.
+    Intervals with ``boot`` (per verdict: resampling verdicts)."""
     from scipy import stats as sps
 
     boot = boot or Bootstrap()
@@ -326,11 +335,16 @@ def versus(
     pairs = []
     for unit in common:
         majority = _majority([v for vs in humans[unit].values() for v in vs])
+        if per_verdict:
+            if majority is not None:
+                pairs += [(majority, v) for vs in judged[unit].values() for v in vs]
+            continue
         mode = _majority([v for vs in judged[unit].values() for v in vs])
         if majority is not None and mode is not None:
             pairs.append((majority, mode))
     entry = {
-        "units": len(pairs),
+        "units": len(common) if per_verdict else len(pairs),
+        **({"verdicts": len(pairs)} if per_verdict else {}),
         "agreement_with_human_majority": rounded(float(np.mean([a == b for a, b in pairs])))
         if pairs
         else None,
@@ -344,7 +358,7 @@ def versus(
         put(entry, "krippendorff_alpha_nominal", alpha, boot)
     else:
         put_none(entry, "cohen_kappa", "krippendorff_alpha_nominal")
-    entry["few_units"] = len(pairs) < FEW_UNITS
+    entry["few_units"] = entry["units"] < FEW_UNITS
     return entry
 
 
@@ -459,7 +473,9 @@ def agreement(
             "pairwise": shares,
             "pairwise_kappa": kappas,
             "human_vs_judge": {
-                judge: versus(units, _only(all_units, {judge}), scored=False, boot=boot)
+                judge: versus(
+                    units, _only(all_units, {judge}), scored=False, boot=boot, per_verdict=True
+                )
                 for judge in judges
             },
             "by_item": disputed,

@@ -90,9 +90,12 @@ def _share(k: int, n: int) -> dict[str, Any]:
 
 
 def flip_rate(rows: list[Row], answers_of: ScenarioKind) -> dict[str, Any] | None:
-    """Pairs judged in both orders (same task, repetition and temperature; the swapped call
-    with the one before it): the share whose winner changed with the order. None without
-    such pairs (or for a type whose tasks are no pairs)."""
+    """Pairs of verdicts on the same two variants in both orders (same repetition and
+    temperature): the share whose winner changed with the order. A pair is the judge's own
+    position swap (one task asked in both orders) or the design's reversal (a task and the
+    task that mirrors it, ``reverse_of``): own swaps are paired first, then the verdicts
+    left in either order, oldest first; the counts of each are given. None without such
+    pairs (or for a type whose tasks are no pairs)."""
     if not answers_of.is_pairwise:
         return None
     orders: dict[tuple, tuple[list[Row], list[Row]]] = defaultdict(lambda: ([], []))
@@ -100,13 +103,30 @@ def flip_rate(rows: list[Row], answers_of: ScenarioKind) -> dict[str, Any] | Non
         if len(row.presented) != 2:
             continue
         u, v = row.presented
-        key = (row.task, row.repetition, row.temperature, min(u, v), max(u, v))
+        key = (row.repetition, row.temperature, min(u, v), max(u, v))
         orders[key][0 if u < v else 1].append(row)
-    pairs = [p for one, other in orders.values() for p in zip(one, other, strict=False)]
+    own: list[tuple[Row, Row]] = []
+    design: list[tuple[Row, Row]] = []
+    for forward, backward in orders.values():
+        left_forward, left_backward = [], list(backward)
+        for row in forward:
+            mate = next((r for r in left_backward if r.task == row.task), None)
+            if mate is None:
+                left_forward.append(row)
+            else:
+                left_backward.remove(mate)
+                own.append((row, mate))
+        design += list(zip(left_forward, left_backward, strict=False))
+    pairs = own + design
     if not pairs:
         return None
     flips = sum(_winner(one, answers_of) != _winner(other, answers_of) for one, other in pairs)
-    return {"pairs": len(pairs), "flips": flips} | _share(flips, len(pairs))
+    return {
+        "pairs": len(pairs),
+        "flips": flips,
+        "own_swaps": len(own),
+        "design_reversals": len(design),
+    } | _share(flips, len(pairs))
 
 
 def self_consistency(rows: list[Row], answers_of: ScenarioKind) -> dict[str, Any] | None:
@@ -189,9 +209,10 @@ def human_agreement(
     names: Mapping[int, str],
 ) -> dict[str, Any]:
     """The card's agreement with the people. Verdicts and labels: Cohen's kappa and
-    nominal Krippendorff's alpha of the people's majority against the judge's answer on
-    each shared item. Scores: per dimension the quadratic-weighted kappa and the interval
-    alpha of the means; the card's figures are its weakest dimension's."""
+    nominal Krippendorff's alpha of the people's majority against each of the judge's
+    verdicts on the shared items (every item both judged). Scores: per dimension the
+    quadratic-weighted kappa and the interval alpha of the means; the card's figures are its
+    weakest dimension's."""
     empty: dict[str, Any] = {
         "shared_items": 0,
         "kappa": None,
@@ -226,10 +247,13 @@ def human_agreement(
     units = people_units.get(None, {})
     if not judged:
         return empty | {"metric": "nominal"}
-    found = versus(units, judged, scored=False, boot=boot)
+    # Per verdict: a judge that contradicts itself between orders (a position push) counts
+    # the disagreement, where a most frequent verdict would drop the item and so reward it.
+    found = versus(units, judged, scored=False, boot=boot, per_verdict=True)
     rates = _base_rates(units, judged)
     return {
         "shared_items": found["units"],
+        "verdicts": found["verdicts"],
         "kappa": found.get("cohen_kappa"),
         "kappa_ci": found.get("cohen_kappa_ci"),
         "alpha": found.get("krippendorff_alpha_nominal"),

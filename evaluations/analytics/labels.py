@@ -47,5 +47,7 @@ class LabelsAnalysis(Analysis):
     def judge_figures(
         self, subset: list[Row], people: list[Row], config: dict, options: dict
     ) -> dict[str, Any]:
-        against = versus(unit_values(people, self), unit_values(subset, self), scored=False)
+        against = versus(
+            unit_values(people, self), unit_values(subset, self), scored=False, per_verdict=True
+        )
         return {"agreement_with_human_majority": against["agreement_with_human_majority"]}

@@ -312,7 +312,9 @@ class PairwiseAnalysis(Analysis):
     ) -> dict[str, Any]:
         overall = position(subset)["overall"]
         consistent = consistency(reverse_pairs(subset), options | {"resamples": 0})
-        against = versus(unit_values(people, self), unit_values(subset, self), scored=False)
+        against = versus(
+            unit_values(people, self), unit_values(subset, self), scored=False, per_verdict=True
+        )
         return {
             "reverse_consistency": consistent["share"],
             "reverse_pairs": consistent["pairs"],

@@ -203,10 +203,9 @@ def judge_card(judge: LLMJudge) -> dict[str, Any]:
     }
 
 
-def stored_trust(scenario: Scenario) -> dict[int, dict[str, Any]]:
-    """Each judge's trust by its id, from the scenario's latest stored analysis as of now
-    (nothing computed: for lists and the regression report). A judge of no stored card is
-    left out."""
+def latest_cards(scenario: Scenario) -> list[dict[str, Any]]:
+    """The judge cards of the scenario's latest stored analysis, whatever its options, as
+    of now (``cards.refresh``; nothing computed); empty when none is stored."""
     latest = (
         scenario.analyses.filter(result__isnull=False)
         .order_by("-computed_at", "-pk")
@@ -214,14 +213,20 @@ def stored_trust(scenario: Scenario) -> dict[int, dict[str, Any]]:
         .first()
     )
     if not latest:
-        return {}
+        return []
     judges = list(
         scenario.judges.select_related("llm_model__connection", "prompt_version__template")
     )
     gate = cards.gate_for(scenario)
-    found = cards.refresh(latest if isinstance(latest, list) else [], judges, gate)
+    return cards.refresh(latest if isinstance(latest, list) else [], judges, gate)
+
+
+def stored_trust(scenario: Scenario) -> dict[int, dict[str, Any]]:
+    """Each judge's trust by its id, from the scenario's latest stored analysis as of now
+    (nothing computed: for lists and the regression report). A judge of no stored card is
+    left out."""
+    found = latest_cards(scenario)
     return {
-        j.pk: cards.judge_trust(c for c in found if c["judge"] == j.pk)
-        for j in judges
-        if any(c["judge"] == j.pk for c in found)
+        pk: cards.judge_trust(c for c in found if c["judge"] == pk)
+        for pk in dict.fromkeys(c["judge"] for c in found)
     }

@@ -19,7 +19,8 @@ from django.db.models import Avg, Count, Max, QuerySet
 from evalplatform.providers.estimate import CHARS_PER_TOKEN
 from evaluations.analytics import data
 from evaluations.analytics.cards import configuration, judge_trust
-from evaluations.analytics.trust import scenario_cards
+from evaluations.analytics.data import gate_for
+from evaluations.analytics.trust import latest_cards, scenario_cards
 from evaluations.judges import selectors as judge_selectors
 from evaluations.judgments.models import Judgment, LLMJudge, ParseStatus, RaterKind
 from evaluations.planner.design import HUMAN
@@ -93,26 +94,38 @@ def usable_judges(
     )
 
 
+NO_CARD = (
+    "No judge card yet (no stored analysis holds its verdicts): under the gate a judge is "
+    "planned for once its card passes, or when a manager opts it in."
+)
+
+
 def judges_left_out(scenario: Scenario) -> list[dict[str, Any]]:
     """The scenario's judges a proposal may not use, each with its ``reason``
-    ("model_inactive", or "untrusted" with the gate's ``reasons``): the trust of the judge
-    cards as the judge pages show them (``trust.scenario_cards``: the stored analysis,
-    computed when small); a judge with no card yet is not held back."""
+    ("model_inactive"; "untrusted" with the gate's ``reasons``; "no_card"): the trust of the
+    judge cards as the judge pages show them (``trust.scenario_cards``: the stored analysis
+    of the default options, computed when small), else as the latest analysis stored with
+    any options has them (a card does not depend on the options but for its intervals'
+    resampling). Under a gate, a judge with no card at all is left out unless a manager
+    opted it in (the judge's or the gate's ``include_untrusted``)."""
     _, stored = scenario_cards(scenario)
-    found_cards = stored or []
-    trusted = {
-        pk: judge_trust(c for c in found_cards if c["judge"] == pk)
-        for pk in {c["judge"] for c in found_cards}
-    }
+    found_cards = stored if stored is not None else latest_cards(scenario)
+    gate = gate_for(scenario)
+    gate_opt_in = bool(gate is not None and gate.include_untrusted)
     found: list[dict[str, Any]] = []
     rows = LLMJudge.objects.filter(scenario=scenario).order_by("pk")
-    for pk, name, active in rows.values_list("pk", "name", "llm_model__active"):
-        held = trusted.get(pk) or {}
+    for pk, name, active, opted in rows.values_list(
+        "pk", "name", "llm_model__active", "include_untrusted"
+    ):
+        mine = [c for c in found_cards if c["judge"] == pk]
+        held = judge_trust(mine) if mine else {}
         if not active:
             found.append({"judge": pk, "name": name, "reason": "model_inactive", "reasons": []})
         elif held.get("state") == "untrusted" and not held.get("counted_in_rankings"):
             reasons = list(held.get("reasons") or [])
             found.append({"judge": pk, "name": name, "reason": "untrusted", "reasons": reasons})
+        elif not mine and gate is not None and not (opted or gate_opt_in):
+            found.append({"judge": pk, "name": name, "reason": "no_card", "reasons": [NO_CARD]})
     return found
 
 
