@@ -1,0 +1,282 @@
+"""The analytics' own figures against simulated worlds whose truth is known (issue 36), with
+fixed seeds: what each figure reads, how often its 95% interval covers the truth, and how
+often a true-zero effect is flagged.
+
+    python bench/validity.py [--seeds 20]
+
+Two parts:
+
+- **Joint model** (``evaluations.analytics.joint``, as ``joint_table`` builds it): six
+  models, people and one judge comparing random pairs. The judge is ``k`` times as decisive
+  as people (0.5, 1, 2, 3), may prefer its own family (0 or +0.7, the family making the two
+  strongest models), and may push the first position shown (0 or +2.5 logits). Each model's
+  length and markdown go with its strength, but no rater cares for them (true effect 0).
+  Reported per world and effect: truth, mean estimate, coverage of the 95% (Wald) interval,
+  and for true-zero effects the share of seeds whose interval excludes 0.
+- **Judge cards** (``evaluations.analytics.cards``): a good judge and its twin (the same
+  draws plus a push to the first position shown) on 200 pairs that three people judged,
+  each pair asked in both orders by the judge's own swap or by the design's reversed
+  tasks. Reported: how often the twin's kappa is below the good judge's, counted per
+  verdict (the card now) and by each item's most frequent verdict (the card before), and
+  how often a flip-rate gate at 0.28 excludes the twin but not the good judge.
+
+Figures from fewer than 20 seeds are no claim. Last line: JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+MODELS = 6
+STRENGTH = np.linspace(1.2, -1.2, MODELS)  # the people's scale: model 0 strongest
+Z = 1.959964
+GATE = 0.28  # a flip-rate gate between the good judge's flip rate and its twin's
+
+
+# --- the joint model ----------------------------------------------------------------------------
+def joint_world(
+    seed: int, decisive: float, own: float, push: float, *, verdicts: int = 1500
+) -> dict[str, tuple[float, float, float]]:
+    """One replication: each judge effect's (truth, estimate, Wald half-width)."""
+    from evaluations.analytics import joint
+
+    rng = np.random.default_rng(seed)
+    family = np.zeros(MODELS)
+    family[:2] = 1.0  # the judge's family made the two strongest models
+    rows_a, rows_b, rows_x, rows_y = [], [], [], []
+    # Columns: people's position, length, markdown; the judge's position, length, markdown,
+    # self-preference (as joint_table names them).
+    for rater in (0, 1):
+        a = rng.integers(0, MODELS, verdicts)
+        b = (a + rng.integers(1, MODELS, verdicts)) % MODELS
+        # Each output's length and markdown: its model's (stronger models write longer,
+        # with more markdown) and its own.
+        d_len = 0.6 * (STRENGTH[a] - STRENGTH[b]) + rng.normal(0, 0.5, (verdicts, 2)) @ [1, -1]
+        d_md = 0.8 * (STRENGTH[a] - STRENGTH[b]) + rng.normal(0, 0.5, (verdicts, 2)) @ [1, -1]
+        d_own = family[a] - family[b]
+        if rater == 0:
+            logit = STRENGTH[a] - STRENGTH[b]
+            x = np.column_stack([np.ones(verdicts), d_len, d_md, np.zeros((verdicts, 4))])
+        else:
+            logit = decisive * (STRENGTH[a] - STRENGTH[b]) + push + own * d_own
+            x = np.column_stack([np.zeros((verdicts, 3)), np.ones(verdicts), d_len, d_md, d_own])
+        y = (rng.random(verdicts) < 1 / (1 + np.exp(-logit))).astype(float)
+        rows_a.append(a), rows_b.append(b), rows_x.append(x), rows_y.append(y)
+    found = joint.cells(
+        np.concatenate(rows_a), np.concatenate(rows_b), np.vstack(rows_x), np.concatenate(rows_y)
+    )
+    fitted = joint.fit(MODELS, found)
+    _, effect_error = joint.wald(fitted, found, MODELS)
+    truth = {
+        "judge position": push,
+        "judge length": 0.0,
+        "judge markdown": 0.0,
+        "judge self_preference": own,
+    }
+    columns = {"judge position": 3, "judge length": 4, "judge markdown": 5,
+               "judge self_preference": 6}  # fmt: skip
+    return {
+        name: (truth[name], float(fitted.effect[k]), Z * float(effect_error[k]))
+        for name, k in columns.items()
+    }
+
+
+def joint_table(seeds: int) -> list[dict[str, Any]]:
+    worlds = [
+        (decisive, own, push)
+        for decisive in (0.5, 1.0, 2.0, 3.0)
+        for own, push in ((0.0, 0.0), (0.7, 0.0), (0.0, 2.5))
+    ]
+    table = []
+    for decisive, own, push in worlds:
+        runs = [joint_world(1000 + s, decisive, own, push) for s in range(seeds)]
+        for effect in runs[0]:
+            truth = runs[0][effect][0]
+            estimates = np.array([r[effect][1] for r in runs])
+            half = np.array([r[effect][2] for r in runs])
+            covered = np.abs(estimates - truth) <= half
+            flagged = np.abs(estimates) > half
+            table.append(
+                {
+                    "decisiveness": decisive,
+                    "self_preference": own,
+                    "position": push,
+                    "effect": effect,
+                    "truth": truth,
+                    "mean_estimate": round(float(estimates.mean()), 3),
+                    "coverage": round(float(covered.mean()), 3),
+                    "false_positive_rate": round(float(flagged.mean()), 3) if truth == 0 else None,
+                }
+            )
+    return table
+
+
+# --- the cards ----------------------------------------------------------------------------------
+def card_world(seed: int, reversed_tasks: bool, *, pairs: int = 200) -> dict[str, Any]:
+    """One replication: the good judge's and its twin's kappa (per verdict and by most
+    frequent verdict) and flip rates."""
+    from evaluations.analytics import cards
+    from evaluations.analytics.agreement import Bootstrap, Names, unit_values, versus
+    from evaluations.analytics.data import Row
+    from evaluations.analytics.pairwise import PairwiseAnalysis
+    from scenarios.types import registry
+
+    rng = np.random.default_rng(seed)
+    quality = rng.normal(0, 1, 2 * pairs)
+    reading, comparison = PairwiseAnalysis(), registry.get("comparison")
+    names = Names({pk: f"v{pk}" for pk in range(2 * pairs)})
+    people: list[Row] = []
+    judged: dict[str, list[Row]] = {"good": [], "twin": []}
+    pk = 0
+    for p in range(pairs):
+        u, v = 2 * p, 2 * p + 1
+        margin = quality[u] - quality[v]
+        for r in range(3):
+            pk += 1
+            won_u = rng.random() < 1 / (1 + np.exp(-1.5 * margin))
+            people.append(Row(pk, p, f"person-{r}", "human", None, [u, v],
+                              {"winner": "A" if won_u else "B"}, 0, None, False, None))  # fmt: skip
+        for swapped in (False, True):
+            shown = [v, u] if swapped else [u, v]
+            first_margin = quality[shown[0]] - quality[shown[1]]
+            draw = rng.random()
+            task = p + (pairs if swapped and reversed_tasks else 0)
+            for name, push in (("good", 0.0), ("twin", 1.2)):
+                pk += 1
+                first_wins = draw < 1 / (1 + np.exp(-(2.0 * first_margin + push)))
+                judged[name].append(Row(pk, task, f"judge:{name}", "judge", 1, shown,
+                                        {"winner": "A" if first_wins else "B"}, 0, 0.0,
+                                        swapped and not reversed_tasks, None))  # fmt: skip
+    people_units = unit_values(people, reading, None, names)
+    found: dict[str, Any] = {}
+    for name, rows in judged.items():
+        card = cards.human_agreement(rows, {None: people_units}, reading, {}, Bootstrap(), names)
+        before = versus(people_units, unit_values(rows, reading, None, names), scored=False)
+        flips = cards.flip_rate(rows, comparison)
+        found[name] = {
+            "kappa": card["kappa"],
+            "kappa_most_frequent": before.get("cohen_kappa"),
+            "flip_rate": flips["rate"] if flips else None,
+            "flip_pairs": (flips["own_swaps"], flips["design_reversals"]) if flips else (0, 0),
+        }
+    return found
+
+
+def card_table(seeds: int) -> list[dict[str, Any]]:
+    table = []
+    for reversed_tasks in (False, True):
+        runs = [card_world(2000 + s, reversed_tasks) for s in range(seeds)]
+        good = [r["good"] for r in runs]
+        twin = [r["twin"] for r in runs]
+
+        def mean(rows: list[dict[str, Any]], key: str) -> float:
+            return round(float(np.mean([r[key] for r in rows])), 3)
+
+        table.append(
+            {
+                "pairs_in_both_orders_from": "reversed tasks" if reversed_tasks else "own swaps",
+                "good_kappa": mean(good, "kappa"),
+                "twin_kappa": mean(twin, "kappa"),
+                "twin_below_good_share": round(
+                    float(
+                        np.mean([t["kappa"] < g["kappa"] for g, t in zip(good, twin, strict=True)])
+                    ),
+                    3,
+                ),
+                "before_good_kappa": mean(good, "kappa_most_frequent"),
+                "before_twin_kappa": mean(twin, "kappa_most_frequent"),
+                "before_twin_below_good_share": round(
+                    float(
+                        np.mean(
+                            [
+                                t["kappa_most_frequent"] < g["kappa_most_frequent"]
+                                for g, t in zip(good, twin, strict=True)
+                            ]
+                        )
+                    ),
+                    3,
+                ),
+                "good_flip_rate": mean(good, "flip_rate"),
+                "twin_flip_rate": mean(twin, "flip_rate"),
+                "gate_excludes_twin_only_share": round(
+                    float(
+                        np.mean(
+                            [
+                                t["flip_rate"] > GATE >= g["flip_rate"]
+                                for g, t in zip(good, twin, strict=True)
+                            ]
+                        )
+                    ),
+                    3,
+                ),
+                "flip_pairs_own_design": list(good[0]["flip_pairs"]),
+            }
+        )
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", type=int, default=20)
+    args = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
+    os.environ.setdefault("EVAL_DATA_DIR", "/tmp/evalbench-validity")
+    import django
+
+    django.setup()
+    joint = joint_table(args.seeds)
+    print(f"Joint model, {args.seeds} seeds a world (the judge's effects):")
+    print("  decisive  self-pref  position  effect                 truth  mean    cover  false+")
+    for row in joint:
+        fp = "" if row["false_positive_rate"] is None else f"{row['false_positive_rate']:.2f}"
+        print(
+            f"  {row['decisiveness']:>8}  {row['self_preference']:>9}  {row['position']:>8}  "
+            f"{row['effect']:<21}  {row['truth']:>5}  {row['mean_estimate']:>6.2f}  "
+            f"{row['coverage']:>5.2f}  {fp:>6}"
+        )
+    card = card_table(args.seeds)
+    print(f"Judge cards, {args.seeds} seeds a world (good judge and its position-pushed twin):")
+    for row in card:
+        print(
+            f"  {row['pairs_in_both_orders_from']}: kappa good {row['good_kappa']}, twin "
+            f"{row['twin_kappa']} (twin below in {row['twin_below_good_share']:.0%} of seeds; "
+            f"by most frequent verdict {row['before_good_kappa']} vs {row['before_twin_kappa']}, "
+            f"below in {row['before_twin_below_good_share']:.0%}); flip rate good "
+            f"{row['good_flip_rate']}, twin {row['twin_flip_rate']}; a {GATE} gate excludes the "
+            f"twin alone in {row['gate_excludes_twin_only_share']:.0%}"
+        )
+    zero = [r for r in joint if r["truth"] == 0]
+    print(
+        json.dumps(
+            {
+                "seeds": args.seeds,
+                "joint_min_coverage": min(r["coverage"] for r in joint),
+                "joint_max_false_positive_rate": max(r["false_positive_rate"] for r in zero),
+                "joint_worlds_with_coverage_below_0_9": sum(r["coverage"] < 0.9 for r in joint),
+                "joint_rows": len(joint),
+                "card_twin_below_good_share": min(r["twin_below_good_share"] for r in card),
+                "card_before_twin_below_good_share": min(
+                    r["before_twin_below_good_share"] for r in card
+                ),
+                "card_gate_excludes_twin_only_share": min(
+                    r["gate_excludes_twin_only_share"] for r in card
+                ),
+                "joint": joint,
+                "cards": card,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
