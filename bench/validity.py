@@ -11,8 +11,10 @@ Two parts:
   as people (0.5, 1, 2, 3), may prefer its own family (0 or +0.7, the family making the two
   strongest models), and may push the first position shown (0 or +2.5 logits). Each model's
   length and markdown go with its strength, but no rater cares for them (true effect 0).
-  Reported per world and effect: truth, mean estimate, coverage of the 95% (Wald) interval,
-  and for true-zero effects the share of seeds whose interval excludes 0.
+  Reported per world and effect, with each rater on its own scale (``joint.scaled_fit``,
+  what the analytics fit) and, for comparison, on one shared scale (the fit before):
+  truth, mean estimate, coverage of the 95% (Wald) interval, and for true-zero effects the
+  share of seeds whose interval excludes 0.
 - **Judge cards** (``evaluations.analytics.cards``): a good judge and its twin (the same
   draws plus a push to the first position shown) on 200 pairs that three people judged,
   each pair asked in both orders by the judge's own swap or by the design's reversed
@@ -45,7 +47,7 @@ GATE = 0.28  # a flip-rate gate between the good judge's flip rate and its twin'
 
 # --- the joint model ----------------------------------------------------------------------------
 def joint_world(
-    seed: int, decisive: float, own: float, push: float, *, verdicts: int = 1500
+    seed: int, decisive: float, own: float, push: float, *, scale: bool, verdicts: int = 1500
 ) -> dict[str, tuple[float, float, float]]:
     """One replication: each judge effect's (truth, estimate, Wald half-width)."""
     from evaluations.analytics import joint
@@ -76,7 +78,13 @@ def joint_world(
         np.concatenate(rows_a), np.concatenate(rows_b), np.vstack(rows_x), np.concatenate(rows_y)
     )
     fitted = joint.fit(MODELS, found)
-    _, effect_error = joint.wald(fitted, found, MODELS)
+    if scale:  # a scale per rater (the people the reference; the judge's verdicts: group 1)
+        group = (found.x[:, 3] == 1).astype(int)
+        own_scale = joint.scaled_fit(MODELS, found, group, fitted)
+        estimate, effect_error = own_scale.effect, own_scale.effect_error
+    else:
+        _, effect_error = joint.wald(fitted, found, MODELS)
+        estimate = fitted.effect
     truth = {
         "judge position": push,
         "judge length": 0.0,
@@ -86,12 +94,12 @@ def joint_world(
     columns = {"judge position": 3, "judge length": 4, "judge markdown": 5,
                "judge self_preference": 6}  # fmt: skip
     return {
-        name: (truth[name], float(fitted.effect[k]), Z * float(effect_error[k]))
+        name: (truth[name], float(estimate[k]), Z * float(effect_error[k]))
         for name, k in columns.items()
     }
 
 
-def joint_table(seeds: int) -> list[dict[str, Any]]:
+def joint_table(seeds: int, *, scale: bool = True) -> list[dict[str, Any]]:
     worlds = [
         (decisive, own, push)
         for decisive in (0.5, 1.0, 2.0, 3.0)
@@ -99,7 +107,7 @@ def joint_table(seeds: int) -> list[dict[str, Any]]:
     ]
     table = []
     for decisive, own, push in worlds:
-        runs = [joint_world(1000 + s, decisive, own, push) for s in range(seeds)]
+        runs = [joint_world(1000 + s, decisive, own, push, scale=scale) for s in range(seeds)]
         for effect in runs[0]:
             truth = runs[0][effect][0]
             estimates = np.array([r[effect][1] for r in runs])
@@ -234,8 +242,11 @@ def main() -> None:
     import django
 
     django.setup()
+    shared = joint_table(args.seeds, scale=False)
     joint = joint_table(args.seeds)
-    print(f"Joint model, {args.seeds} seeds a world (the judge's effects):")
+    print(
+        f"Joint model, {args.seeds} seeds a world (the judge's effects, each rater on its scale):"
+    )
     print("  decisive  self-pref  position  effect                 truth  mean    cover  false+")
     for row in joint:
         fp = "" if row["false_positive_rate"] is None else f"{row['false_positive_rate']:.2f}"
@@ -256,6 +267,14 @@ def main() -> None:
             f"twin alone in {row['gate_excludes_twin_only_share']:.0%}"
         )
     zero = [r for r in joint if r["truth"] == 0]
+    shared_zero = [r for r in shared if r["truth"] == 0]
+    invented = max(r["mean_estimate"] for r in shared_zero if "self" in r["effect"])
+    print(
+        "On one shared scale (before): coverage from "
+        f"{min(r['coverage'] for r in shared):.2f}, true-zero effects flagged in up to "
+        f"{max(r['false_positive_rate'] for r in shared_zero):.0%} of seeds; "
+        f"self-preference 0 read {invented:+.2f} at most"
+    )
     print(
         json.dumps(
             {
@@ -264,6 +283,14 @@ def main() -> None:
                 "joint_max_false_positive_rate": max(r["false_positive_rate"] for r in zero),
                 "joint_worlds_with_coverage_below_0_9": sum(r["coverage"] < 0.9 for r in joint),
                 "joint_rows": len(joint),
+                "joint_mean_coverage": round(float(np.mean([r["coverage"] for r in joint])), 3),
+                "joint_mean_false_positive_rate": round(
+                    float(np.mean([r["false_positive_rate"] for r in zero])), 3
+                ),
+                "shared_scale_min_coverage": min(r["coverage"] for r in shared),
+                "shared_scale_max_false_positive_rate": max(
+                    r["false_positive_rate"] for r in shared_zero
+                ),
                 "card_twin_below_good_share": min(r["twin_below_good_share"] for r in card),
                 "card_before_twin_below_good_share": min(
                     r["before_twin_below_good_share"] for r in card

@@ -427,3 +427,148 @@ def wald(fitted: JointFit, found: Cells, entities: int) -> tuple[np.ndarray, np.
     count = len(fitted.columns.entities)
     effect_error[fitted.columns.effects] = np.sqrt(np.maximum(np.diag(covariance)[count:], 0))
     return strength_error, effect_error
+
+
+# --- a scale per rater --------------------------------------------------------------------------
+# Raters need not share one scale: a judge may be more decisive than people (judges usually
+# are), which a shared scale reads as an effect of whatever goes with strength (the judge's
+# own family when it made the strongest models, length, markdown, the position shown first;
+# bench/validity.py). So each rater group g but the reference (the people, else the first
+# judge) has its discrimination s_g = exp(gamma_g):
+#
+#     P(first shown wins) = 1 / (1 + exp(-(s_g (θa - θb) + x·β)))
+#
+# fitted by Fisher scoring from the shared-scale fit, with a weak normal prior on each gamma
+# (standard deviation ``SCALE_PRIOR_SD``: a rater who always agrees stays finite).
+SCALE_PRIOR_SD = 2.0
+
+
+@dataclass
+class ScaledFit:
+    """A fit with a scale per rater group: the strengths (the reference group's scale,
+    centred per component), the effects, each group's log-scale gamma (0 for the reference and
+    for a group whose scale cannot be told: ``scaled`` False), and the standard errors of
+    them all (Wald, from the information at the fit)."""
+
+    strength: np.ndarray  # (m,)
+    effect: np.ndarray  # (q,)
+    log_scale: np.ndarray  # (G,)
+    scaled: np.ndarray  # (G,) bool
+    strength_error: np.ndarray  # (m,)
+    effect_error: np.ndarray  # (q,)
+    log_scale_error: np.ndarray  # (G,)
+    converged: bool
+
+
+def scaled_fit(
+    entities: int,
+    found: Cells,
+    group: np.ndarray,
+    fitted: JointFit,
+    *,
+    counts: np.ndarray | None = None,
+    iterations: int = 100,
+    tolerance: float = 1e-9,
+) -> ScaledFit:
+    """The fit of ``fitted``'s design with a scale per rater ``group`` (K,: each cell's
+    group, 0 the reference); ``counts`` another weighting of the cells (a resample)."""
+    counts = found.count if counts is None else counts
+    matrix = design(found.a, found.b, found.x, fitted.columns, entities)
+    n_entities = len(fitted.columns.entities)
+    between, covariates = matrix[:, :n_entities], matrix[:, n_entities:]
+    groups = int(group.max()) + 1 if len(group) else 1
+    # A group's scale is told only from its verdicts between entities of other strengths.
+    shown = (between != 0).any(axis=1)
+    free = [g for g in range(1, groups) if (counts[(group == g) & shown] > 0).any()]
+    member = np.stack([group == g for g in free], axis=1).astype(float) if free else None
+    coef = np.array(fitted.coefficients, float)
+    gamma = np.zeros(len(free))
+    p = len(coef)
+    prior = fitted.prior
+    precision = 1 / SCALE_PRIOR_SD**2
+
+    def terms(coef: np.ndarray, gamma: np.ndarray) -> tuple[np.ndarray, ...]:
+        scale = np.exp(member @ gamma) if member is not None else np.ones(len(group))
+        difference = between @ coef[:n_entities]
+        eta = scale * difference + covariates @ coef[n_entities:]
+        return scale, difference, eta
+
+    def objective(coef: np.ndarray, gamma: np.ndarray) -> float:
+        _, _, eta = terms(coef, gamma)
+        fitted_p = np.clip(expit(eta), 1e-300, 1)
+        other = np.clip(expit(-eta), 1e-300, 1)
+        own = expit(coef)
+        return float(
+            (counts * (found.y * np.log(fitted_p) + (1 - found.y) * np.log(other))).sum()
+            + (
+                prior
+                * (
+                    0.5 * np.log(np.clip(own, 1e-300, 1))
+                    + 0.5 * np.log(np.clip(1 - own, 1e-300, 1))
+                )
+            ).sum()
+            - 0.5 * precision * (gamma**2).sum()
+        )
+
+    def information(coef: np.ndarray, gamma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        scale, difference, eta = terms(coef, gamma)
+        fitted_p = expit(eta)
+        jacobian = np.hstack(
+            [
+                between * scale[:, None],
+                covariates,
+                (member * (scale * difference)[:, None])
+                if member is not None
+                else np.zeros((len(group), 0)),
+            ]
+        )
+        own = expit(coef)
+        grad = jacobian.T @ (counts * (found.y - fitted_p))
+        grad[:p] += prior * (0.5 - own)
+        grad[p:] -= precision * gamma
+        info = (jacobian.T * (counts * fitted_p * (1 - fitted_p))) @ jacobian
+        info[np.arange(p), np.arange(p)] += prior * own * (1 - own)
+        info[np.arange(p, p + len(gamma)), np.arange(p, p + len(gamma))] += precision
+        info[np.arange(len(info)), np.arange(len(info))] += 1e-12
+        return grad, info
+
+    converged = False
+    current = objective(coef, gamma)
+    for _ in range(iterations):
+        grad, info = information(coef, gamma)
+        step = np.clip(np.linalg.lstsq(info, grad, rcond=None)[0], -2, 2)
+        size = 1.0
+        while size > 1e-4:
+            trial_coef, trial_gamma = coef + size * step[:p], gamma + size * step[p:]
+            value = objective(trial_coef, trial_gamma)
+            if value >= current - 1e-12:
+                break
+            size /= 2
+        coef, gamma, current = trial_coef, trial_gamma, value
+        if np.abs(size * step).max(initial=0) < tolerance:
+            converged = True
+            break
+    _, info = information(coef, gamma)
+    covariance = np.linalg.pinv(info)
+    strength, effect = _unpack(
+        coef[None, :], fitted.columns, entities, found.x.shape[1], fitted.component
+    )
+    transform = np.zeros((entities, p))
+    transform[fitted.columns.entities, np.arange(n_entities)] = 1.0
+    if entities:
+        same = fitted.component[:, None] == fitted.component[None, :]
+        transform = (np.eye(entities) - same / same.sum(axis=1, keepdims=True)) @ transform
+    block = covariance[:p, :p]
+    strength_error = np.sqrt(np.maximum(np.einsum("ip,pq,iq->i", transform, block, transform), 0))
+    effect_error = np.full(found.x.shape[1], np.nan)
+    effect_error[fitted.columns.effects] = np.sqrt(np.maximum(np.diag(block)[n_entities:], 0))
+    log_scale = np.zeros(groups)
+    log_scale_error = np.full(groups, np.nan)
+    scaled = np.zeros(groups, bool)
+    log_scale[free] = gamma
+    log_scale_error[free] = np.sqrt(np.maximum(np.diag(covariance)[p:], 0))
+    scaled[free] = True
+    return ScaledFit(
+        strength[0], effect[0], log_scale, scaled, strength_error, effect_error,
+        log_scale_error, converged,
+    )  # fmt: skip

@@ -13,6 +13,7 @@ family and the second not, -1 the other way round, 0 otherwise).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -30,6 +31,7 @@ from scenarios.models import Variant
 RESAMPLES = getattr(settings, "ANALYTICS_JOINT_MODEL_RESAMPLES", 200)
 EFFECTS = ("position", "length", "markdown", "self_preference")
 HUMANS = "humans"
+Z = 1.959964  # the normal quantile of a 95% interval
 _ENTITY = {"by_model": "model", "by_prompt": "prompt", "by_configuration": "configuration"}
 
 
@@ -87,6 +89,24 @@ def joint_model(
         intervals = [
             _percentiles(f, boot) for f, boot in zip((controlled, plain), boots, strict=True)
         ]
+    raters = sorted(set(rater_of), key=lambda name: (name != HUMANS, name))
+    scales: list[dict[str, Any]] = []
+    if len(raters) > 1:
+        # Each rater on its own scale (the first, the people when there are any, the
+        # reference): the effects net of a judge's decisiveness, with Wald intervals.
+        columns = [names.index(("position", rater)) for rater in raters]
+        group = np.argmax(found.x[:, columns] == 1, axis=1)
+        own = joint.scaled_fit(len(labels), found, group, controlled)
+        controlled = dataclasses.replace(
+            controlled, strength=own.strength, effect=own.effect, converged=own.converged
+        )
+        intervals[0] = (
+            own.strength - Z * own.strength_error,
+            own.strength + Z * own.strength_error,
+            own.effect - Z * own.effect_error,
+            own.effect + Z * own.effect_error,
+        )
+        scales = _scales(raters, own)
     games = np.bincount(a[a != b], minlength=len(labels)) + np.bincount(
         b[a != b], minlength=len(labels)
     )
@@ -98,6 +118,7 @@ def joint_model(
         "strengths": _strengths(labels, controlled, intervals[0], games),
         "strengths_without_controls": _strengths(labels, plain, intervals[1], games),
         "effects": _effects(names, controlled, intervals[0], by_rater),
+        "scales": scales,
         "fit": {
             "converged": controlled.converged and plain.converged,
             "components": controlled.components,
@@ -107,11 +128,33 @@ def joint_model(
             ),
             "regularized_without_controls": bool(plain.regularized_entities.any()),
             "parameters": controlled.columns.size,
-            "intervals": "wald" if wald else "bootstrap" if resamples else None,
+            "intervals": "wald" if wald or scales else "bootstrap" if resamples else None,
+            "intervals_without_controls": "wald" if wald else "bootstrap" if resamples else None,
             "resamples": 0 if wald else resamples,
             "seed": options["seed"],
         },
     }
+
+
+def _scales(raters: list[str], own: joint.ScaledFit) -> list[dict[str, Any]]:
+    """Each rater's discrimination relative to the reference's (the first: 1), with its
+    95% interval; ``identified`` false where its verdicts cannot tell it (none between
+    entities of different strengths), then read as the reference's."""
+    out = []
+    for g, rater in enumerate(raters):
+        told = bool(own.scaled[g])
+        gamma, error = own.log_scale[g], own.log_scale_error[g]
+        out.append(
+            {
+                "rater": rater,
+                "reference": g == 0,
+                "identified": g == 0 or told,
+                "scale": stats.rounded(float(np.exp(gamma))),
+                "ci_low": stats.rounded(float(np.exp(gamma - Z * error))) if told else None,
+                "ci_high": stats.rounded(float(np.exp(gamma + Z * error))) if told else None,
+            }
+        )
+    return out
 
 
 def _outcome(row: Row) -> float:
@@ -199,12 +242,11 @@ def _percentiles(
 
 def _wald(fitted: joint.JointFit, found: joint.Cells, entities: int) -> tuple[np.ndarray, ...]:
     strength_error, effect_error = joint.wald(fitted, found, entities)
-    z = 1.959964
     return (
-        fitted.strength - z * strength_error,
-        fitted.strength + z * strength_error,
-        fitted.effect - z * effect_error,
-        fitted.effect + z * effect_error,
+        fitted.strength - Z * strength_error,
+        fitted.strength + Z * strength_error,
+        fitted.effect - Z * effect_error,
+        fitted.effect + Z * effect_error,
     )
 
 

@@ -369,7 +369,16 @@ def test_the_joint_model_of_people_and_judges_in_the_analytics_json_and_page(
     assert ("self_preference", "humans") not in effects
     position = effects[("position", "humans")]
     assert position["ci_low"] <= position["estimate"] <= position["ci_high"]
-    assert block["fit"]["intervals"] == "bootstrap" and block["fit"]["resamples"] == 40
+    # Each rater on its own scale (the people the reference): Wald intervals for the model
+    # with controls, the bootstrap's for the strengths without.
+    scales = {s["rater"]: s for s in block["scales"]}
+    assert scales["humans"]["reference"] and scales["humans"]["scale"] == 1.0
+    judge_scale = scales["judge:J <b>x</b>"]
+    assert judge_scale["identified"] and judge_scale["ci_low"] < judge_scale["scale"]
+    assert judge_scale["scale"] < judge_scale["ci_high"]
+    assert block["fit"]["intervals"] == "wald"
+    assert block["fit"]["intervals_without_controls"] == "bootstrap"
+    assert block["fit"]["resamples"] == 40
     # People's and judges' together whatever the raters filter; seeded.
     everyone = api(people["viewer"]).get(f"{url}&raters=all").json()["joint_model"]
     assert everyone == block
@@ -381,7 +390,7 @@ def test_the_joint_model_of_people_and_judges_in_the_analytics_json_and_page(
     # Past the bootstrap's bound of work, Wald intervals.
     monkeypatch.setattr(joint, "BOOTSTRAP_WORK", 0)
     wald = api(people["viewer"]).get(f"{url}&seed=2").json()["joint_model"]
-    assert wald["fit"]["intervals"] == "wald" and wald["fit"]["resamples"] == 0
+    assert wald["fit"]["intervals_without_controls"] == "wald" and wald["fit"]["resamples"] == 0
     for row in wald["strengths"] + [e for e in wald["effects"] if e["identified"]]:
         value = row.get("strength", row.get("estimate"))
         assert row["ci_low"] < value < row["ci_high"]
@@ -393,6 +402,8 @@ def test_the_joint_model_of_people_and_judges_in_the_analytics_json_and_page(
     section = html[html.index('id="joint"') : html.index("</section>", html.index('id="joint"'))]
     assert "People and judges in one model" in section
     assert "Rank without controls" in section and "Strength without controls" in section
+    scales_table = section[section.index('id="joint-scales"') :]
+    assert "the reference" in scales_table and "judge:J &lt;b&gt;x&lt;/b&gt;" in scales_table
     for model in MODELS:
         assert model in section
     for effect in ("position", "length", "markdown", "self_preference"):
@@ -407,3 +418,65 @@ def test_other_scenario_types_have_no_joint_model(api, people, team_a):
     scenario = make_scenario(people, team_a, "rating", {"dimensions": [{"name": "x"}]})
     data = api(people["viewer"]).get(f"/api/scenarios/{scenario.pk}/analytics").json()
     assert data["joint_model"] is None
+
+
+# --- a scale per rater ----------------------------------------------------------------------------
+def _decisive_world(seed: int, decisive: float, own: float, verdicts: int = 1500):
+    """People and a judge ``decisive`` times as decisive on six models; the judge's family
+    made the two strongest, and it prefers it by ``own`` (log-odds). Returns the cells and
+    each cell's rater group (0 people, 1 the judge); columns as joint_table's: people's
+    position, the judge's position and self-preference."""
+    rng = np.random.default_rng(seed)
+    strength = np.linspace(1.2, -1.2, 6)
+    family = np.array([1.0, 1.0, 0, 0, 0, 0])
+    parts = []
+    for rater in (0, 1):
+        a = rng.integers(0, 6, verdicts)
+        b = (a + rng.integers(1, 6, verdicts)) % 6
+        gap = strength[a] - strength[b]
+        if rater == 0:
+            logit, x = gap, np.column_stack([np.ones(verdicts), np.zeros((verdicts, 2))])
+        else:
+            own_diff = family[a] - family[b]
+            logit = decisive * gap + own * own_diff
+            x = np.column_stack([np.zeros(verdicts), np.ones(verdicts), own_diff])
+        y = (rng.random(verdicts) < 1 / (1 + np.exp(-logit))).astype(float)
+        parts.append((a, b, x, y))
+    found = joint.cells(*(np.concatenate([p[i] for p in parts]) for i in range(4)))
+    return found, (found.x[:, 1] == 1).astype(int)
+
+
+@pytest.mark.parametrize("decisive", [0.5, 2.5])
+def test_a_judge_on_its_own_scale_shows_no_self_preference_it_does_not_have(decisive):
+    """A judge more or less decisive than people, whose family made the strongest models,
+    with no self-preference: on one shared scale its extra (or missing) decisiveness reads
+    as self-preference; with its own scale the effect's interval covers 0 at about the
+    nominal rate and the scale is the truth's."""
+    shared_flags, own_covers, scales = 0, 0, []
+    seeds = 20
+    for seed in range(seeds):
+        found, group = _decisive_world(seed, decisive, 0.0)
+        fitted = joint.fit(6, found)
+        _, error = joint.wald(fitted, found, 6)
+        shared_flags += abs(fitted.effect[2]) > 1.96 * error[2]
+        scaled = joint.scaled_fit(6, found, group, fitted)
+        own_covers += abs(scaled.effect[2]) <= 1.96 * scaled.effect_error[2]
+        scales.append(np.exp(scaled.log_scale[1]))
+        assert scaled.converged and scaled.scaled.tolist() == [False, True]
+    assert own_covers >= 17  # nominal 19 of 20
+    assert shared_flags >= 8  # the shared scale invents the effect
+    assert abs(np.mean(scales) - decisive) < 0.1 * decisive
+
+
+def test_raters_on_one_scale_keep_it_and_their_effects():
+    """When the judge is as decisive as people, its scale's interval covers 1 at about the
+    nominal rate, and its true self-preference (0.7) is read without bias."""
+    covers, estimates = 0, []
+    for seed in range(20):
+        found, group = _decisive_world(seed, 1.0, 0.7)
+        scaled = joint.scaled_fit(6, found, group, joint.fit(6, found))
+        gamma, error = scaled.log_scale[1], scaled.log_scale_error[1]
+        covers += abs(gamma) <= 1.96 * error
+        estimates.append(scaled.effect[2])
+    assert covers >= 17  # nominal 19 of 20
+    assert abs(np.mean(estimates) - 0.7) < 0.1
