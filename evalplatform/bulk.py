@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any, cast
 
-from django.db import connections, models
+from django.db import connections, models, transaction
 
 # Rows per statement (PostgreSQL's JSON parameter) and per executemany or COPY block.
 CHUNK = 1000
@@ -324,3 +324,21 @@ def between_chunks(using: str = "default") -> None:
     if now - getattr(_courtesy, "last", 0.0) >= COURTESY_EVERY_S:
         time.sleep(COURTESY_S)
         _courtesy.last = time.monotonic()
+
+
+def delete_in_chunks(
+    rows: Any, size: int, *, first: Callable[[list[Any]], object] | None = None
+) -> None:
+    """Delete the rows of the queryset ``rows``, ``size`` primary keys per transaction, with
+    ``between_chunks`` after each; ``first`` runs on each chunk's keys before, in its
+    transaction (to undo links between the rows, say)."""
+    plain = rows.model._base_manager.db_manager(rows.db)
+    while True:
+        with transaction.atomic(using=rows.db):
+            chunk = list(rows.values_list("pk", flat=True)[:size])
+            if not chunk:
+                return
+            if first is not None:
+                first(chunk)
+            plain.filter(pk__in=chunk).delete()
+        between_chunks()  # (the platform has one database)

@@ -216,17 +216,7 @@ def _write_cells(
 def discard(job_id: int) -> None:
     """Delete a job a chunk of cells per transaction (a job that was never fully written:
     its writer failed or died)."""
-    while True:
-        with transaction.atomic():
-            cells = list(
-                GenerationOutput.objects.filter(job_id=job_id).values_list("pk", flat=True)[
-                    :WRITE_CHUNK
-                ]
-            )
-            if not cells:
-                break
-            GenerationOutput.objects.filter(pk__in=cells).delete()
-        bulk.between_chunks()
+    bulk.delete_in_chunks(GenerationOutput.objects.filter(job_id=job_id), WRITE_CHUNK)
     with transaction.atomic():
         GenerationJob.objects.filter(pk=job_id).delete()
 

@@ -202,20 +202,14 @@ def _in_chunks(rows: list[Any], write: Callable[[list[Any]], list[Any]]) -> list
 def discard(scenario_id: int) -> None:
     """Delete a scenario that was never fully written (its writer failed or died), a chunk
     of its rows per transaction."""
-    for model in (Task, Variant, ScenarioItem):
-        while True:
-            with transaction.atomic():
-                chunk = list(
-                    model.objects.filter(scenario_id=scenario_id).values_list("pk", flat=True)[
-                        :WRITE_CHUNK
-                    ]
-                )
-                if not chunk:
-                    break
-                if model is Task:  # links between them first: a chunk may hold one end
-                    Task.objects.filter(pk__in=chunk).update(reverse_of=None)
-                model.objects.filter(pk__in=chunk).delete()
-            bulk.between_chunks()
+    # The links between tasks first: a chunk may hold one end of a reverse pair.
+    bulk.delete_in_chunks(
+        Task.objects.filter(scenario_id=scenario_id),
+        WRITE_CHUNK,
+        first=lambda chunk: Task.objects.filter(pk__in=chunk).update(reverse_of=None),
+    )
+    for model in (Variant, ScenarioItem):
+        bulk.delete_in_chunks(model.objects.filter(scenario_id=scenario_id), WRITE_CHUNK)
     with transaction.atomic():
         Scenario.all_objects.filter(pk=scenario_id, writing=True).delete()
 

@@ -217,15 +217,7 @@ def discard_file(file_id: int) -> None:
     """Delete a file no one sees yet (``lines`` 0), a chunk of lines per transaction."""
     if not JudgeFile.objects.filter(pk=file_id, lines=0).exists():
         return
-    while True:
-        with transaction.atomic():
-            chunk = list(
-                JudgeFileLine.objects.filter(file_id=file_id).values_list("pk", flat=True)[:CHUNK]
-            )
-            if not chunk:
-                break
-            JudgeFileLine.objects.filter(pk__in=chunk).delete()
-        bulk.between_chunks()
+    bulk.delete_in_chunks(JudgeFileLine.objects.filter(file_id=file_id), CHUNK)
     with transaction.atomic():
         JudgeFile.objects.filter(pk=file_id, lines=0).delete()
 
