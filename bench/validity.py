@@ -20,7 +20,9 @@ Two parts:
   each pair asked in both orders by the judge's own swap or by the design's reversed
   tasks. Reported: how often the twin's kappa is below the good judge's, counted per
   verdict (the card now) and by each item's most frequent verdict (the card before), and
-  how often a flip-rate gate at 0.28 excludes the twin but not the good judge.
+  how often a flip-rate gate at 0.28 excludes the twin but not the good judge, and how
+  often the card's kappa interval (200 bootstrap resamples of the items) covers each
+  judge's kappa in the population (a world of 20,000 pairs).
 
 Figures from fewer than 20 seeds are no claim. Last line: JSON.
 """
@@ -130,7 +132,9 @@ def joint_table(seeds: int, *, scale: bool = True) -> list[dict[str, Any]]:
 
 
 # --- the cards ----------------------------------------------------------------------------------
-def card_world(seed: int, reversed_tasks: bool, *, pairs: int = 200) -> dict[str, Any]:
+def card_world(
+    seed: int, reversed_tasks: bool, *, pairs: int = 200, resamples: int = 0
+) -> dict[str, Any]:
     """One replication: the good judge's and its twin's kappa (per verdict and by most
     frequent verdict) and flip rates."""
     from evaluations.analytics import cards
@@ -168,11 +172,13 @@ def card_world(seed: int, reversed_tasks: bool, *, pairs: int = 200) -> dict[str
     people_units = unit_values(people, reading, None, names)
     found: dict[str, Any] = {}
     for name, rows in judged.items():
-        card = cards.human_agreement(rows, {None: people_units}, reading, {}, Bootstrap(), names)
+        boot = Bootstrap(resamples, seed)
+        card = cards.human_agreement(rows, {None: people_units}, reading, {}, boot, names)
         before = versus(people_units, unit_values(rows, reading, None, names), scored=False)
         flips = cards.flip_rate(rows, comparison)
         found[name] = {
             "kappa": card["kappa"],
+            "kappa_ci": card["kappa_ci"],
             "kappa_most_frequent": before.get("cohen_kappa"),
             "flip_rate": flips["rate"] if flips else None,
             "flip_pairs": (flips["own_swaps"], flips["design_reversals"]) if flips else (0, 0),
@@ -182,10 +188,17 @@ def card_world(seed: int, reversed_tasks: bool, *, pairs: int = 200) -> dict[str
 
 def card_table(seeds: int) -> list[dict[str, Any]]:
     table = []
+    # Each judge's kappa in the population: one world of 20,000 pairs.
+    population = card_world(1, False, pairs=20_000)
     for reversed_tasks in (False, True):
-        runs = [card_world(2000 + s, reversed_tasks) for s in range(seeds)]
+        runs = [card_world(2000 + s, reversed_tasks, resamples=200) for s in range(seeds)]
         good = [r["good"] for r in runs]
         twin = [r["twin"] for r in runs]
+        covered = [
+            r[name]["kappa_ci"][0] <= population[name]["kappa"] <= r[name]["kappa_ci"][1]
+            for r in runs
+            for name in ("good", "twin")
+        ]
 
         def mean(rows: list[dict[str, Any]], key: str) -> float:
             return round(float(np.mean([r[key] for r in rows])), 3)
@@ -228,6 +241,9 @@ def card_table(seeds: int) -> list[dict[str, Any]]:
                     3,
                 ),
                 "flip_pairs_own_design": list(good[0]["flip_pairs"]),
+                "population_kappa_good": population["good"]["kappa"],
+                "population_kappa_twin": population["twin"]["kappa"],
+                "kappa_interval_coverage": round(float(np.mean(covered)), 3),
             }
         )
     return table
@@ -264,7 +280,9 @@ def main() -> None:
             f"by most frequent verdict {row['before_good_kappa']} vs {row['before_twin_kappa']}, "
             f"below in {row['before_twin_below_good_share']:.0%}); flip rate good "
             f"{row['good_flip_rate']}, twin {row['twin_flip_rate']}; a {GATE} gate excludes the "
-            f"twin alone in {row['gate_excludes_twin_only_share']:.0%}"
+            f"twin alone in {row['gate_excludes_twin_only_share']:.0%}; the kappa's 95% interval "
+            f"(200 resamples of items) covers the population's in "
+            f"{row['kappa_interval_coverage']:.0%}"
         )
     zero = [r for r in joint if r["truth"] == 0]
     shared_zero = [r for r in shared if r["truth"] == 0]
@@ -295,6 +313,7 @@ def main() -> None:
                 "card_before_twin_below_good_share": min(
                     r["before_twin_below_good_share"] for r in card
                 ),
+                "card_kappa_interval_coverage": min(r["kappa_interval_coverage"] for r in card),
                 "card_gate_excludes_twin_only_share": min(
                     r["gate_excludes_twin_only_share"] for r in card
                 ),

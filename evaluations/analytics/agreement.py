@@ -271,26 +271,49 @@ def _majority(values: list[Any]) -> Any:
 
 
 def _paired(
-    pairs: list[tuple[Any, Any]], boot: Bootstrap
+    pairs: list[tuple[Any, Any]], boot: Bootstrap, units: list[Any] | None = None
 ) -> tuple[np.ndarray, np.ndarray, sparse.csr_matrix, int] | None:
     """(people, judge) pairs of values coded: each distinct pair's category counts (P, q),
-    the weights (the data, then the resamples), the pairs' contingency cells, q."""
+    the weights (the data, then the resamples), the pairs' contingency cells, q. With
+    ``units`` (each pair's unit), the resamples draw units, each with all its pairs (the
+    verdicts on one item are not independent: a judge asked in both orders that answers
+    alike gives two pairs of one observation)."""
     if not pairs:
         return None
-    found = Counter(pairs)
-    distinct = sorted(found, key=repr)
+    if units is None:
+        found = Counter(pairs)
+        distinct = sorted(found, key=repr)
+        multiplicity = np.array([found[p] for p in distinct], float)
+        weights = boot.weights(multiplicity)
+    else:
+        # Each unit's pairs make its pattern; the resamples draw patterns (as units), and a
+        # distinct pair of a pattern weighs what its pattern drew times its count in it.
+        by_unit: dict[Any, list[tuple[Any, Any]]] = defaultdict(list)
+        for unit, pair in zip(units, pairs, strict=True):
+            by_unit[unit].append(pair)
+        patterns = Counter(tuple(sorted(found, key=repr)) for found in by_unit.values())
+        shapes = sorted(patterns, key=repr)
+        draws = boot.weights(np.array([patterns[s] for s in shapes], float))
+        rows: list[tuple[Any, Any]] = []
+        columns = []
+        for k, shape in enumerate(shapes):
+            for pair, count in Counter(shape).items():
+                rows.append(pair)
+                columns.append(draws[:, k] * count)
+        distinct, weights = rows, np.stack(columns, axis=1)
     categories = sorted({v for pair in distinct for v in pair}, key=repr)
     index = {c: i for i, c in enumerate(categories)}
     q = len(categories)
     counts = np.zeros((len(distinct), q))
-    rows, cols = [], []
+    cell_rows, cols = [], []
     for row, (a, b) in enumerate(distinct):
         counts[row, index[a]] += 1
         counts[row, index[b]] += 1
-        rows.append(row)
+        cell_rows.append(row)
         cols.append(index[a] * q + index[b])
-    cells = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(distinct), q * q))
-    weights = boot.weights(np.array([found[p] for p in distinct], float))
+    cells = sparse.csr_matrix(
+        (np.ones(len(cell_rows)), (cell_rows, cols)), shape=(len(distinct), q * q)
+    )
     return counts, weights, cells, q
 
 
@@ -308,7 +331,7 @@ def versus(
     when asked in both orders, then counts its disagreement instead of being dropped for
     want of a most frequent verdict; ``units`` is then every unit both judged, ``verdicts``
     the pairs counted); for scores (``scored``) the people's mean against the judge's mean.
-    Intervals with ``boot`` (per verdict: resampling verdicts)."""
+    Intervals with ``boot`` (per verdict: resampling units, each with all its verdicts)."""
     from scipy import stats as sps
 
     boot = boot or Bootstrap()
@@ -332,12 +355,14 @@ def versus(
             put_none(entry, "cohen_kappa_weighted")
         entry["few_units"] = len(common) < FEW_UNITS
         return entry
-    pairs = []
+    pairs, units = [], []
     for unit in common:
         majority = _majority([v for vs in humans[unit].values() for v in vs])
         if per_verdict:
             if majority is not None:
-                pairs += [(majority, v) for vs in judged[unit].values() for v in vs]
+                verdicts = [(majority, v) for vs in judged[unit].values() for v in vs]
+                pairs += verdicts
+                units += [unit] * len(verdicts)
             continue
         mode = _majority([v for vs in judged[unit].values() for v in vs])
         if majority is not None and mode is not None:
@@ -349,7 +374,7 @@ def versus(
         if pairs
         else None,
     }
-    coded = _paired(pairs, boot)
+    coded = _paired(pairs, boot, units if per_verdict else None)
     if coded is not None:
         counts, weights, cells, q = coded
         plain = ags.pair_kappas([cells], weights, ags.disagreement_weights(q, None))
