@@ -10,7 +10,8 @@ Two parts:
   models, people and one judge comparing random pairs. The judge is ``k`` times as decisive
   as people (0.5, 1, 2, 3), may prefer its own family (0 or +0.7, the family making the two
   strongest models), and may push the first position shown (0, +1 or +2.5 logits). Each
-  output's length and markdown go with its model's strength, but no rater cares for them (true effect 0).
+  output's length and markdown go with its model's strength, but no rater cares for them
+  (true effect 0).
   Reported per world and effect, with each rater on its own scale (``joint.scaled_fit``,
   what the analytics fit) and, for comparison, on one shared scale (the fit before):
   truth, mean estimate, coverage of the 95% (Wald) interval, and for true-zero effects the
