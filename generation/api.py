@@ -8,7 +8,7 @@ from typing import Any, cast
 import django_filters
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -202,6 +202,11 @@ def _jobs() -> QuerySet[GenerationJob]:
     return selectors.jobs(llm_models=False)
 
 
+@extend_schema_view(
+    list=extend_schema(
+        parameters=[OpenApiParameter("owner", str, description=selectors.OWNER_HELP)]
+    )
+)
 class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):
     """Generation jobs of the user's teams."""
 
@@ -221,6 +226,14 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
     }
     filterset_fields = ["status", "mode"]
     parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    def filter_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        """The list takes ``owner``: ``me``, a user's id, or ``all`` (the default)."""
+        queryset = super().filter_queryset(queryset)
+        if self.action != "list":
+            return queryset
+        owner = self.request.query_params.get("owner")
+        return selectors.owned_by(queryset, self.request.user, owner)
 
     def get_base_queryset(self) -> QuerySet[GenerationJob]:
         # Only the list and a job's own page show its prompts and models; every other action

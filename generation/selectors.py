@@ -8,9 +8,10 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from evalplatform import exporting
+from evalplatform import exporting, validation
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import GENERATION_VIEW
+from evalplatform.errors import FieldErrors
 from evalplatform.runs.models import ProviderBatch
 from generation.models import BATCH_WORK_KIND, GenerationJob, GenerationOutput
 
@@ -45,6 +46,24 @@ def jobs(*, llm_models: bool = True) -> QuerySet[GenerationJob]:
         .select_related("team", "owner")
         .prefetch_related("prompts", "models__llm_model" if llm_models else "models")
     )
+
+
+OWNER_HELP = '"me", "all", or the id of the user who created the jobs.'
+
+
+def owned_by(
+    jobs: QuerySet[GenerationJob], user: Any, owner: str | None
+) -> QuerySet[GenerationJob]:
+    """``jobs`` (already those the user may see) of one owner: ``me`` (the user's own),
+    a user's id, or ``all``/none (every one). Anything else: ``FieldErrors`` on ``owner``."""
+    if owner is None or owner == "" or owner == "all":
+        return jobs
+    if owner == "me":
+        return jobs.filter(owner_id=user.pk)
+    found = validation.digits(owner)
+    if found is None:
+        raise FieldErrors({"owner": OWNER_HELP})
+    return jobs.filter(owner_id=found)
 
 
 def outputs(job: GenerationJob | None = None) -> QuerySet[GenerationOutput]:

@@ -67,14 +67,21 @@ def _job(request: HttpRequest, job_id: int) -> GenerationJob:
 # --- hub ----------------------------------------------------------------------------------------
 @login_required
 def hub(request: HttpRequest) -> HttpResponse:
-    jobs = list(policy.visible(request.user, GENERATION_VIEW, selectors.jobs())[:200])
+    """The user's own jobs, or with ``?jobs=team`` every job of the user's teams (where a
+    user may not create jobs, as a viewer, the team's at once: they have none)."""
+    can_create = policy.has_feature_anywhere(request.user, GENERATION_CREATE)
+    team_wide = request.GET.get("jobs", "mine" if can_create else "team") == "team"
+    visible = policy.visible(request.user, GENERATION_VIEW, selectors.jobs())
+    jobs = list(selectors.owned_by(visible, request.user, "all" if team_wide else "me")[:200])
     return render(
         request,
         "generation/hub.html",
         {
+            "team_wide": team_wide,
+            "others_exist": not team_wide and visible.exclude(owner_id=request.user.pk).exists(),
             "active": [j for j in jobs if j.status in ACTIVE],
             "others": [j for j in jobs if j.status not in ACTIVE],
-            "can_create": policy.has_feature_anywhere(request.user, GENERATION_CREATE),
+            "can_create": can_create,
             "manage": {j.pk for j in jobs if policy.may(request.user, GENERATION_MANAGE, j)},
             "notifications": Notification.objects.filter(
                 user=cast(Any, request.user), read_at__isnull=True

@@ -298,13 +298,16 @@ class ReviseView(APIView):
 
 class JudgmentListView(ListAPIView):
     """Judgments of a scenario (``?scenario=ID``): all of them with
-    ``feature:evaluations:view_all``, else your own."""
+    ``feature:evaluations:view_all``, else your own; ``?judge=ID``: one LLM judge's."""
 
     permission_classes = [IsAuthenticated]
     serializer_class = JudgmentSerializer
 
     @extend_schema(
-        parameters=[OpenApiParameter("scenario", int, required=True)],
+        parameters=[
+            OpenApiParameter("scenario", int, required=True),
+            OpenApiParameter("judge", int, description="One LLM judge's verdicts only."),
+        ],
         responses=JudgmentSerializer(many=True),
     )
     def get(self, request, *args, **kwargs):
@@ -318,13 +321,20 @@ class JudgmentListView(ListAPIView):
         scenario_id = validation.digits(raw)
         if scenario_id is None:
             raise FieldErrors({"scenario": "The scenario's id."})
+        judge = self.request.query_params.get("judge")
+        judge_id = validation.digits(judge) if judge is not None else None
+        if judge is not None and judge_id is None:
+            raise FieldErrors({"judge": "The id of one of the scenario's LLM judges."})
         scenarios = Scenario.objects.filter(pk=scenario_id)
+        found = selectors.judgments(scenario_id)
+        if judge_id is not None:
+            found = found.filter(judge_id=judge_id)
         if policy.visible(user, EVALUATIONS_VIEW_ALL, scenarios).exists():
-            return selectors.judgments(scenario_id)
+            return found
         evaluable = access.evaluable(user, scenarios).first()
         if evaluable is not None:
             self.rater = _rater_context(evaluable)
-            return selectors.judgments(scenario_id).filter(evaluator=user)
+            return found.filter(evaluator=user)
         raise NotFound()
 
     def get_serializer_context(self) -> dict[str, Any]:

@@ -1,0 +1,39 @@
+"""``GET /api/evaluations/judgments?scenario=&judge=`` lists one judge's verdicts (issue 37,
+item 6: the filter was silently ignored); a judge id that is not a number is a 400 on
+``judge``."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluations.models import Judgment
+from tests.helpers.evaluations import create_judge, make_scenario, run_judge
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LIST = "/api/evaluations/judgments"
+
+
+def test_one_judges_verdicts(api, people, team_a, mock_judge):
+    scenario = make_scenario(people, team_a, "comparison", {"ties": True})
+    manager = people["manager"]
+    judges = [
+        create_judge(api, manager, scenario, name=name, model=mock_judge.pk)
+        for name in ("First", "Second")
+    ]
+    for judge in judges:
+        run_judge(api, manager, judge)
+    everyone = api(people["viewer"]).get(LIST, {"scenario": scenario.pk}).json()
+    assert everyone["count"] == Judgment.objects.filter(scenario=scenario).count() == 18
+    for judge in judges:
+        found = api(people["viewer"]).get(LIST, {"scenario": scenario.pk, "judge": judge["id"]})
+        rows = found.json()["results"]
+        assert found.status_code == 200 and len(rows) == 9
+        assert {r["judge"] for r in rows} == {judge["id"]}
+        assert {r["rater"] for r in rows} == {judge["name"]}
+    refused = api(people["viewer"]).get(LIST, {"scenario": scenario.pk, "judge": "First"})
+    assert refused.status_code == 400 and "judge" in refused.json()["errors"]
+    assert (
+        api(people["viewer"]).get(LIST, {"scenario": scenario.pk, "judge": 999999}).json()["count"]
+        == 0
+    )
