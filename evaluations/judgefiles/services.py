@@ -552,6 +552,12 @@ def _validate(batch_id: int) -> None:
             refused = []
             bulk.between_chunks()
     rows.price()
+    if not rows.position and not rows.pending:  # no line can run
+        with transaction.atomic():
+            if not _checkpoint(batch, rows, refused, last):
+                return
+        _refused_whole(batch.pk)
+        return
     with transaction.atomic():
         if not _checkpoint(batch, rows, refused, last):
             return
@@ -584,31 +590,70 @@ def _checkpoint(
 
 
 def _started(batch: JudgeBatch, job: GenerationJob) -> None:
-    """Validation ended: the batch starts its job, or fails when no line can run."""
-    now = timezone.now()
+    """Validation ended with lines that can run: the batch starts its job."""
     batch.failed = batch.invalid
     batch.draft = None
-    if not job.total_cells:
-        job.delete()
-        batch_lifecycle.move(batch, "refused", now)
-        batch.errors = {
-            "object": "list",
-            "data": [
-                {
-                    "code": "no_valid_rows",
-                    "message": "No line of the file can run: see the error file.",
-                    "param": None,
-                    "line": None,
-                }
-            ],
-        }
-        batch.save()
-        transaction.on_commit(lambda: _queue(finalize, batch.pk))
-        return
     batch.job = job
-    batch_lifecycle.move(batch, "started", now)
+    batch_lifecycle.move(batch, "started", timezone.now())
     batch.save()
     lifecycle.start(job)
+
+
+def _refused_whole(batch_id: int) -> None:
+    """No line can run: the error file is written (a chunk per transaction, not shown
+    yet), then the batch fails with it attached, so a failed batch always has its error
+    file; its empty job goes."""
+    batch = JudgeBatch.objects.select_related("team").get(pk=batch_id)
+    error = _write(batch, f"{batch.public_id}_error.jsonl", _refusal_lines(batch))
+    try:
+        with transaction.atomic():
+            locked = (
+                JudgeBatch.objects.select_for_update(of=("self",))
+                .select_related("draft")
+                .filter(pk=batch_id, status=BatchStatus.VALIDATING)
+                .first()
+            )
+            if locked is None:
+                raise _Superseded
+            draft = locked.draft
+            locked.draft = None
+            locked.failed = locked.invalid
+            batch_lifecycle.move(locked, "refused", timezone.now())
+            locked.errors = {
+                "object": "list",
+                "data": [
+                    {
+                        "code": "no_valid_rows",
+                        "message": "No line of the file can run: see the error file.",
+                        "param": None,
+                        "line": None,
+                    }
+                ],
+            }
+            locked.error_file = error.close() if error else None
+            locked.save()
+            if draft is not None:
+                draft.delete()  # no cell: nothing to delete in chunks
+    except BaseException as exc:
+        if error is not None:
+            error.discard()
+        if not isinstance(exc, _Superseded):
+            raise
+
+
+def _refusal_lines(batch: JudgeBatch) -> Iterator[dict[str, Any]]:
+    """The error file's lines of the rows validation refused, by line."""
+    refusals = JudgeRowError.objects.filter(batch=batch).values(
+        "pk", "line", "custom_id", "code", "message"
+    )
+    for refused in _pages(refusals, "pk"):
+        yield {
+            "id": f"batch_req_line_{refused['line']}",
+            "custom_id": refused["custom_id"] or None,
+            "line": refused["line"],
+            "response": None,
+            "error": {"code": refused["code"], "message": refused["message"]},
+        }
 
 
 def _discard_draft(batch_id: int) -> None:
@@ -1020,17 +1065,7 @@ def finalize(batch_id: int) -> None:
     )
 
     def errors() -> Iterator[dict[str, Any]]:
-        refusals = JudgeRowError.objects.filter(batch=batch).values(
-            "pk", "line", "custom_id", "code", "message"
-        )
-        for refused in _pages(refusals, "pk"):
-            yield {
-                "id": f"batch_req_line_{refused['line']}",
-                "custom_id": refused["custom_id"] or None,
-                "line": refused["line"],
-                "response": None,
-                "error": {"code": refused["code"], "message": refused["message"]},
-            }
+        yield from _refusal_lines(batch)
         for row in _outputs(batch.job_id, False):
             yield _model_error_line(row, stopped)
 

@@ -6,6 +6,7 @@ left off, and what a dead writer left is deleted."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -244,3 +245,22 @@ def test_a_job_is_written_in_chunks_and_seen_whole_or_not_at_all(
     tasks.recover_jobs()
     assert list(GenerationJob.objects.values_list("pk", flat=True)) == [job.pk]
     assert not GenerationOutput.objects.exclude(job=job).exists()
+
+
+def test_a_batch_that_no_line_can_run_fails_with_its_error_file(world, monkeypatch):
+    """Issue 37, item 7: the error file is attached in the same step that fails the batch
+    (it was written by a later task, so a failed batch showed ``error_file_id: null``)."""
+    monkeypatch.setattr(Conf, "SYNC", False)  # no other task runs: what validation left
+    monkeypatch.setattr(services, "VALIDATED_CHUNK", 2)
+    batch = _batch(world["client"], ["{not json", row("a", model="nowhere"), "[]"])
+    services.validate(batch.pk)
+    shown = world["client"].batches.retrieve(batch.public_id)
+    assert shown.status == "failed" and shown.errors.data[0].code == "no_valid_rows"
+    assert shown.error_file_id and shown.request_counts.failed == 3
+    lines = world["client"].files.content(shown.error_file_id).text.splitlines()
+    assert [json.loads(line)["error"]["code"] for line in lines] == [
+        "invalid_json", "model_not_found", "invalid_json",
+    ]  # fmt: skip
+    assert not GenerationJob.objects.exists()
+    services.finalize(batch.pk)  # a copy of the step still queued: nothing more to do
+    assert JudgeBatch.objects.get(pk=batch.pk).error_file.public_id == shown.error_file_id
