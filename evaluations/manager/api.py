@@ -5,17 +5,19 @@ elsewhere)."""
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from evalplatform import validation
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import SCENARIOS_EXPORT, SCENARIOS_MANAGE, SCENARIOS_VIEW
 from evalplatform.api.parsers import MultiPartParser
 from evalplatform.api.uploads import read_upload
 from evalplatform.errors import FieldErrors
 from evalplatform.throttling import expensive
+from evaluations.judgments.models import LLMJudge
 from evaluations.manager import exports
 from evaluations.manager.imports import import_judgments
 from scenarios.models import Scenario
@@ -32,7 +34,9 @@ class ScenarioExportView(APIView):
             (200, "text/csv"): OpenApiTypes.STR,
             (200, "application/json"): OpenApiTypes.OBJECT,
         },
-        description="``export/csv`` answers text/csv, ``export/json`` application/json.",
+        description="``export/csv`` answers text/csv, ``export/json`` application/json; "
+        "``?judge=<id>``: one LLM judge's judgments only.",
+        parameters=[OpenApiParameter("judge", int, description="One LLM judge's judgments.")],
     )
     @expensive
     def post(self, request, pk: int, fmt: str):
@@ -43,15 +47,22 @@ class ScenarioExportView(APIView):
             view_feature=SCENARIOS_VIEW,
             pk=pk,
         )
+        raw = request.query_params.get("judge")
+        judge = validation.digits(raw) if raw is not None else None
+        if raw is not None and (
+            judge is None or not LLMJudge.objects.filter(pk=judge, scenario=scenario).exists()
+        ):
+            raise FieldErrors({"judge": "The id of one of the scenario's LLM judges."})
         audit.record(
             user=request.user,
             team=scenario.team_id,
             action="scenario.export",
             target=scenario,
             format=fmt,
+            judge=judge,
         )
         if fmt == "csv":
-            return exports.csv_response(scenario)
+            return exports.csv_response(scenario, judge)
         head = {
             "id": scenario.pk,
             "team": scenario.team.slug,
@@ -66,7 +77,7 @@ class ScenarioExportView(APIView):
             "seed": scenario.seed,
             "source": scenario.source,
         }
-        return exports.json_response(scenario, head)
+        return exports.json_response(scenario, head, judge)
 
 
 class ImportJudgmentsView(APIView):

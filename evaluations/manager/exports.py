@@ -200,8 +200,14 @@ def _where(keep: list[bool], values: list[Any]) -> list[Any]:
     return [value if kept else "" for kept, value in zip(keep, values, strict=True)]
 
 
-def _batches(scenario: Scenario, fields: list[str]) -> Iterator[_Judgments]:
+def _batches(
+    scenario: Scenario, fields: list[str], judge: int | None = None
+) -> Iterator[_Judgments]:
+    """The scenario's judgments (``judge``: one LLM judge's only), a batch of columns at a
+    time."""
     queryset = Judgment.objects.filter(scenario=scenario).order_by("pk")
+    if judge is not None:
+        queryset = queryset.filter(judge_id=judge)
     for columns in exporting.column_batches(queryset, fields, _DATETIMES):
         yield _Judgments(columns)
 
@@ -227,7 +233,7 @@ def _flag_text(flag: TaskFlag | None) -> str:
     return f"{flag.reason}: {flag.note}" if flag.note else flag.reason
 
 
-def _csv_batches(scenario: Scenario) -> Iterator[str]:
+def _csv_batches(scenario: Scenario, judge: int | None = None) -> Iterator[str]:
     """The CSV lines of the judgments, in blocks of at most ``EXPORT_BATCH`` rows, written
     a column at a time: the scenario type's ``export_rows`` gives each judgment's answer
     cells (no row, one or more), every other column is the batch's own (repeated where a
@@ -246,7 +252,7 @@ def _csv_batches(scenario: Scenario) -> Iterator[str]:
         return kind.export_cell(found.payload, found.presented, row, variant_ids)
 
     blanks = [""] * len(kind.export_columns)
-    for batch in _batches(scenario, _FIELDS):
+    for batch in _batches(scenario, _FIELDS, judge):
         # Each row's judgment (its index in the batch), answer cells and adjudicated cell.
         of: list[int] = []
         cells_of: list[Sequence[Any]] = []
@@ -308,11 +314,11 @@ def _csv_batches(scenario: Scenario) -> Iterator[str]:
             yield uploads.csv_column_lines(block)
 
 
-def csv_chunks(scenario: Scenario) -> Iterator[str]:
+def csv_chunks(scenario: Scenario, judge: int | None = None) -> Iterator[str]:
     """Formula-safe (``uploads.csv_column_lines``), at most ``EXPORT_BATCH`` rows a
-    block."""
+    block; ``judge``: one LLM judge's judgments only."""
     yield uploads.csv_line(columns(scenario))
-    yield from _csv_batches(scenario)
+    yield from _csv_batches(scenario, judge)
 
 
 def _adjudicated_record(found: Adjudication | None) -> dict[str, Any] | None:
@@ -327,7 +333,9 @@ def _adjudicated_record(found: Adjudication | None) -> dict[str, Any] | None:
     }
 
 
-def json_chunks(scenario: Scenario, head: dict[str, Any]) -> Iterator[str]:
+def json_chunks(
+    scenario: Scenario, head: dict[str, Any], only_judge: int | None = None
+) -> Iterator[str]:
     variants = scenario_selectors.export_variants(scenario)
     adjudications = adjudicated_tasks(scenario)
     yield '{"scenario": ' + json.dumps(head, default=str) + ', "variants": '
@@ -355,7 +363,7 @@ def json_chunks(scenario: Scenario, head: dict[str, Any]) -> Iterator[str]:
     person = ", ".join(f"{json.dumps(key)}: %s" for key in _PERSON_KEYS)
     judge = ", ".join(f"{json.dumps(key)}: %s" for key in _JUDGE_KEYS)
     separator = ""
-    for batch in _batches(scenario, _JSON_FIELDS):
+    for batch in _batches(scenario, _JSON_FIELDS, only_judge):
         has_output = [output is not None for output in batch.output_id]
         columns = [
             batch.pk,
@@ -410,10 +418,17 @@ def _json_datetime(text: str) -> str | None:
     return text[:10] + " " + text[11:] if text else None
 
 
-def csv_response(scenario: Scenario) -> StreamingHttpResponse:
-    name = f"scenario-{scenario.pk}.csv"
-    return download(csv_chunks(scenario), "text/csv; charset=utf-8", name)
+def _name(scenario: Scenario, judge: int | None, suffix: str) -> str:
+    return f"scenario-{scenario.pk}" + (f"-judge-{judge}" if judge is not None else "") + suffix
 
 
-def json_response(scenario: Scenario, head: dict[str, Any]) -> StreamingHttpResponse:
-    return download(json_chunks(scenario, head), "application/json", f"scenario-{scenario.pk}.json")
+def csv_response(scenario: Scenario, judge: int | None = None) -> StreamingHttpResponse:
+    name = _name(scenario, judge, ".csv")
+    return download(csv_chunks(scenario, judge), "text/csv; charset=utf-8", name)
+
+
+def json_response(
+    scenario: Scenario, head: dict[str, Any], judge: int | None = None
+) -> StreamingHttpResponse:
+    name = _name(scenario, judge, ".json")
+    return download(json_chunks(scenario, head, judge), "application/json", name)

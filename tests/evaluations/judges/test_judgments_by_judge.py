@@ -37,3 +37,38 @@ def test_one_judges_verdicts(api, people, team_a, mock_judge):
         api(people["viewer"]).get(LIST, {"scenario": scenario.pk, "judge": 999999}).json()["count"]
         == 0
     )
+
+
+def test_one_judges_results_exported_on_their_own(api, people, team_a, mock_judge):
+    """``POST /api/scenarios/{id}/export/csv?judge=`` (and ``/json``): one judge's
+    judgments, the people's and the other judge's left out; a judge of no such id (or of
+    another scenario) is a 400 on ``judge``."""
+    import csv
+    import io
+    import json
+
+    scenario = make_scenario(people, team_a, "comparison", {"ties": True})
+    manager = people["manager"]
+    judges = [
+        create_judge(api, manager, scenario, name=name, model=mock_judge.pk)
+        for name in ("First", "Second")
+    ]
+    for judge in judges:
+        run_judge(api, manager, judge)
+    url = f"/api/scenarios/{scenario.pk}/export"
+    whole = api(manager).post(f"{url}/csv")
+    assert whole.status_code == 200
+    everyone = list(csv.DictReader(io.StringIO(b"".join(whole.streaming_content).decode())))
+    assert len(everyone) == 18
+    first = judges[0]
+    one = api(manager).post(f"{url}/csv?judge={first['id']}")
+    assert one.status_code == 200 and f"-judge-{first['id']}.csv" in one["Content-Disposition"]
+    rows = list(csv.DictReader(io.StringIO(b"".join(one.streaming_content).decode())))
+    assert len(rows) == 9 and {r["rater"] for r in rows} == {"First"}
+    assert list(rows[0]) == list(everyone[0])  # the same columns
+    as_json = api(manager).post(f"{url}/json?judge={first['id']}")
+    records = json.loads(b"".join(as_json.streaming_content))["judgments"]
+    assert len(records) == 9 and {r["judge"] for r in records} == {first["id"]}
+    for bad in ("First", "999999"):
+        refused = api(manager).post(f"{url}/csv?judge={bad}")
+        assert refused.status_code == 400 and "judge" in refused.json()["errors"], bad
