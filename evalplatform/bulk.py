@@ -326,6 +326,19 @@ def between_chunks(using: str = "default") -> None:
         _courtesy.last = time.monotonic()
 
 
+def in_chunks(
+    rows: Sequence[Any], size: int, write: Callable[[Sequence[Any]], Any]
+) -> Iterator[Any]:
+    """``write`` each ``size`` of ``rows`` in a transaction of its own, yielding what it
+    returns once committed (the caller can note what was written before the next chunk),
+    with ``between_chunks`` after each."""
+    for first in range(0, len(rows), size):
+        with transaction.atomic():
+            made = write(rows[first : first + size])
+        yield made
+        between_chunks()
+
+
 def delete_in_chunks(
     rows: Any, size: int, *, first: Callable[[list[Any]], object] | None = None
 ) -> None:

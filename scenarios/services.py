@@ -189,14 +189,9 @@ def _create(user: Any, plan: ScenarioPlan) -> Scenario:
     return scenario
 
 
-def _in_chunks(rows: list[Any], write: Callable[[list[Any]], list[Any]]) -> list[Any]:
+def _in_chunks(rows: list[Any], write: Callable[[Sequence[Any]], list[Any]]) -> list[Any]:
     """``write`` each chunk of ``rows`` in a transaction of its own; what it returns."""
-    made: list[Any] = []
-    for first in range(0, len(rows), WRITE_CHUNK):
-        with transaction.atomic():
-            made += write(rows[first : first + WRITE_CHUNK])
-        bulk.between_chunks()
-    return made
+    return [made for chunk in bulk.in_chunks(rows, WRITE_CHUNK, write) for made in chunk]
 
 
 def discard(scenario_id: int) -> None:
@@ -234,31 +229,23 @@ def _build_tasks(scenario: Scenario, variants: Sequence[Variant]) -> None:
         positions.setdefault(v.item_id, []).append(v.position)
     keys = [(item, [(item, p) for p in sorted(ps)]) for item, ps in positions.items()]
     specs = design(scenario.type, keys, scenario.config, scenario.seed)
-    made: list[int] = []
-    for first in range(0, len(specs), WRITE_CHUNK):
-        with transaction.atomic():
-            made += [
-                task.pk
-                for task in tasks_add(
-                    scenario=scenario,
-                    tasks=[
-                        NewTask(
-                            item_id=spec.item,
-                            variant_a_id=by_key[spec.a].pk if spec.a is not None else None,
-                            variant_b_id=by_key[spec.b].pk if spec.b is not None else None,
-                            order=[by_key[k].pk for k in spec.order],
-                        )
-                        for spec in specs[first : first + WRITE_CHUNK]
-                    ],
-                    start=first,
-                )
-            ]
-        bulk.between_chunks()
+    new = [
+        NewTask(
+            item_id=spec.item,
+            variant_a_id=by_key[spec.a].pk if spec.a is not None else None,
+            variant_b_id=by_key[spec.b].pk if spec.b is not None else None,
+            order=[by_key[k].pk for k in spec.order],
+        )
+        for spec in specs
+    ]
+    made = [
+        task.pk for task in _in_chunks(new, lambda chunk: tasks_add(scenario=scenario, tasks=chunk))
+    ]
     links = [(made[i], made[s.reverse_of]) for i, s in enumerate(specs) if s.reverse_of is not None]
-    for first in range(0, len(links), WRITE_CHUNK):
-        with transaction.atomic():
-            bulk.update(Task, ["reverse_of"], links[first : first + WRITE_CHUNK])
-        bulk.between_chunks()
+    for _ in bulk.in_chunks(
+        links, WRITE_CHUNK, lambda chunk: bulk.update(Task, ["reverse_of"], chunk)
+    ):
+        pass
 
 
 @dataclass

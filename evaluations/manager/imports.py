@@ -282,35 +282,25 @@ class _Written:
                 "name", "pk"
             )
         )
-        new = sorted(names - set(known))
-        for first in range(0, len(new), CHUNK):
-            with transaction.atomic():
-                made = ExternalRater.objects.bulk_create(
-                    [ExternalRater(team=scenario.team, name=n) for n in new[first : first + CHUNK]]
-                )
+        new = [ExternalRater(team=scenario.team, name=n) for n in sorted(names - set(known))]
+        for made in bulk.in_chunks(new, CHUNK, ExternalRater.objects.bulk_create):
             self.rater_ids += [r.pk for r in made]
             known.update((r.name, r.pk) for r in made)
-            bulk.between_chunks()
         return known
 
     def tasks(self, scenario: Scenario, new: list[scenario_services.NewTask]) -> list[int]:
+        def add(chunk: Any) -> list[Any]:
+            return scenario_services.tasks_add(scenario=scenario, tasks=chunk)
+
         made: list[int] = []
-        for first in range(0, len(new), CHUNK):
-            with transaction.atomic():
-                chunk = scenario_services.tasks_add(
-                    scenario=scenario, tasks=new[first : first + CHUNK]
-                )
+        for chunk in bulk.in_chunks(new, CHUNK, add):
             made += [t.pk for t in chunk]
             self.task_ids += [t.pk for t in chunk]
-            bulk.between_chunks()
         return made
 
     def judgments(self, made: list[Judgment]) -> None:
-        for first in range(0, len(made), CHUNK):
-            with transaction.atomic():
-                chunk = Judgment.objects.bulk_create(made[first : first + CHUNK])
+        for chunk in bulk.in_chunks(made, CHUNK, Judgment.objects.bulk_create):
             self.judgment_ids += [j.pk for j in chunk]
-            bulk.between_chunks()
 
     def undo(self) -> None:
         for model, ids in (

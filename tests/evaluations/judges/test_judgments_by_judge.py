@@ -14,15 +14,21 @@ pytestmark = pytest.mark.django_db(transaction=True)
 LIST = "/api/evaluations/judgments"
 
 
-def test_one_judges_verdicts(api, people, team_a, mock_judge):
+@pytest.fixture
+def two_judges(api, people, team_a, mock_judge):
+    """A comparison scenario of nine tasks, judged by two mock judges, First and Second."""
     scenario = make_scenario(people, team_a, "comparison", {"ties": True})
-    manager = people["manager"]
     judges = [
-        create_judge(api, manager, scenario, name=name, model=mock_judge.pk)
+        create_judge(api, people["manager"], scenario, name=name, model=mock_judge.pk)
         for name in ("First", "Second")
     ]
     for judge in judges:
-        run_judge(api, manager, judge)
+        run_judge(api, people["manager"], judge)
+    return scenario, judges
+
+
+def test_one_judges_verdicts(api, people, two_judges):
+    scenario, judges = two_judges
     everyone = api(people["viewer"]).get(LIST, {"scenario": scenario.pk}).json()
     assert everyone["count"] == Judgment.objects.filter(scenario=scenario).count() == 18
     for judge in judges:
@@ -39,7 +45,7 @@ def test_one_judges_verdicts(api, people, team_a, mock_judge):
     )
 
 
-def test_one_judges_results_exported_on_their_own(api, people, team_a, mock_judge):
+def test_one_judges_results_exported_on_their_own(api, people, two_judges):
     """``POST /api/scenarios/{id}/export/csv?judge=`` (and ``/json``): one judge's
     judgments, the people's and the other judge's left out; a judge of no such id (or of
     another scenario) is a 400 on ``judge``."""
@@ -47,14 +53,8 @@ def test_one_judges_results_exported_on_their_own(api, people, team_a, mock_judg
     import io
     import json
 
-    scenario = make_scenario(people, team_a, "comparison", {"ties": True})
+    scenario, judges = two_judges
     manager = people["manager"]
-    judges = [
-        create_judge(api, manager, scenario, name=name, model=mock_judge.pk)
-        for name in ("First", "Second")
-    ]
-    for judge in judges:
-        run_judge(api, manager, judge)
     url = f"/api/scenarios/{scenario.pk}/export"
     whole = api(manager).post(f"{url}/csv")
     assert whole.status_code == 200
