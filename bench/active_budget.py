@@ -1,7 +1,7 @@
 """The budget scheduler against today's fixed designs: the money and people's hours each
 needs before the question's 95% interval is as narrow (issue 21: target <= 1/2).
 
-    python bench/active_budget.py [--sizes 8] [--runs 3] [--spreads 1] [--passes 3]
+    python bench/active_budget.py [--sizes 8] [--runs 20] [--spreads 1] [--passes 3]
                                   [--questions pair top_k ranking]
 
 Simulated (``evaluations.planner.simulation``, seeded): true log-strengths of the models from
@@ -18,6 +18,10 @@ the ranking's comparisons alone were counted; here every verdict has a price and
 
 Reports the median ratio over ``runs`` seeds per question; last line: JSON, with
 ``money_ratio`` and ``human_hours_ratio`` the worst question's medians.
+
+``--bounds`` times one proposal's model at the request bounds instead (100 models, 200,000
+verdicts of people and three judges, 2,000 candidate pairs, 500 tasks, the ranking): the
+joint fit and the plan, in seconds.
 """
 
 from __future__ import annotations
@@ -49,10 +53,65 @@ def one(n: int, spread: float, seed: int, kind: str, passes: int) -> tuple[float
     return usd / fixed_usd, hours / fixed_hours
 
 
+def bounds() -> None:
+    """The joint fit and a 500-task ranking plan at the request bounds, timed."""
+    import numpy as np
+
+    from evaluations.planner import design
+
+    rng = np.random.default_rng(0)
+    n, verdicts = 100, 200_000
+    truth = rng.normal(0, 1, n)
+    raters = (simulation.PEOPLE, *simulation.JUDGES)
+    who = rng.integers(0, len(raters), verdicts)
+    first = rng.integers(0, n, verdicts)
+    second = (first + rng.integers(1, n, verdicts)) % n
+    lam = np.array([r.reliability for r in raters])[who]
+    bias = np.array([r.bias for r in raters])[who]
+    outcome = rng.random(verdicts) < design.first_wins(truth[first] - truth[second], lam, bias)
+    keys = np.array([r.key for r in raters], dtype=object)[who]
+    task = np.arange(verdicts)
+    started = time.perf_counter()
+    found = design.estimate(n, first, second, outcome.astype(float), keys, task)
+    fitted = time.perf_counter() - started
+    pairs = np.array([(i, j) for i in range(n) for j in range(i + 1, n)][:2000])
+    offered = simulation.offered(found, raters)
+    started = time.perf_counter()
+    chosen = design.plan(
+        fitted=found,
+        question=design.Question("ranking", tau=0.999),
+        candidates=pairs,
+        raters=offered,
+        budget_usd=1000.0,
+        budget_hours=1000.0,
+        max_tasks=500,
+    )
+    planned = time.perf_counter() - started
+    print(
+        f"At the bounds: the joint fit took {fitted:.1f} s ({found.layout.size} parameters), "
+        f"the plan {planned:.1f} s ({len(chosen.picks)} tasks)"
+    )
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    print(
+        json.dumps(
+            {
+                "fit_seconds": round(fitted, 2),
+                "plan_seconds": round(planned, 2),
+                "parameters": found.layout.size,
+                "tasks": len(chosen.picks),
+                "load_average_1m": None if load is None else round(load, 2),
+            }
+        )
+    )
+
+
 def main() -> None:
+    if "--bounds" in sys.argv:
+        bounds()
+        return
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[8])
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--spreads", type=float, nargs="+", default=[1.0])
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument(

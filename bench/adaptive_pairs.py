@@ -1,7 +1,7 @@
 """Adaptive against random comparison designs: how many comparisons each needs before the
 Bradley-Terry ranking of the variants reaches Kendall's tau >= 0.9 with the truth.
 
-    python bench/adaptive_pairs.py [--sizes 20 100] [--runs 3] [--spreads 1 3]
+    python bench/adaptive_pairs.py [--sizes 20 100] [--runs 20] [--spreads 1 3]
 
 Simulated: true log-strengths drawn from N(0, spread^2), each comparison won by the first
 with the Bradley-Terry probability. A comparison of i and j carries p(1 - p) <= 1/4 of
@@ -72,7 +72,7 @@ def needed(n: int, spread: float, seed: int, adaptive: bool) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[20, 100])
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--spreads", type=float, nargs="+", default=[1.0, 3.0])
     args = parser.parse_args()
     report: dict[str, object] = {"target_tau": TARGET_TAU, "runs": args.runs}

@@ -25,6 +25,17 @@ Two parts:
   often the card's kappa interval (200 bootstrap resamples of the items) covers each
   judge's kappa in the population (a world of 20,000 pairs).
 
+- **Budget scheduler** (``evaluations.planner.simulation``): eight models with strengths
+  from N(0, 1), people and three judges (cheap and noisy with a first-position push, good,
+  nearly useless), $15 to spend. The scheduler (a calibration chain, then eight rounds of
+  plans, re-estimated after each) against uniform random allocation of the same money
+  (the same chain, then random pairs each answered by people and every judge), in worlds on
+  its model and off it (judges flatter than people, a judge favouring its maker's model by
+  0.7 logits, a first-position push of 3 logits), for the pair, top-3 and ranking
+  questions. Reported: coverage of the 95% interval of the question's contrasts, RMSE, the
+  share of seeds with the right answer (the pair's sign, the top-3 set, the whole order),
+  and the people's tasks bought. ``--parts scheduler`` runs this part alone.
+
 Figures from fewer than 20 seeds are no claim. Last line: JSON.
 """
 
@@ -250,15 +261,115 @@ def card_table(seeds: int) -> list[dict[str, Any]]:
     return table
 
 
+# --- the budget scheduler -----------------------------------------------------------------------
+SCHEDULER_BUDGET = 15.0
+
+
+def scheduler_cell(args: tuple[str, str, str, int]) -> dict[str, Any]:
+    """One world, question, design and seed: the contrasts' errors and coverage."""
+    from evaluations.planner import simulation
+
+    world, kind, design_name, seed = args
+    run = simulation.scheduled if design_name == "scheduler" else simulation.uniform
+    found = run(8, 1.0, seed, kind, SCHEDULER_BUDGET, world)
+    error = found.estimate - found.truth
+    return {
+        "covered": (np.abs(error) <= Z * found.sd).tolist(),
+        "squared": (error**2).tolist(),
+        "right": found.right,
+        "people": found.people_tasks,
+        "usd": found.usd,
+    }
+
+
+def scheduler_table(seeds: int, processes: int) -> list[dict[str, Any]]:
+    from multiprocessing import Pool
+
+    from evaluations.planner import simulation
+
+    cells = [
+        (world, kind, name, seed)
+        for world in simulation.WORLDS
+        for kind in simulation.KINDS
+        for name in ("scheduler", "uniform_random")
+        for seed in range(seeds)
+    ]
+    with Pool(processes) as pool:
+        found = pool.map(scheduler_cell, cells, chunksize=1)
+    rows: list[dict[str, Any]] = []
+    for world in simulation.WORLDS:
+        for kind in simulation.KINDS:
+            row: dict[str, Any] = {"world": world, "question": kind}
+            for name in ("scheduler", "uniform_random"):
+                mine = [
+                    f for c, f in zip(cells, found, strict=True) if c[:3] == (world, kind, name)
+                ]
+                row[name] = {
+                    "coverage": round(
+                        float(np.mean(np.concatenate([f["covered"] for f in mine]))), 3
+                    ),
+                    "rmse": round(
+                        float(np.sqrt(np.mean(np.concatenate([f["squared"] for f in mine])))), 3
+                    ),
+                    "right_answer": round(float(np.mean([f["right"] for f in mine])), 3),
+                    "people_tasks": round(float(np.mean([f["people"] for f in mine])), 1),
+                    "usd": round(float(np.mean([f["usd"] for f in mine])), 2),
+                }
+            rows.append(row)
+    return rows
+
+
+def print_scheduler(rows: list[dict[str, Any]], seeds: int) -> dict[str, Any]:
+    print(
+        f"Budget scheduler against uniform random at ${SCHEDULER_BUDGET:g} each, {seeds} seeds"
+        " a cell (8 models; scheduler | random):"
+    )
+    print("  world            question  cover        rmse           right        people's tasks")
+    for row in rows:
+        a, b = row["scheduler"], row["uniform_random"]
+        print(
+            f"  {row['world']:<16} {row['question']:<8}  {a['coverage']:.2f} | {b['coverage']:.2f}"
+            f"  {a['rmse']:.3f} | {b['rmse']:.3f}  {a['right_answer']:.2f} | "
+            f"{b['right_answer']:.2f}  {a['people_tasks']:>5.1f} | {b['people_tasks']:.1f}"
+        )
+    mine = [r["scheduler"] for r in rows]
+    return {
+        "scheduler_min_coverage": min(r["coverage"] for r in mine),
+        "scheduler_cells_with_coverage_below_0_9": sum(r["coverage"] < 0.9 for r in mine),
+        "scheduler_cells_rmse_above_random": sum(
+            r["scheduler"]["rmse"] > r["uniform_random"]["rmse"] for r in rows
+        ),
+        "scheduler_cells_right_answer_below_random": sum(
+            r["scheduler"]["right_answer"] < r["uniform_random"]["right_answer"] for r in rows
+        ),
+        "scheduler_mean_rmse_over_random": round(
+            float(np.mean([r["scheduler"]["rmse"] / r["uniform_random"]["rmse"] for r in rows])),
+            3,
+        ),
+        "scheduler_cells": len(rows),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument(
+        "--parts", nargs="+", default=["joint", "scheduler"], choices=["joint", "scheduler"]
+    )
+    parser.add_argument("--processes", type=int, default=2)
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalplatform.settings")
     os.environ.setdefault("EVAL_DATA_DIR", "/tmp/evalbench-validity")
     import django
 
     django.setup()
+    report: dict[str, Any] = {"seeds": args.seeds}
+    if "scheduler" in args.parts:
+        scheduler = scheduler_table(args.seeds, args.processes)
+        report |= print_scheduler(scheduler, args.seeds) | {"scheduler": scheduler}
+    if "joint" not in args.parts:
+        print(json.dumps(report))
+        return
     shared = joint_table(args.seeds, scale=False)
     joint = joint_table(args.seeds)
     print(
@@ -296,8 +407,8 @@ def main() -> None:
     )
     print(
         json.dumps(
-            {
-                "seeds": args.seeds,
+            report
+            | {
                 "joint_min_coverage": min(r["coverage"] for r in joint),
                 "joint_max_false_positive_rate": max(r["false_positive_rate"] for r in zero),
                 "joint_worlds_with_coverage_below_0_9": sum(r["coverage"] < 0.9 for r in joint),

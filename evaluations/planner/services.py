@@ -241,6 +241,7 @@ def _raters(
                 "name": cost.judge.name,
                 "mode": cost.mode,
                 "reliability": round(q.reliability, 4),
+                "reliability_counted_on": round(design.counted_on(estimate, key), 4),
                 "position_bias": round(q.bias, 4),
                 "repeat_correlation": round(q.repeat_correlation, 4),
                 "verdicts": q.verdicts,
@@ -279,7 +280,13 @@ def _propose(
 ) -> dict[str, Any]:
     index = {name: n for n, name in enumerate(found.entities)}
     estimate = design.estimate(
-        len(found.entities), found.first, found.second, found.outcome, found.rater, found.task
+        len(found.entities),
+        found.first,
+        found.second,
+        found.outcome,
+        found.rater,
+        found.task,
+        judges=tuple(f"judge:{c.judge.pk}" for c in found.judges),
     )
     asked = design.Question(
         question["kind"],
@@ -295,8 +302,7 @@ def _propose(
         [len(found.pairs[p]) * REPEATS_PER_ITEM * max(1, len(offered)) for p in pairs], int
     )
     chosen = design.plan(
-        theta=estimate.theta,
-        cov=estimate.cov,
+        fitted=estimate,
         question=asked,
         candidates=candidates,
         raters=offered,
@@ -329,6 +335,8 @@ def _propose(
             "human_hours": round(chosen.hours, 4),
         },
         "tasks": len(chosen.picks),
+        # The first tasks, bought to measure the judges' reliability before the question.
+        "calibration_tasks": chosen.calibration,
         # The question's target (target_width, or tau for a ranking) is met already.
         "reached": bool(design.reached(asked, chosen.before, budget["target_width"])),
         "verdicts": sum(offered[r].verdicts_per_task for _, r in chosen.picks),

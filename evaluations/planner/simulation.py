@@ -31,6 +31,10 @@ class SimRater:
     hours_per_task: float
     # The chance a repeat of the same task copies the rater's first verdict (temperature 0).
     sticky: float = 0.0
+    # Off the scheduler's model: how steeply the rater sees the strengths' difference
+    # (people: 1), and how far it favours the world's ``family`` (its maker's models).
+    slope: float = 1.0
+    favour: float = 0.0
 
 
 # People: reliable, a little position bias, paid by the hour (30 s a verdict at $30/h).
@@ -58,6 +62,7 @@ class World:
     usd: float = 0.0
     hours: float = 0.0
     tasks: int = 0
+    family: frozenset[int] = frozenset()
 
     def answer(self, i: int, j: int, who: SimRater) -> None:
         """One task of the pair for ``who``: its verdicts (random order; a judge with two
@@ -70,7 +75,9 @@ class World:
         kept: float | None = None
         for r in range(who.verdicts_per_task):
             x, y = (i, j) if r % 2 == 0 or who.key == HUMAN else (j, i)
-            p = design.first_wins(self.truth[x] - self.truth[y], who.reliability, who.bias)
+            seen = who.slope * (self.truth[x] - self.truth[y])
+            seen += who.favour * ((x in self.family) - (y in self.family))
+            p = design.first_wins(seen, who.reliability, who.bias)
             won = float(self.rng.random() < p)
             if kept is not None and (x, y) == (i, j) and self.rng.random() < who.sticky:
                 won = kept
@@ -90,12 +97,19 @@ class World:
             np.array(self.outcome),
             np.array(self.rater, dtype=object),
             np.array(self.task, int),
+            judges=tuple(r.key for r in self.raters if r.key != HUMAN),
         )
 
 
-def world(n: int, spread: float, seed: int, raters: tuple[SimRater, ...]) -> World:
+def world(
+    n: int, spread: float, seed: int, raters: tuple[SimRater, ...], favoured: int = 0
+) -> World:
+    """A world of ``n`` entities with strengths from N(0, spread^2); its family (the models
+    a self-preferring judge favours) is the ``favoured`` strongest."""
     rng = np.random.default_rng(seed)
-    return World(rng.normal(0, spread, n), rng, raters)
+    truth = rng.normal(0, spread, n)
+    family = frozenset(np.argsort(-truth)[:favoured].tolist())
+    return World(truth, rng, raters, family=family)
 
 
 KINDS = ("pair", "top_k", "ranking")
@@ -135,6 +149,22 @@ def fixed_cost(
     return w.usd, w.hours, current
 
 
+def offered(found: design.Estimate, raters: tuple[SimRater, ...]) -> list[design.Rater]:
+    """The work on offer as the scheduler sees it: each rater's measured quality."""
+    return [
+        design.Rater(
+            who.key,
+            found.quality[who.key].reliability,
+            found.quality[who.key].bias,
+            who.verdicts_per_task,
+            found.quality[who.key].repeat_correlation,
+            who.usd_per_task,
+            who.hours_per_task,
+        )
+        for who in raters
+    ]
+
+
 def planned_cost(
     n: int,
     spread: float,
@@ -162,21 +192,9 @@ def planned_cost(
         current = width(found, question)
         if current <= target:
             break
-        raters = [
-            design.Rater(
-                who.key,
-                found.quality[who.key].reliability,
-                found.quality[who.key].bias,
-                who.verdicts_per_task,
-                found.quality[who.key].repeat_correlation,
-                who.usd_per_task,
-                who.hours_per_task,
-            )
-            for who in w.raters
-        ]
+        raters = offered(found, w.raters)
         chosen = design.plan(
-            theta=found.theta,
-            cov=found.cov,
+            fitted=found,
             question=question,
             candidates=candidates,
             raters=raters,
@@ -190,3 +208,128 @@ def planned_cost(
         for p, r in chosen.picks:
             w.answer(int(candidates[p, 0]), int(candidates[p, 1]), by_key[raters[r].key])
     return w.usd, w.hours, current
+
+
+# --- the scheduler against uniform random allocation at equal spend ------------------------------
+WORLDS: dict[str, tuple[tuple[SimRater, ...], int]] = {
+    # The scheduler's own model: the raters above.
+    "on_model": ((PEOPLE, *JUDGES), 0),
+    # Judges flatter than people: no coin flips, but a gentler slope (off its model).
+    "flatter_judges": (
+        (
+            PEOPLE,
+            SimRater("judge:cheap", 1.0, 0.8, 2, 0.0008, 0.0, sticky=0.7, slope=0.35),
+            SimRater("judge:good", 1.0, 0.3, 1, 0.006, 0.0, slope=0.6),
+            SimRater("judge:broken", 1.0, 1.0, 1, 0.002, 0.0, slope=0.1),
+        ),
+        0,
+    ),
+    # The good judge favours its maker's model, the strongest, by 0.7 logits.
+    "self_preferring": (
+        (
+            PEOPLE,
+            JUDGES[0],
+            SimRater("judge:good", 0.85, 0.3, 1, 0.006, 0.0, favour=0.7),
+            JUDGES[2],
+        ),
+        1,
+    ),
+    # A first-position push of 3 logits, beyond the old grid's 2.
+    "position_3": (
+        (PEOPLE, SimRater("judge:cheap", 0.55, 3.0, 2, 0.0008, 0.0, sticky=0.7), *JUDGES[1:]),
+        0,
+    ),
+}
+
+
+@dataclass
+class Outcome:
+    """What one design ended with: per contrast of the question, the estimate, its sd and
+    the truth; whether its answer is right; what it spent."""
+
+    estimate: np.ndarray
+    sd: np.ndarray
+    truth: np.ndarray
+    right: bool
+    usd: float
+    people_tasks: int
+
+
+def _calibrated(n: int, spread: float, seed: int, world_name: str) -> World:
+    raters, favoured = WORLDS[world_name]
+    w = world(n, spread, seed, raters, favoured=favoured)
+    chain = w.rng.permutation(n)
+    for i, j in zip(chain[:-1].tolist(), chain[1:].tolist(), strict=True):
+        for who in w.raters:
+            w.answer(i, j, who)
+    return w
+
+
+def _outcome(w: World, kind: str) -> Outcome:
+    found = w.estimate()
+    question = question_for(kind, w.truth)
+    pi, pj = design.contrast_pairs(question, found.theta)
+    sd = np.sqrt(found.cov[pi, pi] + found.cov[pj, pj] - 2 * found.cov[pi, pj])
+    estimate = found.theta[pi] - found.theta[pj]
+    truth = w.truth[pi] - w.truth[pj]
+    order, true_order = np.argsort(-found.theta), np.argsort(-w.truth)
+    if kind == "pair":
+        right = bool(np.sign(estimate[0]) == np.sign(truth[0]))
+    elif kind == "top_k":
+        right = set(order[: question.k].tolist()) == set(true_order[: question.k].tolist())
+    else:
+        right = bool((order == true_order).all())
+    people = sum(1 for t, r in dict(zip(w.task, w.rater, strict=True)).items() if r == HUMAN)
+    return Outcome(estimate, sd, truth, right, w.usd, people)
+
+
+def scheduled(
+    n: int,
+    spread: float,
+    seed: int,
+    kind: str,
+    budget_usd: float,
+    world_name: str,
+    rounds: int = 8,
+    max_tasks: int = 2000,
+) -> Outcome:
+    """The scheduler with ``budget_usd`` (money only), after the calibration chain: rounds
+    of ``design.plan`` (each of at most ``max_tasks`` tasks, with an equal share of what is
+    left), re-estimated after each."""
+    w = _calibrated(n, spread, seed, world_name)
+    question = question_for(kind, w.truth)
+    i_all, j_all = np.triu_indices(n, 1)
+    candidates = np.stack([i_all, j_all], axis=1)
+    for done in range(rounds):
+        found = w.estimate()
+        share = (budget_usd - w.usd) / (rounds - done)
+        raters = offered(found, w.raters)
+        chosen = design.plan(
+            fitted=found,
+            question=question,
+            candidates=candidates,
+            raters=raters,
+            budget_usd=share,
+            budget_hours=1e9,
+            max_tasks=max_tasks,
+        )
+        by_key = {who.key: who for who in w.raters}
+        for p, r in chosen.picks:
+            w.answer(int(candidates[p, 0]), int(candidates[p, 1]), by_key[raters[r].key])
+    return _outcome(w, kind)
+
+
+def uniform(
+    n: int, spread: float, seed: int, kind: str, budget_usd: float, world_name: str
+) -> Outcome:
+    """Uniform random allocation at the same spend: after the same calibration chain,
+    pairs drawn uniformly, each answered by people and by every judge (today's design),
+    until the next would pass ``budget_usd``."""
+    w = _calibrated(n, spread, seed, world_name)
+    draw = np.random.default_rng(seed + 10_000)
+    per_pair = sum(who.usd_per_task for who in w.raters)
+    while w.usd + per_pair <= budget_usd + 1e-9:
+        i, j = draw.choice(n, 2, replace=False).tolist()
+        for who in w.raters:
+            w.answer(i, j, who)
+    return _outcome(w, kind)

@@ -65,16 +65,16 @@ def _raters(found, raters=(simulation.PEOPLE, *simulation.JUDGES)):
 
 def test_a_plan_keeps_to_its_budget_and_narrows_the_interval():
     w = simulation.world(6, 1.0, seed=1, raters=(simulation.PEOPLE, *simulation.JUDGES))
-    for i, j in itertools.pairwise(range(6)):
-        for who in w.raters:
-            w.answer(i, j, who)
+    for i, j in itertools.combinations(range(6), 2):
+        for _ in range(3):  # each judge measured against people on every pair
+            for who in w.raters:
+                w.answer(i, j, who)
     found = w.estimate()
     i_all, j_all = np.triu_indices(6, 1)
     candidates = np.stack([i_all, j_all], axis=1)
     for question in (Question("pair", a=0, b=3), Question("top_k", k=2), Question("ranking")):
         planned = design.plan(
-            theta=found.theta,
-            cov=found.cov,
+            fitted=found,
             question=question,
             candidates=candidates,
             raters=_raters(found),
@@ -89,8 +89,7 @@ def test_a_plan_keeps_to_its_budget_and_narrows_the_interval():
         assert keys.count("judge:broken") <= len(keys) // 10
     # A pair question spends on pairs that tell about its pair: most picks touch 0 or 3.
     pair = design.plan(
-        theta=found.theta,
-        cov=found.cov,
+        fitted=found,
         question=Question("pair", a=0, b=3),
         candidates=candidates,
         raters=_raters(found),
@@ -130,3 +129,94 @@ def test_raw_agreement_with_people_counts_decided_tasks_only():
     assert design.agreement_with_people(first, second, outcome, rater, task) == {J: (0.0, 2)}
     outcome[2] = 1.0
     assert design.agreement_with_people(first, second, outcome, rater, task) == {J: (0.5, 2)}
+
+
+def test_the_joint_fit_carries_a_judges_uncertainty_into_the_strengths():
+    """A judge's reliability and bias are parameters of the one fit, not plugged in: they
+    stay uncertain, and their covariance with the strengths is part of the strengths'."""
+    w = simulation.world(6, 1.0, seed=4, raters=(simulation.PEOPLE, simulation.JUDGES[1]))
+    for i, j in itertools.combinations(range(6), 2):
+        for who in w.raters:
+            w.answer(i, j, who)
+        for _ in range(4):
+            w.answer(i, j, simulation.JUDGES[1])
+    free = w.estimate()
+    layout = free.layout
+    assert layout.judges == ("judge:good",)
+    assert free.joint_cov.shape == (layout.size, layout.size)
+    slot = layout.reliability(0)
+    # The judge's reliability is measured (its sd on the logit below the prior's), not known.
+    sd_eta = float(np.sqrt(free.joint_cov[slot, slot]))
+    assert 0 < sd_eta < design.RELIABILITY_PRIOR_SD
+    # Its covariance with the strengths is not zero: its uncertainty reaches them.
+    assert np.abs(free.joint_cov[:6, slot]).max() > 1e-4
+    # The marginal covariance of the strengths is the joint's block.
+    np.testing.assert_allclose(free.cov, free.joint_cov[:6, :6])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world_name", ["on_model", "self_preferring"])
+def test_at_equal_spend_the_scheduler_covers_and_beats_uniform_random(world_name):
+    """Ten seeds of the pair question (bench/validity.py runs 20 of every question and
+    world): its 95% intervals cover the truth in at least 8 of 10, and its squared error is
+    below that of uniform random allocation of the same money."""
+    covered, mine, theirs = 0, [], []
+    for seed in range(10):
+        planned = simulation.scheduled(8, 1.0, seed, "pair", 15.0, world_name)
+        random = simulation.uniform(8, 1.0, seed, "pair", 15.0, world_name)
+        assert planned.usd <= 15.0 + 1e-9 and random.usd <= 15.0 + 1e-9
+        covered += int(abs(planned.estimate[0] - planned.truth[0]) <= 1.96 * planned.sd[0])
+        mine.append(float(planned.estimate[0] - planned.truth[0]) ** 2)
+        theirs.append(float(random.estimate[0] - random.truth[0]) ** 2)
+    assert covered >= 8
+    assert np.mean(mine) < np.mean(theirs)
+
+
+def test_a_plan_measures_an_unknown_judge_first_within_its_share():
+    """Between close models a good judge and a coin both say about 1/2, so a judge seen on
+    a chain of neighbours keeps its prior's reliability: the plan first buys it tasks on
+    pairs far apart (at most CALIBRATION_SHARE of the money), and counts on the lower end
+    of its reliability's interval for the question."""
+    w = simulation.world(8, 1.0, seed=2, raters=(simulation.PEOPLE, simulation.JUDGES[2]))
+    order = np.argsort(-w.truth)
+    for i, j in itertools.pairwise(order.tolist()):
+        for who in w.raters:
+            w.answer(i, j, who)
+    found = w.estimate()
+    i_all, j_all = np.triu_indices(8, 1)
+    candidates = np.stack([i_all, j_all], axis=1)
+    raters = simulation.offered(found, w.raters)
+    planned = design.plan(
+        fitted=found,
+        question=Question("ranking"),
+        candidates=candidates,
+        raters=raters,
+        budget_usd=2.0,
+        budget_hours=1e9,
+    )
+    first = planned.picks[: planned.calibration]
+    assert first and all(raters[r].key == "judge:broken" for _, r in first)
+    assert len(first) * simulation.JUDGES[2].usd_per_task <= design.CALIBRATION_SHARE * 2.0
+    # Far apart: the calibration pairs are further apart than the chain's neighbours.
+    gap = [abs(found.theta[candidates[p, 0]] - found.theta[candidates[p, 1]]) for p, _ in first]
+    assert np.mean(gap) > 2 * np.mean(np.abs(np.diff(np.sort(found.theta))))
+    assert design.counted_on(found, "judge:broken") < found.quality["judge:broken"].reliability
+
+
+def test_people_alone_are_planned_for():
+    """No judge at all: the joint fit has the strengths and the people's bias only."""
+    w = simulation.world(5, 1.0, seed=5, raters=(simulation.PEOPLE,))
+    for i, j in itertools.combinations(range(5), 2):
+        w.answer(i, j, simulation.PEOPLE)
+    found = w.estimate()
+    assert found.layout.judges == () and found.layout.size == 6
+    planned = design.plan(
+        fitted=found,
+        question=Question("pair", a=0, b=1),
+        candidates=np.array([[0, 1], [0, 2], [1, 2]]),
+        raters=simulation.offered(found, w.raters),
+        budget_usd=1.0,
+        budget_hours=0.1,
+    )
+    assert planned.picks and planned.calibration == 0
+    assert planned.after["width"] < planned.before["width"]

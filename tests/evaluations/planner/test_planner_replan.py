@@ -5,7 +5,7 @@ reason, once the budget is spent. The admin lists the plans of the user's teams 
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 from django.test import Client
@@ -124,7 +124,9 @@ def test_a_finished_judge_run_re_plans_with_the_remaining_budget(
     spent = GenerationJob.objects.get(pk=job.pk).cost_usd
     charged = max(committed, spent)
     assert Decimal(chain["spending"]["committed"]["usd"]) == committed
-    assert Decimal(chain["spending"]["spent"]["usd"]) == spent.quantize(Decimal("0.0001"))
+    assert Decimal(chain["spending"]["spent"]["usd"]) == spent.quantize(
+        Decimal("0.0001"), rounding=ROUND_HALF_UP
+    )
     remaining = (Decimal("0.01") - charged).quantize(Decimal("0.0001"))
     assert Decimal(chain["spending"]["remaining"]["usd"]) == remaining
     assert Decimal(str(shown["budget"]["usd"])) == remaining
