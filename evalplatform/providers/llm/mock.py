@@ -8,7 +8,13 @@ Plain prompts get fluent-looking filler of a length drawn from the request. Judg
 - ``"scores"``: dimensions written ``name (min-max)`` → ``{"scores": {name: number}}``
   (no dimension found: ``overall`` on 1-5);
 - ``"labels"``: a line ``Labels: a, b, c`` → ``{"labels": [...]}`` (two when the prompt
-  says "multiple").
+  says "multiple");
+- the seeds' own shapes: pairwiseLLM's template (``<BETTER_SAMPLE>`` in the prompt, the
+  samples written ``SAMPLE 1:`` / ``SAMPLE 2:``) → ``<BETTER_SAMPLE>SAMPLE_1</BETTER_SAMPLE>``
+  and a sentence; the essay rubric (``total_score`` in the prompt) → every ``<name>_score``
+  the prompt names on its range ("1-6"; else 1-5), a ``<name>_justification`` for each and
+  their ``total_score``; the judge files' ``{"score", "rationale"}`` and "A or B, plus one
+  sentence".
 
 Every text has a latent quality (a hash of the text), so judges agree with each other more
 than chance. ``temperature`` scales the noise: at 0 the answer is the quality ordering (still
@@ -293,7 +299,12 @@ def answer(request: LLMRequest, settings: MockSettings, *, key: str = "") -> tup
     temperature = request.temperature if request.temperature is not None else 1.0
     noise = settings.noise * max(0.0, temperature)
     payload: dict[str, Any] | None = None
-    if '"winner"' in prompt:
+    if "<BETTER_SAMPLE>" in prompt:  # pairwiseLLM's template: the tag, then a sentence
+        better = _better_sample(request.user, rng, noise, settings)
+        return f"<BETTER_SAMPLE>{better}</BETTER_SAMPLE>\nThat sample is stronger.", "stop"
+    if "total_score" in prompt:
+        payload = _rubric(prompt, request.user, rng, noise)
+    elif '"winner"' in prompt:
         payload = _compare(request.user, rng, noise, settings)
     elif '"ranking"' in prompt:
         payload = _rank(request.user, rng, noise, settings)
@@ -372,6 +383,42 @@ def _compare(user: str, rng: random.Random, noise: float, settings: MockSettings
         if winner != "tie"
         else "Both are equally good.",
     }
+
+
+_SAMPLE = re.compile(r"(?im)^[ \t]*(?:#+[ \t]*)?sample[ \t_]*([12])\b[ \t]*:?")
+_RUBRIC_FIELD = re.compile(r"\b([a-z][a-z0-9]*(?:_[a-z0-9]+)*?)_score\b")
+
+
+def _better_sample(user: str, rng: random.Random, noise: float, settings: MockSettings) -> str:
+    """``SAMPLE_1`` or ``SAMPLE_2`` by the samples' qualities (pairwiseLLM asks for one)."""
+    marks = list(_SAMPLE.finditer(user))
+    texts = {
+        m.group(1): user[m.end() : marks[i + 1].start() if i + 1 < len(marks) else len(user)]
+        for i, m in enumerate(marks)
+    }
+    half = len(user) // 2
+    first, second = texts.get("1", user[:half]), texts.get("2", user[half:])
+    verdict = _compare(f"Response A:\n{first}\nResponse B:\n{second}", rng, noise, settings)
+    return "SAMPLE_2" if verdict["winner"] == "B" else "SAMPLE_1"
+
+
+def _rubric(prompt: str, user: str, rng: random.Random, noise: float) -> dict[str, Any]:
+    """The essay rubric: each ``<name>_score`` on the prompt's range, a justification for
+    each, and their total."""
+    names = [n for n in dict.fromkeys(_RUBRIC_FIELD.findall(prompt)) if n != "total"]
+    names = names or ["overall"]
+    found = re.search(r"\b(\d+)\s*(?:-|\u2013|to)\s*(\d+)\b", prompt)
+    lo, hi = (int(found.group(1)), int(found.group(2))) if found else (1, 5)
+    if not lo < hi <= 1000:
+        lo, hi = 1, 5
+    base = quality(user)
+    payload: dict[str, Any] = {}
+    for name in names:
+        value = lo + (base + 0.3 * (quality(name + user) - 0.5)) * (hi - lo) + rng.gauss(0, noise)
+        payload[f"{name}_score"] = int(min(hi, max(lo, round(value))))
+        payload[f"{name}_justification"] = f"The {name.replace('_', ' ')} is judged on the rubric."
+    payload["total_score"] = sum(payload[f"{n}_score"] for n in names)
+    return payload
 
 
 def _rank(user: str, rng: random.Random, noise: float, settings: MockSettings) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import pytest
 
 from evalplatform.providers.models import LLMModel, ProviderConnection
 from evaluations.models import JudgeRun, Judgment, ParseStatus
+from tests.factories import PromptTemplateFactory, make_version
 from tests.helpers.evaluations import create_judge, make_scenario, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -83,7 +84,9 @@ def test_pairwise_llms_tag_replies_are_read_by_a_tag_pattern(
     assert plain and all(j.parse_status == ParseStatus.FAILED for j in plain)
     tagged = _run(api, people, scenario, name="Tags", model=fake_judge.pk, swap=True,
                   reply_format=TAG_FORMAT)  # fmt: skip
-    assert tagged and all(j.parse_status != ParseStatus.FAILED for j in tagged)
+    assert tagged and all(j.parse_status != ParseStatus.FAILED for j in tagged), [
+        (j.parse_error, j.rationale) for j in tagged[:2]
+    ]
     # SAMPLE_2 is the second shown ("B", the presented order kept beside it), in each order.
     assert {j.payload["winner"] for j in tagged} == {"B"}
     assert {j.swapped for j in tagged} == {False, True}
@@ -169,3 +172,53 @@ def test_structured_output_needs_a_provider_that_takes_a_schema(api, people, tea
         format="json",
     )
     assert answer.status_code == 400 and "schema" in answer.json()["errors"]["reply_format"][0]
+
+
+PAIRWISE_LLM_TEMPLATE = (
+    "You are comparing two writing samples. Respond with "
+    "<BETTER_SAMPLE>SAMPLE_1</BETTER_SAMPLE> or <BETTER_SAMPLE>SAMPLE_2</BETTER_SAMPLE>, then "
+    "one sentence.\n\nSAMPLE 1:\n{{response_a}}\n\nSAMPLE 2:\n{{response_b}}"
+)
+ESSAY_RUBRIC = (
+    "Score the response on content, organization and language, each from 1-6. Return only "
+    "a JSON object with content_score, content_justification, organization_score, "
+    "organization_justification, language_score, language_justification and total_score."
+    "\n\n{{response}}"
+)
+
+
+@pytest.mark.parametrize("where", ["mock", "fake_provider"])
+def test_the_seeds_prompts_parse_on_the_offline_providers(
+    api, people, team_a, fake_provider, where
+):
+    """pairwiseLLM's template and the essay rubric answered in their own shapes, with no
+    reply fixed: every verdict parses, and at temperature 0 repeats agree."""
+    if where == "mock":
+        connection = ProviderConnection.objects.create(team=team_a, name="m", kind="mock")
+    else:
+        connection = ProviderConnection.objects.create(
+            team=team_a, name="f", kind="openai", base_url=fake_provider.url
+        )
+    model = LLMModel.objects.create(connection=connection, model_id="j", display_name="J")
+    tags = make_version(
+        PromptTemplateFactory(team=team_a, name="pairwiseLLM"), [("", PAIRWISE_LLM_TEMPLATE)]
+    )
+    pairwise = make_scenario(people, team_a, "comparison", {"ties": False})
+    tagged = _run(api, people, pairwise, name="Tags", model=model.pk, swap=True,
+                  prompt_version=tags.pk, reply_format=TAG_FORMAT)  # fmt: skip
+    assert tagged and all(j.parse_status != ParseStatus.FAILED for j in tagged), [
+        (j.parse_error, j.rationale) for j in tagged[:2]
+    ]
+    assert {j.payload["winner"] for j in tagged} <= {"A", "B"}
+    rubric = make_version(PromptTemplateFactory(team=team_a, name="Essay"), [("", ESSAY_RUBRIC)])
+    dimensions = [{"name": n, "min": 1, "max": 6} for n in ("content", "organization", "language")]
+    rating = make_scenario(people, team_a, "rating", {"dimensions": dimensions})
+    scored = _run(api, people, rating, name="Essay", model=model.pk, repetitions=3,
+                  temperatures=[0.0], prompt_version=rubric.pk,
+                  reply_format=ESSAY_FORMAT)  # fmt: skip
+    assert scored and all(j.parse_status != ParseStatus.FAILED for j in scored)
+    by_task: dict[int, set[str]] = {}
+    for j in scored:
+        assert all(1 <= v <= 6 for v in j.payload["scores"].values())
+        by_task.setdefault(j.task_id, set()).add(json.dumps(j.payload["scores"], sort_keys=True))
+    assert all(len(answers) == 1 for answers in by_task.values())  # SD 0 at temperature 0
