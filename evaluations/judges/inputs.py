@@ -83,7 +83,11 @@ class JudgeInput(inputs.Input):
             "description": "Provider parameters (e.g. thinking settings).",
         },
     )
-    temperatures = inputs.Temperatures(default=[0.0], help_text="Distinct, each from 0 to 2.")
+    temperatures = inputs.Temperatures(
+        default=[0.0],
+        allow_none=True,
+        help_text="Distinct, each from 0 to 2; null: none sent (the provider's default).",
+    )
     repetitions = inputs.Whole(
         1,
         MAX_REPETITIONS,

@@ -49,7 +49,9 @@ def _judge(request: HttpRequest, judge_id: int, feature: str = EVALUATIONS_JUDGE
 def form_data(post: Any) -> dict[str, Any]:
     """The API's judge fields from the form."""
     temperatures = [
-        number_or_text(t) for t in post.get("temperatures", "0").split(",") if t.strip()
+        None if t.strip().lower() == "none" else number_or_text(t)
+        for t in post.get("temperatures", "0").split(",")
+        if t.strip()
     ]
     budget = post.get("budget_usd", "").strip()
     data: dict[str, Any] = {

@@ -241,6 +241,13 @@ class Judgment(models.Model):
                 condition=models.Q(judge__isnull=False),
                 name="one_judgment_per_judge_call",
             ),
+            # The same for a call that sent no temperature (NULLs are distinct in the one
+            # above, on SQLite and PostgreSQL alike).
+            models.UniqueConstraint(
+                fields=["judge", "task", "swapped", "repetition"],
+                condition=models.Q(judge__isnull=False, temperature__isnull=True),
+                name="one_judgment_per_judge_call_without_temperature",
+            ),
         ]
 
     def __str__(self) -> str:
