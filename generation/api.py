@@ -161,6 +161,11 @@ class BatchRegistrySerializer(serializers.Serializer):
     submitted_at = serializers.DateTimeField(allow_null=True)
     ended_at = serializers.DateTimeField(allow_null=True)
     closed_at = serializers.DateTimeField(allow_null=True)
+    prompts = serializers.CharField(help_text='Its prompts ("Template v2"), "; "-joined.')
+    reasoning = serializers.CharField(help_text="Reasoning settings; empty: none set.")
+    direction = serializers.CharField(
+        help_text="A judge run's: forward, reversed or both; empty for other jobs."
+    )
 
 
 class JobUpdateSerializer(serializers.Serializer):
@@ -408,7 +413,7 @@ class BatchRegistryViewSet(TeamScopedViewSet):
     @extend_schema(operation_id="generation_batches_list", parameters=REGISTRY_FILTERS)
     def list(self, request):
         page = self.paginate_queryset(self.get_queryset())
-        rows = [batch_registry.row(values) for values in page or []]
+        rows = list(batch_registry.rows_of(page or []))
         return self.get_paginated_response(BatchRegistrySerializer(rows, many=True).data)
 
     @extend_schema(
@@ -422,9 +427,10 @@ class BatchRegistryViewSet(TeamScopedViewSet):
         every cell formula-safe."""
         rows = self.get_queryset()  # a bad filter is a 400 here, before anything streams
         out = BatchRegistrySerializer()
+
         lines = (
-            list(out.to_representation(batch_registry.row(values)).values())
-            for values in rows.iterator(chunk_size=2000)
+            list(out.to_representation(r).values())
+            for r in batch_registry.rows_of(rows.iterator(chunk_size=2000))
         )
         return download(
             csv_chunks(batch_registry.COLUMNS, lines),

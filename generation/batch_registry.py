@@ -10,7 +10,7 @@ queries whatever its length.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
@@ -24,9 +24,16 @@ from evalplatform import validation
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import GENERATION_VIEW
 from evalplatform.errors import FieldErrors, NotFound
+from evalplatform.providers.llm.kinds import adapter_for
 from evalplatform.providers.models import ProviderKind
 from evalplatform.runs.models import BatchState, ProviderBatch
-from generation.models import BATCH_WORK_KIND, GenerationJob, GenerationOutput, OutputStatus
+from generation.models import (
+    BATCH_WORK_KIND,
+    GenerationJob,
+    GenerationOutput,
+    JobModel,
+    OutputStatus,
+)
 
 # The registry's columns, in order: the JSON rows' keys and the CSV's header (a contract).
 COLUMNS = (
@@ -56,7 +63,14 @@ COLUMNS = (
     "submitted_at",
     "ended_at",
     "closed_at",
+    # What was asked, as pairwiseLLM's ``batch_jobs_index.csv`` keeps it: the prompts
+    # (template and version), the reasoning settings and, for a judge run, the directions.
+    "prompts",
+    "reasoning",
+    "direction",
 )
+# Read from the batch's cells, after the row's own columns.
+DESCRIBED = ("prompts", "reasoning", "direction")
 
 ID_MAX = 2**63 - 1  # the id columns are 64-bit
 
@@ -168,7 +182,7 @@ def _usd() -> DecimalField:
 
 def batches(user: Any, filters: BatchFilters | None = None) -> QuerySet[ProviderBatch, dict]:
     """The provider batches of the generation jobs the user may see, newest first, as rows
-    with ``COLUMNS`` as keys."""
+    with ``COLUMNS`` as keys but ``DESCRIBED`` (``rows_of`` adds them)."""
     f = filters or BatchFilters()
     rows = policy.visible(
         user, GENERATION_VIEW, ProviderBatch.objects.filter(work_kind=BATCH_WORK_KIND)
@@ -207,10 +221,80 @@ def batches(user: Any, filters: BatchFilters | None = None) -> QuerySet[Provider
             ),
         )
         .order_by("-created_at", "-pk")
-        .values(*(("team_slug" if c == "team" else c) for c in COLUMNS))
+        .values(*(("team_slug" if c == "team" else c) for c in COLUMNS if c not in DESCRIBED))
     )
 
 
-def row(values: dict[str, Any]) -> dict[str, Any]:
-    """A registry row with ``COLUMNS`` as keys, in order."""
-    return {c: values["team_slug" if c == "team" else c] for c in COLUMNS}
+def rows_of(values: Iterable[dict[str, Any]], size: int = 500) -> Iterator[dict[str, Any]]:
+    """Registry rows with ``COLUMNS`` as keys, in order, from ``batches``' values: what
+    their batches asked is read ``size`` batches a query."""
+    chunk: list[dict[str, Any]] = []
+    for found in values:
+        chunk.append(found)
+        if len(chunk) == size:
+            described = describe(chunk)
+            yield from (row(v, described) for v in chunk)
+            chunk = []
+    if chunk:
+        described = describe(chunk)
+        yield from (row(v, described) for v in chunk)
+
+
+def row(values: dict[str, Any], described: Mapping[int, dict[str, str]]) -> dict[str, Any]:
+    """A registry row with ``COLUMNS`` as keys, in order (``described``: ``describe`` of
+    its rows)."""
+    found = described.get(values["id"], dict.fromkeys(DESCRIBED, ""))
+    return {
+        c: found[c] if c in DESCRIBED else values["team_slug" if c == "team" else c]
+        for c in COLUMNS
+    }
+
+
+def describe(rows: list[dict[str, Any]]) -> dict[int, dict[str, str]]:
+    """What the batches of ``rows`` asked, in one query over their cells: ``prompts`` (each
+    prompt's label, "Template v2", joined by "; "), ``reasoning`` (each model
+    configuration's setting: "off", "on", an effort or a budget of thinking tokens; empty
+    where none is set) and ``direction`` ("forward", "reversed", or "both" for a judge run's
+    tasks in both orders; empty for a job that is not a judge run)."""
+    protocol = {r["id"]: r["provider"] for r in rows}
+    prompts: dict[int, dict[str, None]] = {pk: {} for pk in protocol}
+    settings: dict[int, dict[int, None]] = {pk: {} for pk in protocol}
+    swapped: dict[int, set[bool]] = {pk: set() for pk in protocol}
+    cells = (
+        GenerationOutput.objects.filter(batch_id__in=list(protocol))
+        .values_list("batch_id", "prompt__label", "model_config_id", "item__data__swapped")
+        .order_by("batch_id", "prompt__position", "model_config__position")
+        .distinct()
+    )
+    for batch, label, config, turned in cells:
+        prompts[batch][label] = None
+        settings[batch][config] = None
+        if turned is not None:
+            swapped[batch].add(bool(turned))
+    wanted = {config for found in settings.values() for config in found}
+    params = dict(JobModel.objects.filter(pk__in=wanted).values_list("pk", "params"))
+    described = {}
+    for pk in protocol:
+        words = [_reasoning(protocol[pk], params.get(config) or {}) for config in settings[pk]]
+        described[pk] = {
+            "prompts": "; ".join(prompts[pk]),
+            "reasoning": "; ".join(dict.fromkeys(w for w in words if w)),
+            "direction": {
+                frozenset(): "",
+                frozenset({False}): "forward",
+                frozenset({True}): "reversed",
+            }.get(frozenset(swapped[pk]), "both"),
+        }
+    return described
+
+
+def _reasoning(kind: str, params: Mapping[str, Any]) -> str:
+    """A configuration's reasoning setting in a word, in no provider's words."""
+    found = adapter_for(kind).reasoning_in(params)
+    if found is None:
+        return ""
+    if not found.enabled:
+        return "off"
+    if found.effort:
+        return found.effort
+    return f"{found.budget_tokens} tokens" if found.budget_tokens else "on"

@@ -170,8 +170,12 @@ class TestOneWorld:
             "submitted_at": "2026-01-10T12:00:00Z",
             "ended_at": first["ended_at"],
             "closed_at": first["closed_at"],
+            "prompts": first["prompts"],
+            "reasoning": "",
+            "direction": "",
         }
         assert first["ended_at"] and first["closed_at"] and row.submitted_bytes > 0
+        assert first["prompts"].startswith("prompt-") and first["prompts"].endswith(" v1")
         second = {r["id"]: r for r in rows}[b["second"].pk]
         assert (second["round"], second["request_count"], second["cells_completed"]) == (2, 2, 2)
         single = {r["id"]: r for r in rows}[b["single"].pk]
@@ -364,3 +368,42 @@ def test_bad_filter_values_are_400s_naming_the_parameter(api, member, team_a, te
         response = api(user).get(f"{path}?{query}")
         assert response.status_code == 400, (query, response.content)
         assert list(response.json()["errors"]) == [field]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_registry_says_what_each_batch_asked(api, people, team_a, fake_provider):
+    """pairwiseLLM's index keeps each batch's template, thinking setting and direction:
+    the registry's ``prompts``, ``reasoning`` and ``direction`` columns, in the JSON and the
+    CSV, read from the batch's cells (issue 37)."""
+    from evaluations.judges import services as judge_services
+    from evaluations.models import LLMJudge
+    from tests.helpers.evaluations import create_judge, make_scenario
+
+    fake_provider.config.batch_duration_s = 0
+    manager = people["manager"]
+    model = model_for(team_a, fake_provider)
+    configs = [
+        {"model": model.pk, "params": {"reasoning_effort": "high"}},
+        {"model": model.pk, "params": {"reasoning_effort": "none"}},
+    ]
+    job = batch_job(api_client, manager, team_a, model, ["one", "two"], models=configs)
+    assert drive_until_done(job).status == JobStatus.COMPLETED
+    scenario = make_scenario(people, team_a, "comparison", {"ties": False})
+    made = create_judge(api, manager, scenario, name="Both", model=model.pk, swap=True,
+                        mode="batch", max_tokens=100)  # fmt: skip
+    judge = LLMJudge.objects.get(pk=made["id"])
+    run = judge_services.judge_run(user=manager, judge=judge, data={})
+    assert drive_until_done(run.job_id).status == JobStatus.COMPLETED
+    rows = {row["job_id"]: row for row in listed(api, manager)["results"]}
+    asked = rows[job]
+    assert asked["prompts"].endswith(" v1") and asked["reasoning"] == "high; off"
+    assert asked["direction"] == ""
+    judged = rows[run.job_id]
+    version = judge.prompt_version
+    assert judged["prompts"] == f"{version.template.name} v{version.number}"
+    assert judged["direction"] == "both" and judged["reasoning"] == ""
+    header, *lines = csv_rows(api, manager)
+    assert header[-3:] == ["prompts", "reasoning", "direction"]
+    by_job = {line[header.index("job_id")]: line for line in lines}
+    assert by_job[str(run.job_id)][-1] == "both"
+    assert by_job[str(job)][header.index("reasoning")] == "high; off"
