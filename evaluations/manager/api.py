@@ -4,6 +4,8 @@ elsewhere)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
@@ -17,7 +19,7 @@ from evalplatform.api.parsers import MultiPartParser
 from evalplatform.api.uploads import read_upload
 from evalplatform.errors import FieldErrors
 from evalplatform.throttling import expensive
-from evaluations.judgments.models import LLMJudge
+from evaluations.judgments.models import JudgeRun, LLMJudge
 from evaluations.manager import exports
 from evaluations.manager.imports import import_judgments
 from scenarios.models import Scenario
@@ -35,8 +37,11 @@ class ScenarioExportView(APIView):
             (200, "application/json"): OpenApiTypes.OBJECT,
         },
         description="``export/csv`` answers text/csv, ``export/json`` application/json; "
-        "``?judge=<id>``: one LLM judge's judgments only.",
-        parameters=[OpenApiParameter("judge", int, description="One LLM judge's judgments.")],
+        "``?judge=<id>``: one LLM judge's judgments only; ``?run=<id>``: one run's.",
+        parameters=[
+            OpenApiParameter("judge", int, description="One LLM judge's judgments."),
+            OpenApiParameter("run", int, description="One judge run's judgments."),
+        ],
     )
     @expensive
     def post(self, request, pk: int, fmt: str):
@@ -47,22 +52,18 @@ class ScenarioExportView(APIView):
             view_feature=SCENARIOS_VIEW,
             pk=pk,
         )
-        raw = request.query_params.get("judge")
-        judge = validation.digits(raw) if raw is not None else None
-        if raw is not None and (
-            judge is None or not LLMJudge.objects.filter(pk=judge, scenario=scenario).exists()
-        ):
-            raise FieldErrors({"judge": "The id of one of the scenario's LLM judges."})
+        only = _only(scenario, request.query_params)
         audit.record(
             user=request.user,
             team=scenario.team_id,
             action="scenario.export",
             target=scenario,
             format=fmt,
-            judge=judge,
+            judge=only.judge,
+            run=only.run,
         )
         if fmt == "csv":
-            return exports.csv_response(scenario, judge)
+            return exports.csv_response(scenario, only)
         head = {
             "id": scenario.pk,
             "team": scenario.team.slug,
@@ -77,7 +78,36 @@ class ScenarioExportView(APIView):
             "seed": scenario.seed,
             "source": scenario.source,
         }
-        return exports.json_response(scenario, head, judge)
+        return exports.json_response(scenario, head, only)
+
+
+def _only(scenario: Scenario, params: Any) -> exports.Only:
+    """``?judge=<id>``: one of the scenario's LLM judges' judgments; ``?run=<id>``: those of
+    one run of a judge (with ``judge``, a run of that judge). Anything else is a 400."""
+    errors: dict[str, str] = {}
+    judge = run = job = None
+    if (raw := params.get("judge")) is not None:
+        judge = validation.digits(raw)
+        if judge is None or not LLMJudge.objects.filter(pk=judge, scenario=scenario).exists():
+            errors["judge"] = "The id of one of the scenario's LLM judges."
+    if (raw := params.get("run")) is not None:
+        run = validation.digits(raw)
+        found = (
+            JudgeRun.objects.filter(pk=run, judge__scenario=scenario)
+            .values_list("judge_id", "job_id")
+            .first()
+            if run is not None
+            else None
+        )
+        if found is None:
+            errors["run"] = "The id of a run of one of the scenario's LLM judges."
+        elif judge is not None and found[0] != judge:
+            errors["run"] = "A run of the judge named by judge."
+        else:
+            judge, job = found
+    if errors:
+        raise FieldErrors(errors)
+    return exports.Only(judge=judge, run=run, job=job)
 
 
 class ImportJudgmentsView(APIView):

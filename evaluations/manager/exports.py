@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 
 from evalplatform import exporting
@@ -200,14 +202,37 @@ def _where(keep: list[bool], values: list[Any]) -> list[Any]:
     return [value if kept else "" for kept, value in zip(keep, values, strict=True)]
 
 
+@dataclass(frozen=True)
+class Only:
+    """The judgments an export keeps: all; one LLM judge's (``judge``); or one run's of it
+    (``run``, with its ``judge`` and its generation ``job``)."""
+
+    judge: int | None = None
+    run: int | None = None
+    job: int | None = None
+
+    def kept(self, queryset: QuerySet[Judgment]) -> QuerySet[Judgment]:
+        if self.judge is not None:
+            queryset = queryset.filter(judge_id=self.judge)
+        if self.job is not None:
+            queryset = queryset.filter(output__job_id=self.job)
+        return queryset
+
+    @property
+    def suffix(self) -> str:
+        if self.run is not None:
+            return f"-run-{self.run}"
+        return f"-judge-{self.judge}" if self.judge is not None else ""
+
+
+EVERYTHING = Only()
+
+
 def _batches(
-    scenario: Scenario, fields: list[str], judge: int | None = None
+    scenario: Scenario, fields: list[str], only: Only = EVERYTHING
 ) -> Iterator[_Judgments]:
-    """The scenario's judgments (``judge``: one LLM judge's only), a batch of columns at a
-    time."""
-    queryset = Judgment.objects.filter(scenario=scenario).order_by("pk")
-    if judge is not None:
-        queryset = queryset.filter(judge_id=judge)
+    """The scenario's judgments (``only``: those it keeps), a batch of columns at a time."""
+    queryset = only.kept(Judgment.objects.filter(scenario=scenario).order_by("pk"))
     for columns in exporting.column_batches(queryset, fields, _DATETIMES):
         yield _Judgments(columns)
 
@@ -233,7 +258,7 @@ def _flag_text(flag: TaskFlag | None) -> str:
     return f"{flag.reason}: {flag.note}" if flag.note else flag.reason
 
 
-def _csv_batches(scenario: Scenario, judge: int | None = None) -> Iterator[str]:
+def _csv_batches(scenario: Scenario, only: Only = EVERYTHING) -> Iterator[str]:
     """The CSV lines of the judgments, in blocks of at most ``EXPORT_BATCH`` rows, written
     a column at a time: the scenario type's ``export_rows`` gives each judgment's answer
     cells (no row, one or more), every other column is the batch's own (repeated where a
@@ -252,7 +277,7 @@ def _csv_batches(scenario: Scenario, judge: int | None = None) -> Iterator[str]:
         return kind.export_cell(found.payload, found.presented, row, variant_ids)
 
     blanks = [""] * len(kind.export_columns)
-    for batch in _batches(scenario, _FIELDS, judge):
+    for batch in _batches(scenario, _FIELDS, only):
         # Each row's judgment (its index in the batch), answer cells and adjudicated cell.
         of: list[int] = []
         cells_of: list[Sequence[Any]] = []
@@ -314,11 +339,11 @@ def _csv_batches(scenario: Scenario, judge: int | None = None) -> Iterator[str]:
             yield uploads.csv_column_lines(block)
 
 
-def csv_chunks(scenario: Scenario, judge: int | None = None) -> Iterator[str]:
+def csv_chunks(scenario: Scenario, only: Only = EVERYTHING) -> Iterator[str]:
     """Formula-safe (``uploads.csv_column_lines``), at most ``EXPORT_BATCH`` rows a
-    block; ``judge``: one LLM judge's judgments only."""
+    block; ``only``: the judgments kept."""
     yield uploads.csv_line(columns(scenario))
-    yield from _csv_batches(scenario, judge)
+    yield from _csv_batches(scenario, only)
 
 
 def _adjudicated_record(found: Adjudication | None) -> dict[str, Any] | None:
@@ -333,9 +358,7 @@ def _adjudicated_record(found: Adjudication | None) -> dict[str, Any] | None:
     }
 
 
-def json_chunks(
-    scenario: Scenario, head: dict[str, Any], only_judge: int | None = None
-) -> Iterator[str]:
+def json_chunks(scenario: Scenario, head: dict[str, Any], only: Only = EVERYTHING) -> Iterator[str]:
     variants = scenario_selectors.export_variants(scenario)
     adjudications = adjudicated_tasks(scenario)
     yield '{"scenario": ' + json.dumps(head, default=str) + ', "variants": '
@@ -363,7 +386,7 @@ def json_chunks(
     person = ", ".join(f"{json.dumps(key)}: %s" for key in _PERSON_KEYS)
     judge = ", ".join(f"{json.dumps(key)}: %s" for key in _JUDGE_KEYS)
     separator = ""
-    for batch in _batches(scenario, _JSON_FIELDS, only_judge):
+    for batch in _batches(scenario, _JSON_FIELDS, only):
         has_output = [output is not None for output in batch.output_id]
         columns = [
             batch.pk,
@@ -418,17 +441,13 @@ def _json_datetime(text: str) -> str | None:
     return text[:10] + " " + text[11:] if text else None
 
 
-def _name(scenario: Scenario, judge: int | None, suffix: str) -> str:
-    return f"scenario-{scenario.pk}" + (f"-judge-{judge}" if judge is not None else "") + suffix
-
-
-def csv_response(scenario: Scenario, judge: int | None = None) -> StreamingHttpResponse:
-    name = _name(scenario, judge, ".csv")
-    return download(csv_chunks(scenario, judge), "text/csv; charset=utf-8", name)
+def csv_response(scenario: Scenario, only: Only = EVERYTHING) -> StreamingHttpResponse:
+    name = f"scenario-{scenario.pk}{only.suffix}.csv"
+    return download(csv_chunks(scenario, only), "text/csv; charset=utf-8", name)
 
 
 def json_response(
-    scenario: Scenario, head: dict[str, Any], judge: int | None = None
+    scenario: Scenario, head: dict[str, Any], only: Only = EVERYTHING
 ) -> StreamingHttpResponse:
-    name = _name(scenario, judge, ".json")
-    return download(json_chunks(scenario, head, judge), "application/json", name)
+    name = f"scenario-{scenario.pk}{only.suffix}.json"
+    return download(json_chunks(scenario, head, only), "application/json", name)

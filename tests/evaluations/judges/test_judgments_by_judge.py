@@ -72,3 +72,35 @@ def test_one_judges_results_exported_on_their_own(api, people, two_judges):
     for bad in ("First", "999999"):
         refused = api(manager).post(f"{url}/csv?judge={bad}")
         assert refused.status_code == 400 and "judge" in refused.json()["errors"], bad
+
+
+def test_one_runs_results_exported_on_their_own(api, people, two_judges, mock_judge):
+    """``?run=<id>``: the judgments of one run of a judge (its first run over four tasks,
+    its second over the rest); a run of another judge than ``judge``, or of no judge of the
+    scenario, is a 400 on ``run``."""
+    import csv
+    import io
+
+    from evaluations.models import JudgeRun
+
+    scenario, judges = two_judges
+    manager = people["manager"]
+    third = create_judge(api, manager, scenario, name="Third", model=mock_judge.pk)
+    tasks = list(scenario.tasks.order_by("pk").values_list("pk", flat=True))
+    run_judge(api, manager, third, tasks=tasks[:4])
+    run_judge(api, manager, third)  # the unjudged rest
+    runs = list(JudgeRun.objects.filter(judge_id=third["id"]).order_by("pk"))
+    assert len(runs) == 2
+    url = f"/api/scenarios/{scenario.pk}/export"
+    seen = []
+    for run in runs:
+        one = api(manager).post(f"{url}/csv?run={run.pk}")
+        assert one.status_code == 200 and f"-run-{run.pk}.csv" in one["Content-Disposition"]
+        rows = list(csv.DictReader(io.StringIO(b"".join(one.streaming_content).decode())))
+        assert {r["rater"] for r in rows} == {"Third"}
+        seen.append({int(r["task_id"]) for r in rows})
+    assert seen == [set(tasks[:4]), set(tasks[4:])]
+    other = JudgeRun.objects.filter(judge_id=judges[1]["id"]).first()
+    for query in (f"run={other.pk}&judge={third['id']}", "run=999999", "run=x"):
+        refused = api(manager).post(f"{url}/json?{query}")
+        assert refused.status_code == 400 and "run" in refused.json()["errors"], query
