@@ -20,7 +20,7 @@ from evalplatform.errors import FieldErrors, Forbidden, NotFound
 from evalplatform.throttling import expensive
 from evaluations.judgefiles import services
 from evaluations.judgefiles.compare import compare
-from evaluations.judgefiles.models import JudgeBatch, JudgeVerdict
+from evaluations.judgefiles.models import JudgeBatch, JudgeFile, JudgeVerdict
 from evaluations.judgefiles.openai_api import batch_object
 
 VERDICT_COLUMNS = ["custom_id", "line", "score", "verdict", "rationale", "parsed", "problem",
@@ -96,6 +96,28 @@ class VerdictsView(APIView):
                 "verdicts": [verdict_row(v) for v in page],
             }
         )
+
+
+class EstimateView(APIView):
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT})
+    @expensive
+    def post(self, request):
+        """What a batch of an uploaded file (``{"file_id": ...}``) would cost, per model,
+        live and in batch, before it is submitted; its refused lines by error code."""
+        body = request.data if isinstance(request.data, dict) else {}
+        file_id = body.get("file_id")
+        if not isinstance(file_id, str) or not services.is_public_id(file_id):
+            raise FieldErrors({"file_id": "The id of a file you uploaded (file-...)."})
+        if not policy.has_feature_anywhere(request.user, EVALUATIONS_JUDGE_FILES):
+            raise Forbidden()
+        file = policy.access(
+            request.user,
+            EVALUATIONS_JUDGE_FILES,
+            JudgeFile.objects.written().select_related("team"),
+            view_feature=EVALUATIONS_VIEW_ALL,
+            public_id=file_id,
+        )
+        return Response(services.estimate(user=request.user, file=file))
 
 
 class ResubmitView(APIView):

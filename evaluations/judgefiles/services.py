@@ -25,6 +25,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -36,6 +37,7 @@ from evalplatform import bulk, inputs, validation
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE, EVALUATIONS_JUDGE_FILES
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
+from evalplatform.providers.estimate import estimate_cost
 from evalplatform.providers.llm import kinds
 from evalplatform.providers.models import LLMModel
 from evalplatform.runs import fairshare, tasks
@@ -1254,3 +1256,83 @@ def combined(batch: JudgeBatch) -> dict[str, JudgeVerdict]:
         for verdict in rows.iterator(CHUNK):
             merged[verdict.custom_id] = verdict
     return merged
+
+
+# --- the estimate of a file, before a batch -----------------------------------------------------
+ESTIMATE_EXAMPLES = 20  # refused lines named in an estimate
+
+
+def estimate(*, user: Any, file: JudgeFile) -> dict[str, Any]:
+    """What a batch of ``file`` would cost (``feature:evaluations:judge_files``): its lines
+    read as a batch reads them (a refused line is counted by its error code, the first
+    ``ESTIMATE_EXAMPLES`` named), and per model the rows, the estimated input tokens (one
+    per four characters), the assumed output tokens (``max_tokens`` where a row sets one,
+    else the typical reply; and the most it may cost, at ``max_tokens`` or a multiple of
+    the typical), the live cost, and the batch cost where the model has a batch API. Lines
+    read a chunk at a time; the work is bounded by the upload limits."""
+    if not policy.may(user, EVALUATIONS_JUDGE_FILES, file):
+        raise Forbidden()
+    models = _models(file.team)
+    seen: set[str] = set()
+    prompts: dict[tuple[int, int | None], list[tuple[str, str]]] = {}
+    found: dict[int, LLMModel] = {}
+    refused: dict[str, int] = {}
+    examples: list[dict[str, Any]] = []
+    rows = 0
+    for number, text in _numbered(file):
+        made = _row(number, text, models, seen)
+        if isinstance(made, JudgeRowError):
+            refused[made.code] = refused.get(made.code, 0) + 1
+            if len(examples) < ESTIMATE_EXAMPLES:
+                examples.append(
+                    {"line": number, "custom_id": made.custom_id, "code": made.code,
+                     "message": made.message}
+                )  # fmt: skip
+            continue
+        rows += 1
+        _, data, model = made
+        request = data["request"]
+        earlier = "\n".join(text for _, text in request.get("turns") or [])
+        key = (model.pk, request.get("max_tokens"))
+        prompts.setdefault(key, []).append(
+            (f"{request.get('system', '')}\n{earlier}", request["user"])
+        )
+        found[model.pk] = model
+    per_model: dict[int, dict[str, Any]] = {}
+    for (model_pk, max_tokens), asked in prompts.items():
+        model = found[model_pk]
+        cost = estimate_cost(model=model, prompts=asked, max_tokens=max_tokens)
+        sums = per_model.setdefault(
+            model_pk,
+            {"model": f"{model.connection.name}/{model.model_id}", "name": model.display_name,
+             "batch_api": model.batch_capable, "rows": 0, "input_tokens": 0,
+             "output_tokens_assumed": 0, "output_tokens_high": 0, "live_usd": Decimal(0),
+             "batch_usd": Decimal(0), "live_usd_high": Decimal(0), "batch_usd_high": Decimal(0)},
+        )  # fmt: skip
+        sums["rows"] += cost.requests
+        sums["input_tokens"] += cost.input_tokens
+        sums["output_tokens_assumed"] += cost.output_tokens_typical
+        sums["output_tokens_high"] += cost.output_tokens_high
+        for price in ("live_usd", "batch_usd", "live_usd_high", "batch_usd_high"):
+            sums[price] += Decimal(getattr(cost, price))
+    listed = []
+    for sums in sorted(per_model.values(), key=lambda s: s["model"]):
+        if not sums["batch_api"]:
+            sums["batch_usd"] = sums["batch_usd_high"] = None
+        listed.append(
+            {k: str(v.quantize(Decimal("0.000001"))) if isinstance(v, Decimal) else v
+             for k, v in sums.items()}
+        )  # fmt: skip
+    return {
+        "file": file.public_id,
+        "lines": file.lines,
+        "rows": rows,
+        "refused": sum(refused.values()),
+        "refusals": dict(sorted(refused.items())),
+        "examples": examples,
+        "models": listed,
+        "live_usd": str(sum((Decimal(m["live_usd"]) for m in listed), Decimal(0))),
+        "batch_usd": None
+        if any(m["batch_usd"] is None for m in listed)
+        else str(sum((Decimal(m["batch_usd"]) for m in listed), Decimal(0))),
+    }

@@ -7,6 +7,7 @@ from evaluations.judgefiles import api
 app_name = "judge-files-api"
 
 urlpatterns = [
+    path("judge-files/estimate", api.EstimateView.as_view(), name="estimate"),
     path(
         "judge-files/<str:batch_id>/verdicts.csv",
         api.VerdictsView.as_view(),
