@@ -5,6 +5,8 @@ the regression report of two batches. The same services as the API."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -54,12 +56,22 @@ def batch_list(request: HttpRequest) -> HttpResponse:
             messages.error(request, "Choose one of your teams with judge files.")
             return redirect("judge-files:list")
         try:
-            upload = services.file_create(
-                user=request.user,
-                team=team,
-                upload=request.FILES.get("file"),
-                purpose="batch",
-            )
+            if file_id := request.POST.get("file_id"):  # an estimated file, now submitted
+                if not services.is_public_id(file_id):
+                    raise JudgeFile.DoesNotExist
+                upload = JudgeFile.objects.written().get(
+                    team=team, public_id=file_id, purpose="batch"
+                )
+            else:
+                upload = services.file_create(
+                    user=request.user,
+                    team=team,
+                    upload=request.FILES.get("file"),
+                    purpose="batch",
+                )
+            if request.POST.get("action") == "estimate":
+                estimate = services.estimate(user=request.user, file=upload)
+                return _list(request, teams, estimate=estimate, team=team)
             batch = services.batch_create(
                 user=request.user,
                 team=team,
@@ -71,11 +83,19 @@ def batch_list(request: HttpRequest) -> HttpResponse:
                     "live": request.POST.get("live") == "1",
                 },
             )
+        except JudgeFile.DoesNotExist:
+            messages.error(request, "That file is gone: upload it again.")
+            return redirect("judge-files:list")
         except ApplicationError as exc:
             messages.error(request, _problems(exc))
             return redirect("judge-files:list")
         messages.success(request, f"{upload.lines} lines uploaded: the batch is being validated.")
         return redirect("judge-files:batch", batch_id=batch.public_id)
+    return _list(request, teams)
+
+
+def _list(request: HttpRequest, teams: Any, **shown: Any) -> HttpResponse:
+    """The batches page (``shown``: an ``estimate`` of an uploaded file and its ``team``)."""
     batches = policy.visible(
         request.user,
         EVALUATIONS_VIEW_ALL,
@@ -86,7 +106,7 @@ def batch_list(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "evaluations/judgefiles/list.html",
-        {"page": page, "batches": synced, "teams": list(teams)},
+        {"page": page, "batches": synced, "teams": list(teams), **shown},
     )
 
 

@@ -66,3 +66,28 @@ def test_a_files_cost_before_it_is_submitted(world, team_b, member):
     viewer.force_login(member(world["user"].memberships.first().team, Role.VIEWER, username="v"))
     seen = viewer.post(ESTIMATE, {"file_id": uploaded.id}, content_type="application/json")
     assert seen.status_code == 403
+
+
+def test_the_upload_page_estimates_then_runs_the_same_file(world):
+    """ "Estimate the cost first" uploads the file and shows its estimate, no batch made;
+    "Run this file" then submits that file; a forged file id changes nothing."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from evaluations.models import JudgeFile
+
+    web = Client()
+    web.force_login(world["user"])
+    team = world["user"].memberships.first().team
+    upload = SimpleUploadedFile("seed.jsonl", "\n".join([*SEED, "not json"]).encode())
+    page = web.post("/judge-files/", {"file": upload, "team": team.slug, "action": "estimate"})
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "Estimate of file-" in text and "2 rows would run" in text and "invalid_json 1" in text
+    assert not JudgeBatch.objects.exists()
+    (stored,) = JudgeFile.objects.all()
+    for forged in ("file-nope", "x\x00y"):
+        web.post("/judge-files/", {"file_id": forged, "team": team.slug})
+        assert not JudgeBatch.objects.exists()
+    ran = web.post("/judge-files/", {"file_id": stored.public_id, "team": team.slug})
+    assert ran.status_code == 302
+    assert JudgeBatch.objects.get().input_file_id == stored.pk
