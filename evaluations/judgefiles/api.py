@@ -5,6 +5,7 @@ report of two batches. Reading needs ``feature:evaluations:view_all``; re-submit
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -60,13 +61,29 @@ def verdict_row(v: JudgeVerdict) -> dict[str, Any]:
 
 class VerdictsView(APIView):
     @extend_schema(
-        parameters=[OpenApiParameter("offset", int), OpenApiParameter("limit", int)],
+        parameters=[
+            OpenApiParameter("offset", int),
+            OpenApiParameter("limit", int),
+            OpenApiParameter("merged", bool, description="With its re-submissions' replies."),
+        ],
         responses={200: OpenApiTypes.OBJECT},
     )
-    @expensive(when=lambda view: view.kwargs.get("fmt") == "csv")
+    @expensive(
+        when=lambda view: (
+            view.kwargs.get("fmt") == "csv"
+            or view.request.query_params.get("merged") in ("1", "true")
+        )
+    )
     def get(self, request, batch_id: str, fmt: str = ""):
-        """The batch's verdicts in line order; ``.csv`` for all of them as CSV."""
+        """The batch's verdicts in line order; ``.csv`` for all of them as CSV;
+        ``?merged=true``: with its re-submissions' replies in place of the rows they
+        answered again (a ``batch`` column says whose)."""
         batch = services.sync(batch_for(request.user, batch_id))
+        merged = request.query_params.get("merged")
+        if merged not in (None, "", "0", "1", "false", "true"):
+            raise FieldErrors({"merged": "true or false."})
+        if merged in ("1", "true"):
+            return self.merged(batch, fmt, request)
         verdicts = JudgeVerdict.objects.filter(batch=batch).select_related("output")
         if fmt == "csv":
             return download(
@@ -74,18 +91,7 @@ class VerdictsView(APIView):
                 "text/csv; charset=utf-8",
                 f"{batch.public_id}-verdicts.csv",
             )
-        errors: dict[str, str] = {}
-        try:
-            offset = int(request.query_params.get("offset") or 0)
-            limit = int(request.query_params.get("limit") or 100)
-        except ValueError:
-            offset, limit = -1, -1
-        if not 0 <= offset <= 10**9:
-            errors["offset"] = "A whole number from 0."
-        if not 1 <= limit <= MAX_PAGE:
-            errors["limit"] = f"A whole number from 1 to {MAX_PAGE}."
-        if errors:
-            raise FieldErrors(errors)
+        offset, limit = _page(request)
         page = list(verdicts.order_by("line")[offset : offset + limit])
         return Response(
             {
@@ -96,6 +102,46 @@ class VerdictsView(APIView):
                 "verdicts": [verdict_row(v) for v in page],
             }
         )
+
+    def merged(self, batch: JudgeBatch, fmt: str, request) -> Any:
+        rows, count, parsed = services.merged_verdicts(batch)
+
+        def row(v: JudgeVerdict) -> dict[str, Any]:
+            return verdict_row(v) | {"batch": v.batch.public_id}
+
+        if fmt == "csv":
+            return download(
+                csv_dict_chunks([*VERDICT_COLUMNS, "batch"], (row(v) for v in rows)),
+                "text/csv; charset=utf-8",
+                f"{batch.public_id}-verdicts-merged.csv",
+            )
+        offset, limit = _page(request)
+        return Response(
+            {
+                "batch": batch_object(batch),
+                "merged": [b.public_id for b in services.lineage(batch)],
+                "count": count,
+                "parsed": parsed,
+                "offset": offset,
+                "verdicts": [row(v) for v in itertools.islice(rows, offset, offset + limit)],
+            }
+        )
+
+
+def _page(request) -> tuple[int, int]:
+    errors: dict[str, str] = {}
+    try:
+        offset = int(request.query_params.get("offset") or 0)
+        limit = int(request.query_params.get("limit") or 100)
+    except ValueError:
+        offset, limit = -1, -1
+    if not 0 <= offset <= 10**9:
+        errors["offset"] = "A whole number from 0."
+    if not 1 <= limit <= MAX_PAGE:
+        errors["limit"] = f"A whole number from 1 to {MAX_PAGE}."
+    if errors:
+        raise FieldErrors(errors)
+    return offset, limit
 
 
 class EstimateView(APIView):

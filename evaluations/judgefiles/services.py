@@ -21,6 +21,7 @@ errors out, through the OpenAI Files + Batches API the platform serves (``openai
 from __future__ import annotations
 
 import contextlib
+import heapq
 import json
 import logging
 from collections.abc import Callable, Iterator, Mapping
@@ -1256,6 +1257,31 @@ def combined(batch: JudgeBatch) -> dict[str, JudgeVerdict]:
         for verdict in rows.iterator(CHUNK):
             merged[verdict.custom_id] = verdict
     return merged
+
+
+def merged_verdicts(batch: JudgeBatch) -> tuple[Iterator[JudgeVerdict], int, int]:
+    """The verdicts of ``batch`` with its re-submissions' replies in place of the rows they
+    answered again (by ``custom_id``, the latest re-submission's winning), in line order,
+    streamed (each batch's verdicts read a chunk at a time, merged by line); how many, and
+    how many of them parsed."""
+    batches = lineage(batch)
+    winner: dict[str, tuple[int, bool]] = {}
+    for one in batches:
+        for custom_id, parsed in (
+            JudgeVerdict.objects.filter(batch=one)
+            .values_list("custom_id", "parsed")
+            .iterator(CHUNK)
+        ):
+            winner[custom_id] = (one.pk, parsed)
+
+    def kept(one: JudgeBatch) -> Iterator[JudgeVerdict]:
+        rows = JudgeVerdict.objects.filter(batch=one).select_related("output", "batch")
+        for verdict in rows.order_by("line").iterator(CHUNK):
+            if winner.get(verdict.custom_id, (None,))[0] == one.pk:
+                yield verdict
+
+    merged = heapq.merge(*(kept(one) for one in batches), key=lambda v: v.line)
+    return merged, len(winner), sum(1 for _, parsed in winner.values() if parsed)
 
 
 # --- the estimate of a file, before a batch -----------------------------------------------------

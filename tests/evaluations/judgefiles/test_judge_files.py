@@ -140,6 +140,17 @@ def test_the_seeds_client_code_runs_and_bad_rows_go_to_the_error_file(world):
     assert again.parent_batch_id == batch.id
     assert [o["custom_id"] for o in lines(client, again.output_file_id)] == ["eval-003"]
     assert JudgeBatch.objects.get(public_id=again.id).parent.public_id == batch.id
+    # The first batch's verdicts with its re-submission's in place: eval-003 answered there.
+    merged = api.get(f"/api/judge-files/{batch.id}/verdicts?merged=true").json()
+    assert merged["merged"] == [batch.id, again.id]
+    rows = {v["custom_id"]: v for v in merged["verdicts"]}
+    assert rows["eval-003"]["batch"] == again.id and rows["eval-001"]["batch"] == batch.id
+    assert merged["count"] == len(rows) == len(found) + 1
+    assert [v["line"] for v in merged["verdicts"]] == sorted(v["line"] for v in rows.values())
+    table = api.get(f"/api/judge-files/{batch.id}/verdicts.csv?merged=true")
+    text = b"".join(table.streaming_content).decode().splitlines()
+    assert text[0].endswith(",batch") and len(text) == 1 + len(rows)
+    assert api.get(f"/api/judge-files/{batch.id}/verdicts?merged=x").status_code == 400
 
     # The same file again: the regression report of the two runs (re-submission merged).
     rerun = run_file(client, uploaded.id)
