@@ -89,6 +89,35 @@ class World:
             self.rater.append(who.key)
             self.task.append(self.tasks)
 
+    def plan_round(
+        self,
+        found: design.Estimate,
+        question: Question,
+        candidates: np.ndarray,
+        usd: float,
+        hours: float,
+        *,
+        target: float | None = None,
+        max_tasks: int = 500,
+    ) -> int:
+        """One round: ``design.plan`` from ``found`` with this budget, its tasks answered;
+        how many."""
+        raters = offered(found, self.raters)
+        chosen = design.plan(
+            fitted=found,
+            question=question,
+            candidates=candidates,
+            raters=raters,
+            budget_usd=usd,
+            budget_hours=hours,
+            target_width=target,
+            max_tasks=max_tasks,
+        )
+        by_key = {who.key: who for who in self.raters}
+        for p, r in chosen.picks:
+            self.answer(int(candidates[p, 0]), int(candidates[p, 1]), by_key[raters[r].key])
+        return len(chosen.picks)
+
     def estimate(self) -> design.Estimate:
         return design.estimate(
             len(self.truth),
@@ -192,21 +221,8 @@ def planned_cost(
         current = width(found, question)
         if current <= target:
             break
-        raters = offered(found, w.raters)
-        chosen = design.plan(
-            fitted=found,
-            question=question,
-            candidates=candidates,
-            raters=raters,
-            budget_usd=round_usd,
-            budget_hours=round_hours,
-            target_width=target,
-        )
-        if not chosen.picks:
+        if not w.plan_round(found, question, candidates, round_usd, round_hours, target=target):
             break
-        by_key = {who.key: who for who in w.raters}
-        for p, r in chosen.picks:
-            w.answer(int(candidates[p, 0]), int(candidates[p, 1]), by_key[raters[r].key])
     return w.usd, w.hours, current
 
 
@@ -303,19 +319,7 @@ def scheduled(
     for done in range(rounds):
         found = w.estimate()
         share = (budget_usd - w.usd) / (rounds - done)
-        raters = offered(found, w.raters)
-        chosen = design.plan(
-            fitted=found,
-            question=question,
-            candidates=candidates,
-            raters=raters,
-            budget_usd=share,
-            budget_hours=1e9,
-            max_tasks=max_tasks,
-        )
-        by_key = {who.key: who for who in w.raters}
-        for p, r in chosen.picks:
-            w.answer(int(candidates[p, 0]), int(candidates[p, 1]), by_key[raters[r].key])
+        w.plan_round(found, question, candidates, share, 1e9, max_tasks=max_tasks)
     return _outcome(w, kind)
 
 

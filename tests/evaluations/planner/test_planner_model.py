@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evaluations.planner import design, simulation
-from evaluations.planner.design import HUMAN, Question, Rater
+from evaluations.planner.design import HUMAN, Question
 
 
 def test_one_verdicts_information_is_its_score_variance():
@@ -49,18 +49,7 @@ def test_each_judges_reliability_and_bias_are_recovered_against_people():
 
 
 def _raters(found, raters=(simulation.PEOPLE, *simulation.JUDGES)):
-    return [
-        Rater(
-            r.key,
-            found.quality[r.key].reliability,
-            found.quality[r.key].bias,
-            r.verdicts_per_task,
-            found.quality[r.key].repeat_correlation,
-            r.usd_per_task,
-            r.hours_per_task,
-        )
-        for r in raters
-    ]
+    return simulation.offered(found, raters)
 
 
 def test_a_plan_keeps_to_its_budget_and_narrows_the_interval():
