@@ -170,10 +170,14 @@ class ResubmitView(APIView):
     @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT})
     @expensive
     def post(self, request, batch_id: str):
-        """A new batch of exactly the rows of this one that failed, linked to it."""
+        """A new batch of the rows of this one that failed and may succeed when run again,
+        linked to it; ``left_out``: the lines refused for their own content, to fix."""
         batch = batch_for(request.user, batch_id, EVALUATIONS_JUDGE_FILES)
         made = services.resubmit(user=request.user, batch=services.sync(batch))
-        return Response(batch_object(made), status=status.HTTP_201_CREATED)
+        return Response(
+            batch_object(made) | {"left_out": services.left_out(batch)},
+            status=status.HTTP_201_CREATED,
+        )
 
 
 class ResumeView(APIView):

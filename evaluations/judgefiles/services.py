@@ -713,9 +713,45 @@ def _answered(batch: JudgeBatch | None) -> set[str]:
     return found
 
 
+# Refusals a line's own content causes: running it again is refused again, so a
+# re-submission leaves such lines out (``left_out``: fix them and upload them anew). A line
+# refused for what the team can change (a model not found, or named ambiguously; a task
+# not found) runs again.
+LINE_FAULTS = frozenset(
+    {
+        "invalid_json",
+        "missing_custom_id",
+        "invalid_custom_id",
+        "duplicate_custom_id",
+        "line_too_long",
+        "invalid_request",
+        "invalid_method",
+        "invalid_url",
+        "invalid_metadata",
+    }
+)
+
+
+def left_out(batch: JudgeBatch) -> list[dict[str, Any]]:
+    """The refused lines of ``batch`` a re-submission leaves out (``LINE_FAULTS``)."""
+    return [
+        {"line": line, "custom_id": custom_id, "code": code, "message": message}
+        for line, custom_id, code, message in JudgeRowError.objects.filter(
+            batch=batch, code__in=LINE_FAULTS
+        )
+        .order_by("line")
+        .values_list("line", "custom_id", "code", "message")
+    ]
+
+
 def failed_lines(batch: JudgeBatch) -> set[int]:
-    """The input line numbers of a batch's rows that did not end with a reply."""
-    lines = set(JudgeRowError.objects.filter(batch=batch).values_list("line", flat=True))
+    """The input line numbers of a batch's rows that did not end with a reply and may get
+    one when run again (refusals of ``LINE_FAULTS`` are not)."""
+    lines = set(
+        JudgeRowError.objects.filter(batch=batch)
+        .exclude(code__in=LINE_FAULTS)
+        .values_list("line", flat=True)
+    )
     if batch.job_id:
         for data in (
             GenerationOutput.objects.filter(job_id=batch.job_id)
@@ -1217,12 +1253,18 @@ def resubmit(
     budget_usd: Any = None,
     live: bool | None = None,
 ) -> JudgeBatch:
-    """A new batch of exactly the rows of ``batch`` that failed (refused, or no reply),
-    linked to it (``parent``)."""
+    """A new batch of exactly the rows of ``batch`` that failed and may succeed when run
+    again (no reply, or refused for what the team can change: ``failed_lines``), linked to
+    it (``parent``); the lines refused for their own content are left out (``left_out``)."""
     _may(user, batch.team)
     if batch.status in OPEN:
         raise Conflict("The batch is not finished: re-submit its failures once it is.")
     if not failed_lines(batch):
+        if left_out(batch):
+            raise Conflict(
+                "Only lines refused for their own content failed: fix them and upload them "
+                "anew (the error file lists them)."
+            )
         raise Conflict("No row of this batch failed.")
     return _new_batch(
         user,

@@ -126,6 +126,7 @@ def batch_page(request: HttpRequest, batch_id: str) -> HttpResponse:
     page = Paginator(verdicts, PER_PAGE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
+    ended_with_failures = batch.status not in services.OPEN and bool(batch.failed)
     others = (
         policy.visible(request.user, EVALUATIONS_VIEW_ALL, JudgeBatch.objects.all())
         .filter(team=batch.team)
@@ -146,6 +147,10 @@ def batch_page(request: HttpRequest, batch_id: str) -> HttpResponse:
             "can_run": policy.has_feature(request.user, EVALUATIONS_JUDGE_FILES, batch.team),
             "is_open": batch.status in services.OPEN,
             "resumable": services.resumable(batch),
+            # A re-submission runs the failed rows that may succeed; the lines refused for
+            # their own content are listed to fix instead.
+            "rerunnable": len(services.failed_lines(batch)) if ended_with_failures else 0,
+            "left_out": services.left_out(batch) if ended_with_failures else [],
         },
     )
 

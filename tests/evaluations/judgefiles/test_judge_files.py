@@ -136,7 +136,9 @@ def test_the_seeds_client_code_runs_and_bad_rows_go_to_the_error_file(world):
     # Re-submit only the failures, once the missing model exists: the error file as input.
     LLMModel.objects.create(connection=world["fake"], model_id="judge-b", display_name="B")
     again = run_file(client, batch.error_file_id)
-    assert again.request_counts.total == 6 and again.request_counts.completed == 1
+    # Only the rows that may succeed run again: eval-003 (its model now exists) and eval-005
+    # (the provider refused it); lines refused for their own content are left out.
+    assert again.request_counts.total == 2 and again.request_counts.completed == 1
     assert again.parent_batch_id == batch.id
     assert [o["custom_id"] for o in lines(client, again.output_file_id)] == ["eval-003"]
     assert JudgeBatch.objects.get(public_id=again.id).parent.public_id == batch.id
@@ -251,16 +253,23 @@ def test_the_pages_upload_show_verdicts_and_resubmit(world):
     page = browser.get(f"/judge-files/{batch.public_id}").content.decode()
     assert 'data-status="completed"' in page
     assert "Output file (1 lines)" in page and "Error file (2 lines)" in page
-    assert "Re-submit the 2 failed rows" in page
+    # The unknown model may exist by then; the line that is not JSON cannot succeed.
+    assert "Re-submit the 1 failed row that may succeed" in page
+    assert "1 line refused for its own content is left out" in page
     assert JudgeVerdict.objects.filter(batch=batch).count() == 1
     listing = browser.get("/judge-files/").content.decode()
     assert batch.public_id in listing and "mine.jsonl" in listing
     made = browser.post(f"/judge-files/{batch.public_id}/resubmit")
     assert made.status_code == 302
     second = JudgeBatch.objects.exclude(pk=batch.pk).get()
-    assert second.parent == batch and second.total == 2
+    assert second.parent == batch and second.total == 1
     report = browser.get(f"/judge-files/{batch.public_id}/compare/{second.public_id}")
     assert report.status_code == 200 and "Regression report" in report.content.decode()
+    # The API's re-submission lists what it leaves out, for fixing.
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {world['key']}")
+    again = api.post(f"/api/judge-files/{batch.public_id}/resubmit")
+    assert again.status_code == 201, again.json()
+    assert [(e["line"], e["code"]) for e in again.json()["left_out"]] == [(3, "invalid_json")]
 
 
 def test_models_with_a_batch_api_run_through_it_at_the_batch_price(world, fake_provider):
