@@ -150,12 +150,12 @@ class EstimateView(APIView):
     def post(self, request):
         """What a batch of an uploaded file (``{"file_id": ...}``) would cost, per model,
         live and in batch, before it is submitted; its refused lines by error code."""
+        if not policy.has_feature_anywhere(request.user, EVALUATIONS_JUDGE_FILES):
+            raise Forbidden()  # before any lookup
         body = request.data if isinstance(request.data, dict) else {}
         file_id = body.get("file_id")
         if not isinstance(file_id, str) or not services.is_public_id(file_id):
             raise FieldErrors({"file_id": "The id of a file you uploaded (file-...)."})
-        if not policy.has_feature_anywhere(request.user, EVALUATIONS_JUDGE_FILES):
-            raise Forbidden()
         file = policy.access(
             request.user,
             EVALUATIONS_JUDGE_FILES,

@@ -209,6 +209,7 @@ TABLE: list[Row] = [
     R("api/judges/<pk>/card", {"GET": "ok=AMCVS 403=EI"}, params=JUDGE),
     R("api/judges/<pk>/trust-opt-in", {"POST": "ok=AMS 403=CVEI"}, params=JUDGE),
     # --- judge files: the platform's API, and the OpenAI Files + Batches API (tokens) ---
+    R("api/judge-files/estimate", {"POST": "ok=AMCS 403=VEI"}),  # a 400 (no file) is ok
     R("api/judge-files/<batch_id>/verdicts", {"GET": "ok=AMCVS 403=EI"}, params=BATCH),
     R("api/judge-files/<batch_id>/verdicts.csv", {"GET": "ok=AMCVS 403=EI"}, params=BATCH),
     R("api/judge-files/<batch_id>/resubmit", {"POST": "ok=AMCS 403=VEI"}, params=BATCH),
