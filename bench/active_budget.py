@@ -19,9 +19,9 @@ the ranking's comparisons alone were counted; here every verdict has a price and
 Reports the median ratio over ``runs`` seeds per question; last line: JSON, with
 ``money_ratio`` and ``human_hours_ratio`` the worst question's medians.
 
-``--bounds`` times one proposal's model at the request bounds instead (100 models, 200,000
-verdicts of people and three judges, 2,000 candidate pairs, 500 tasks, the ranking): the
-joint fit and the plan, in seconds.
+``--bounds [--judges N]`` times one proposal's model at the request bounds instead (100
+models, 200,000 verdicts of people and N judges, 3 by default, 2,000 candidate pairs, 500
+tasks, the ranking): the joint fit and the plan, in seconds.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def one(n: int, spread: float, seed: int, kind: str, passes: int) -> tuple[float
     return usd / fixed_usd, hours / fixed_hours
 
 
-def bounds() -> None:
+def bounds(judges: int = 3) -> None:
     """The joint fit and a 500-task ranking plan at the request bounds, timed."""
     import numpy as np
 
@@ -62,7 +62,11 @@ def bounds() -> None:
     rng = np.random.default_rng(0)
     n, verdicts = 100, 200_000
     truth = rng.normal(0, 1, n)
-    raters = (simulation.PEOPLE, *simulation.JUDGES)
+    extra = tuple(
+        simulation.SimRater(f"judge:more{k}", 0.8, 0.3, 1, 0.002, 0.0)
+        for k in range(judges - len(simulation.JUDGES))
+    )
+    raters = (simulation.PEOPLE, *simulation.JUDGES[:judges], *extra)
     who = rng.integers(0, len(raters), verdicts)
     first = rng.integers(0, n, verdicts)
     second = (first + rng.integers(1, n, verdicts)) % n
@@ -107,7 +111,8 @@ def bounds() -> None:
 
 def main() -> None:
     if "--bounds" in sys.argv:
-        bounds()
+        given = sys.argv.index("--judges") + 1 if "--judges" in sys.argv else 0
+        bounds(int(sys.argv[given]) if given else 3)
         return
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[8])

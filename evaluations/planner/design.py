@@ -250,15 +250,20 @@ def estimate(
     outcome: np.ndarray,
     rater: np.ndarray,
     task: np.ndarray,
-    judges: tuple[str, ...] = (),
+    judges: tuple[str, ...] | None = None,
 ) -> Estimate:
     """Strengths, their covariance and each rater's quality from the verdicts (``rater``:
     ``HUMAN`` or a judge's key per verdict; ``task``: the task each is of), by the joint
-    fit. ``judges``: judges to include without verdicts yet (at their priors)."""
+    fit. ``judges``: the judges to fit, those without verdicts yet at their priors; the
+    verdicts of any other judge are left out (None: every judge with verdicts)."""
     first, second = np.asarray(first, int), np.asarray(second, int)
     outcome, rater = np.asarray(outcome, float), np.asarray(rater, dtype=object)
     task = np.asarray(task, int)
-    keys = sorted(set(rater.tolist()) - {HUMAN} | set(judges))
+    if judges is not None:
+        kept = np.array([r == HUMAN or r in judges for r in rater.tolist()], bool)
+        first, second, outcome = first[kept], second[kept], outcome[kept]
+        rater, task = rater[kept], task[kept]
+    keys = sorted(set(rater.tolist()) - {HUMAN} | set(judges or ()))
     layout = Layout(n, tuple(keys))
     against_people = bool((rater == HUMAN).any())
     rho: dict[str, float] = {HUMAN: 0.0}

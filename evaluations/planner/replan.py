@@ -58,6 +58,10 @@ REASONS = {
     "scenario_closed": "The scenario is closed.",
     "too_many_verdicts": f"More than {services.MAX_VERDICTS:,} verdicts: too many to plan from.",
     "too_many_models": f"More than {services.MAX_ENTITIES} models: too many to plan for.",
+    "too_many_raters": (
+        f"Too many judges for this many models (at most {services.MAX_PARAMETERS:,} "
+        "parameters): plan with fewer judges."
+    ),
     "entity_gone": "A model the question names is no longer in the scenario.",
     "error": "Computing the re-plan failed (logged); it is tried again when more results arrive.",
 }
@@ -250,6 +254,8 @@ def _replanned(
                 values["reason"] = "too_many_models" if found.entities else "nothing_fits"
             elif any(name not in found.entities for name in named):
                 values["reason"] = "entity_gone"
+            elif services.too_many_parameters(len(found.entities), budget["raters"]):
+                values["reason"] = "too_many_raters"
             else:
                 proposal = services._propose(scenario, found, question, budget)
                 proposal["judges_left_out"] = left_out

@@ -41,6 +41,8 @@ from scenarios.types import registry
 
 MAX_CANDIDATES = 2000
 MAX_VERDICTS = 200_000
+# The joint fit's parameters (each judge has one per model): bounds the fit and the plan.
+MAX_PARAMETERS = 1200
 REPEATS_PER_ITEM = 3
 
 
@@ -160,6 +162,8 @@ def plan_propose(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> B
     if len(found.entities) > MAX_ENTITIES:
         raise FieldErrors({"scenario": f"At most {MAX_ENTITIES} models can be planned for."})
     checked = check_request(data, found.entities, [c.judge for c in found.judges])
+    if problem := too_many_parameters(len(found.entities), checked["budget"]["raters"]):
+        raise FieldErrors({"raters": problem})
     proposal = _propose(scenario, found, checked["question"], checked["budget"])
     # The judges planned for none of the work, and why (an inactive model; untrusted under
     # the trust gate with no manager's opt-in).
@@ -171,6 +175,18 @@ def plan_propose(*, user: Any, scenario: Scenario, data: Mapping[str, Any]) -> B
         budget=checked["budget"],
         fingerprint=stamp,
         proposal=proposal,
+    )
+
+
+def too_many_parameters(models: int, raters: list[str]) -> str | None:
+    """Why the joint fit of ``models`` and these raters is too big to plan for, or None."""
+    judges = sum(1 for r in raters if r != HUMAN)
+    if design.Layout(models, ("",) * judges).size <= MAX_PARAMETERS:
+        return None
+    most = max(0, (MAX_PARAMETERS - 1 - models) // (models + 2))
+    return (
+        f"With {models} models, at most {most} judges can be planned for at once (each judge "
+        f"has a parameter per model; at most {MAX_PARAMETERS:,}): name fewer in raters."
     )
 
 
@@ -286,7 +302,9 @@ def _propose(
         found.outcome,
         found.rater,
         found.task,
-        judges=tuple(f"judge:{c.judge.pk}" for c in found.judges),
+        # The judges planned for; other judges' verdicts (left out, or not named in
+        # raters) are not fitted.
+        judges=tuple(r for r in budget["raters"] if r != HUMAN),
     )
     asked = design.Question(
         question["kind"],

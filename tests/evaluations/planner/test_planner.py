@@ -455,3 +455,23 @@ def test_judges_tasks_wait_for_a_draft_scenario_to_open(api, people, team_a, moc
     refused = manager.post(f"{url}/{plan['id']}/accept", {}, format="json")
     assert refused.status_code == 409 and "Open the scenario" in refused.json()["detail"]
     assert Task.objects.filter(scenario=scenario).count() == before
+
+
+def test_too_many_judges_for_the_models_is_a_400_on_raters(api, people, judged, monkeypatch):
+    """The joint fit has a parameter per judge and model: past ``MAX_PARAMETERS`` a
+    proposal is refused (400 on ``raters``, nothing stored); naming fewer raters plans."""
+    from evaluations.planner import services as planner
+
+    scenario, judge = judged
+    monkeypatch.setattr(planner, "MAX_PARAMETERS", 6)  # 3 models: people alone fit
+    url = f"/api/scenarios/{scenario.pk}/plan"
+    body = {"question": "ranking", "budget_usd": 1}
+    refused = api(people["manager"]).post(url, body, format="json")
+    assert refused.status_code == 400
+    assert "at most 0 judges" in refused.json()["errors"]["raters"][0]
+    assert not BudgetPlan.objects.exists()
+    people_only = api(people["manager"]).post(url, body | {"raters": ["human"]}, format="json")
+    assert people_only.status_code == 201, people_only.json()
+    monkeypatch.undo()  # the bound itself: 100 models and 10 judges fit, 11 do not
+    assert planner.too_many_parameters(100, ["human", *(f"judge:{k}" for k in range(10))]) is None
+    assert planner.too_many_parameters(100, [f"judge:{k}" for k in range(11)])

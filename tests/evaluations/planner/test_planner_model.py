@@ -209,3 +209,23 @@ def test_people_alone_are_planned_for():
     )
     assert planned.picks and planned.calibration == 0
     assert planned.after["width"] < planned.before["width"]
+
+
+def test_other_judges_verdicts_are_left_out_of_the_fit():
+    """``judges`` names the judges fitted: another judge's verdicts do not enter it (an
+    untrusted judge, or one not named in raters), and its parameters are not made."""
+    w = simulation.world(5, 1.0, seed=6, raters=(simulation.PEOPLE, *simulation.JUDGES))
+    for i, j in itertools.combinations(range(5), 2):
+        for who in w.raters:
+            w.answer(i, j, who)
+    everyone = w.estimate()
+    assert everyone.layout.judges == ("judge:broken", "judge:cheap", "judge:good")
+    args = (np.array(w.first), np.array(w.second), np.array(w.outcome))
+    rest = (np.array(w.rater, dtype=object), np.array(w.task))
+    good = design.estimate(5, *args, *rest, judges=("judge:good",))
+    assert good.layout.judges == ("judge:good",) and set(good.quality) == {HUMAN, "judge:good"}
+    people = np.array(w.rater, dtype=object) != "judge:broken"
+    kept = [np.array(a)[people] for a in (w.first, w.second, w.outcome, w.rater, w.task)]
+    alone = design.estimate(5, *kept, judges=("judge:good", "judge:cheap"))
+    both = design.estimate(5, *args, *rest, judges=("judge:good", "judge:cheap"))
+    np.testing.assert_allclose(both.theta, alone.theta)
