@@ -462,7 +462,7 @@ def test_too_many_judges_for_the_models_is_a_400_on_raters(api, people, judged, 
     proposal is refused (400 on ``raters``, nothing stored); naming fewer raters plans."""
     from evaluations.planner import services as planner
 
-    scenario, judge = judged
+    scenario, _ = judged
     monkeypatch.setattr(planner, "MAX_PARAMETERS", 6)  # 3 models: people alone fit
     url = f"/api/scenarios/{scenario.pk}/plan"
     body = {"question": "ranking", "budget_usd": 1}
