@@ -193,8 +193,13 @@ def joint_fit(
         scaled = values * np.sqrt(weight / (p * (1 - p)))[:, None]
         u = sparse.csr_matrix((scaled.ravel(), (rows, columns.ravel())), shape=(len(first), size))
         cov = np.linalg.inv((u.T @ u).toarray() + np.diag(precision))
-        if polish < 2:
-            params = params - cov @ objective(params)[1]
+        if polish == 2:
+            break
+        value, grad = objective(params)
+        step = params - cov @ grad
+        if not objective(step)[0] < value:  # only a step that improves the fit is taken
+            break
+        params = step
     # Each task's scores summed (a judge's repeats and orders, the people of one task).
     residual = weight * (outcome - p) / (p * (1 - p))
     _, cluster = np.unique(task, return_inverse=True)
