@@ -1,6 +1,7 @@
 """A judge file at full size: a 50,000-row JSONL (about 150 MB: rubric prompts of ~3 kB)
 through upload → validation → the fake provider's OpenAI batch API (its own process) →
-output and error files, stage by stage, with peak RSS.
+output and error files, stage by stage, with peak RSS; and the estimate of the uploaded
+file before the batch (``POST /api/judge-files/estimate``).
 
     python bench/judge_files.py [--rows 50000] [--row-bytes 3000] [--bad-every 1000]
 
@@ -98,6 +99,12 @@ def main() -> None:
         stages["upload_s"] = time.perf_counter() - began
         rss["upload"] = rss_mb()
 
+        began = time.perf_counter()  # POST /api/judge-files/estimate, in the request
+        priced = services.estimate(user=user, file=uploaded)
+        stages["estimate_s"] = time.perf_counter() - began
+        rss["estimate"] = rss_mb()
+        assert priced["rows"] + priced["refused"] == args.rows, priced
+
         began = time.perf_counter()
         batch = services.batch_create(
             user=user,
@@ -130,6 +137,7 @@ def main() -> None:
     within = stages["upload_s"] + stages["validation_s"] <= 15 and max(rss.values()) <= 300
     print(
         f"{args.rows} rows, {size / 2**20:.0f} MB: upload {stages['upload_s']:.1f} s, "
+        f"estimate {stages['estimate_s']:.1f} s (${priced['live_usd']} live), "
         f"validation {stages['validation_s']:.1f} s (target upload + validation 15 s), "
         f"provider batch {stages['provider_batch_s']:.1f} s (recording "
         f"{stages['record_s']:.1f} s), files {stages['finalize_s']:.1f} s; "

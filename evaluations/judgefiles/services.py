@@ -1342,11 +1342,34 @@ def estimate(*, user: Any, file: JudgeFile) -> dict[str, Any]:
         raise Forbidden()
     models = _models(file.team)
     seen: set[str] = set()
+    # Priced a chunk at a time, so no more than a chunk of prompts is held.
     prompts: dict[tuple[int, int | None], list[tuple[str, str]]] = {}
     found: dict[int, LLMModel] = {}
+    per_model: dict[int, dict[str, Any]] = {}
     refused: dict[str, int] = {}
     examples: list[dict[str, Any]] = []
     rows = 0
+
+    def price() -> None:
+        for (model_pk, max_tokens), asked in prompts.items():
+            model = found[model_pk]
+            cost = estimate_cost(model=model, prompts=asked, max_tokens=max_tokens)
+            sums = per_model.setdefault(
+                model_pk,
+                {"model": f"{model.connection.name}/{model.model_id}", "name": model.display_name,
+                 "batch_api": model.batch_capable, "rows": 0, "input_tokens": 0,
+                 "output_tokens_assumed": 0, "output_tokens_high": 0, "live_usd": Decimal(0),
+                 "batch_usd": Decimal(0), "live_usd_high": Decimal(0),
+                 "batch_usd_high": Decimal(0)},
+            )  # fmt: skip
+            sums["rows"] += cost.requests
+            sums["input_tokens"] += cost.input_tokens
+            sums["output_tokens_assumed"] += cost.output_tokens_typical
+            sums["output_tokens_high"] += cost.output_tokens_high
+            for figure in ("live_usd", "batch_usd", "live_usd_high", "batch_usd_high"):
+                sums[figure] += Decimal(getattr(cost, figure))
+        prompts.clear()
+
     for number, text in _numbered(file):
         made = _row(number, text, models, seen)
         if isinstance(made, JudgeRowError):
@@ -1366,23 +1389,9 @@ def estimate(*, user: Any, file: JudgeFile) -> dict[str, Any]:
             (f"{request.get('system', '')}\n{earlier}", request["user"])
         )
         found[model.pk] = model
-    per_model: dict[int, dict[str, Any]] = {}
-    for (model_pk, max_tokens), asked in prompts.items():
-        model = found[model_pk]
-        cost = estimate_cost(model=model, prompts=asked, max_tokens=max_tokens)
-        sums = per_model.setdefault(
-            model_pk,
-            {"model": f"{model.connection.name}/{model.model_id}", "name": model.display_name,
-             "batch_api": model.batch_capable, "rows": 0, "input_tokens": 0,
-             "output_tokens_assumed": 0, "output_tokens_high": 0, "live_usd": Decimal(0),
-             "batch_usd": Decimal(0), "live_usd_high": Decimal(0), "batch_usd_high": Decimal(0)},
-        )  # fmt: skip
-        sums["rows"] += cost.requests
-        sums["input_tokens"] += cost.input_tokens
-        sums["output_tokens_assumed"] += cost.output_tokens_typical
-        sums["output_tokens_high"] += cost.output_tokens_high
-        for price in ("live_usd", "batch_usd", "live_usd_high", "batch_usd_high"):
-            sums[price] += Decimal(getattr(cost, price))
+        if rows % CHUNK == 0:
+            price()
+    price()
     listed = []
     for sums in sorted(per_model.values(), key=lambda s: s["model"]):
         if not sums["batch_api"]:
