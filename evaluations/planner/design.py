@@ -61,22 +61,12 @@ def first_wins(delta: Any, reliability: Any, bias: Any) -> np.ndarray:
     return reliability * sigmoid(np.asarray(delta) + bias) + (1 - reliability) / 2
 
 
-def information(delta: Any, reliability: Any, bias: Any) -> np.ndarray:
-    """Fisher information of one verdict about ``delta`` (first minus second shown)."""
-    g = sigmoid(np.asarray(delta, float) + bias)
-    p = np.clip(reliability * g + (1 - reliability) / 2, EPS, 1 - EPS)
-    slope = reliability * g * (1 - g)
-    return slope**2 / (p * (1 - p))
-
-
 @dataclass(frozen=True)
 class Rater:
-    """One kind of work the plan can buy: a task for people (``human``) or for one judge.
-    ``reliability`` and ``bias`` describe it; the plan reads them from the fit."""
+    """One kind of work the plan can buy: a task for people (``human``) or for one judge
+    (its quality is the fit's: ``Estimate``)."""
 
     key: str
-    reliability: float
-    bias: float
     verdicts_per_task: int
     repeat_correlation: float
     usd_per_task: float
@@ -322,15 +312,6 @@ def contrast_pairs(question: Question, theta: np.ndarray) -> tuple[np.ndarray, n
         k = int(question.k or 1)
         return order[k - 1 : k], order[k : k + 1]
     return order[:-1], order[1:]
-
-
-def contrasts(question: Question, theta: np.ndarray, cov: np.ndarray) -> np.ndarray:
-    """The question's contrasts of the strengths as rows (+1 at i, -1 at j)."""
-    pi, pj = contrast_pairs(question, theta)
-    rows = np.zeros((len(pi), len(theta)))
-    rows[np.arange(len(pi)), pi] += 1.0
-    rows[np.arange(len(pi)), pj] -= 1.0
-    return rows
 
 
 def _variance(cov: np.ndarray, pi: np.ndarray, pj: np.ndarray) -> np.ndarray:

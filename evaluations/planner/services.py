@@ -215,9 +215,7 @@ def _raters(
         q = quality(HUMAN)
         hours = scenario.overlap * seconds / 3600
         offered.append(
-            design.Rater(
-                HUMAN, 1.0, q.bias, scenario.overlap, 0.0, hours * budget["hourly_rate_usd"], hours
-            )
+            design.Rater(HUMAN, scenario.overlap, 0.0, hours * budget["hourly_rate_usd"], hours)
         )
         described.append(
             {
@@ -243,8 +241,6 @@ def _raters(
         offered.append(
             design.Rater(
                 key,
-                q.reliability,
-                q.bias,
                 cost.verdicts_per_task,
                 q.repeat_correlation,
                 cost.usd_per_task,

@@ -179,12 +179,10 @@ def fixed_cost(
 
 
 def offered(found: design.Estimate, raters: tuple[SimRater, ...]) -> list[design.Rater]:
-    """The work on offer as the scheduler sees it: each rater's measured quality."""
+    """The work on offer: each rater's task, its measured repeat correlation and its cost."""
     return [
         design.Rater(
             who.key,
-            found.quality[who.key].reliability,
-            found.quality[who.key].bias,
             who.verdicts_per_task,
             found.quality[who.key].repeat_correlation,
             who.usd_per_task,
@@ -295,7 +293,7 @@ def _outcome(w: World, kind: str) -> Outcome:
         right = set(order[: question.k].tolist()) == set(true_order[: question.k].tolist())
     else:
         right = bool((order == true_order).all())
-    people = sum(1 for t, r in dict(zip(w.task, w.rater, strict=True)).items() if r == HUMAN)
+    people = len({t for t, r in zip(w.task, w.rater, strict=True) if r == HUMAN})
     return Outcome(estimate, sd, truth, right, w.usd, people)
 
 

@@ -12,20 +12,32 @@ from evaluations.planner import design, simulation
 from evaluations.planner.design import HUMAN, Question
 
 
-def test_one_verdicts_information_is_its_score_variance():
-    """Fisher information = E[(d log P / d delta)^2], checked by finite differences."""
-    for delta, lam, beta in [(0.0, 1.0, 0.0), (1.3, 0.6, 0.4), (-2.0, 0.2, -1.0)]:
-        h = 1e-6
-        p = design.first_wins(delta, lam, beta)
-        dp = (design.first_wins(delta + h, lam, beta) - design.first_wins(delta - h, lam, beta)) / (
-            2 * h
-        )
-        expected = p * (dp / p) ** 2 + (1 - p) * (dp / (1 - p)) ** 2
-        assert design.information(delta, lam, beta) == pytest.approx(expected, rel=1e-5)
-    # A coin-flipping rater tells nothing; a perfect one p(1 - p).
-    assert design.information(0.5, 0.0, 0.0) == 0
-    p = 1 / (1 + np.exp(-0.5))
-    assert design.information(0.5, 1.0, 0.0) == pytest.approx(p * (1 - p))
+def test_each_verdicts_gradient_matches_finite_differences():
+    """The joint fit's (and the plan's) dP/dparams, checked by central differences of P
+    itself, for a person's verdict and a judge's, at a point off every prior mean; the
+    columns a person has no parameter for carry 0."""
+    layout = design.Layout(4, ("judge:a", "judge:b"))
+    params = np.random.default_rng(7).normal(0, 0.8, layout.size)
+    first, second = np.array([0, 2, 3]), np.array([1, 0, 2])
+    judge = np.array([-1, 0, 1])  # people, then each judge
+    p, columns, values = design._gradients(layout, params, first, second, judge)
+    h = 1e-6
+    for v in range(3):
+        numeric = np.zeros(layout.size)
+        for k in range(layout.size):
+            up, down = params.copy(), params.copy()
+            up[k] += h
+            down[k] -= h
+            pick = slice(v, v + 1)
+            plus = design._gradients(layout, up, first[pick], second[pick], judge[pick])[0]
+            minus = design._gradients(layout, down, first[pick], second[pick], judge[pick])[0]
+            numeric[k] = (plus[0] - minus[0]) / (2 * h)
+        analytic = np.bincount(columns[v], values[v], layout.size)
+        np.testing.assert_allclose(analytic, numeric, atol=1e-7)
+        assert 0 < p[v] < 1
+    # A person's verdict moves only the strengths and the people's bias.
+    people = np.flatnonzero(np.bincount(columns[0], np.abs(values[0]), layout.size))
+    assert set(people.tolist()) == {0, 1, layout.bias(-1)}
 
 
 def test_each_judges_reliability_and_bias_are_recovered_against_people():
