@@ -28,7 +28,16 @@ from evalplatform.api.uploads import config_and_upload, csv_chunks, download
 from evalplatform.errors import FieldErrors
 from evalplatform.runs.models import BatchState, ProviderBatch
 from evalplatform.throttling import expensive
-from generation import batch_registry, exports, job_input, pilot, planning, selectors, services
+from generation import (
+    batch_registry,
+    exports,
+    job_input,
+    pilot,
+    planning,
+    replies,
+    selectors,
+    services,
+)
 from generation.models import GenerationJob, GenerationOutput
 
 
@@ -38,6 +47,9 @@ class JobSerializer(serializers.ModelSerializer):
     progress = serializers.FloatField(read_only=True)
     prompts = serializers.SerializerMethodField()
     models = serializers.SerializerMethodField()
+    reply_format = serializers.SerializerMethodField(
+        help_text="How replies are scored into fields (kind and fields), or null."
+    )
 
     class Meta:
         model = GenerationJob
@@ -52,6 +64,7 @@ class JobSerializer(serializers.ModelSerializer):
             "source_meta",
             "prompts",
             "models",
+            "reply_format",
             "repetitions",
             "temperatures",
             "max_tokens",
@@ -71,6 +84,9 @@ class JobSerializer(serializers.ModelSerializer):
             "finished_at",
         ]
         read_only_fields = fields
+
+    def get_reply_format(self, job: GenerationJob) -> dict[str, Any] | None:
+        return replies.shown(job.config.get("reply_format"))
 
     def get_prompts(self, job: GenerationJob) -> list[dict[str, Any]]:
         return [
@@ -118,6 +134,9 @@ class OutputSerializer(serializers.ModelSerializer):
             "attempts",
             "error_kind",
             "error_message",
+            "parsed",
+            "parse_status",
+            "parse_error",
             "created_at",
             "started_at",
             "completed_at",
@@ -186,7 +205,58 @@ class OutputFilter(django_filters.FilterSet):
 
     class Meta:
         model = GenerationOutput
-        fields = ["status", "model", "prompt", "item", "repetition", "temperature"]
+        fields = [
+            "status",
+            "model",
+            "prompt",
+            "item",
+            "repetition",
+            "temperature",
+            "parse_status",
+        ]
+
+
+CONSISTENCY_FIELD_HELP = "One of the job's reply fields; default: the first with numbers."
+TABLE_HELP = "items (every numeric field, per item and condition) or agreement (one field)."
+CONSISTENCY_ITEM_COLUMNS = [
+    "field",
+    "item",
+    "condition",
+    "model",
+    "prompt",
+    "temperature",
+    "n",
+    "mean",
+    "sd",
+    "min",
+    "max",
+]
+CONSISTENCY_AGREEMENT_COLUMNS = [
+    "field",
+    "a",
+    "b",
+    "items",
+    "spearman",
+    "spearman_low",
+    "spearman_high",
+    "kendall",
+    "kendall_low",
+    "kendall_high",
+    "interval",
+]
+
+
+def _cell(value: Any) -> Any:
+    return "" if value is None else value
+
+
+def _flat(row: dict[str, Any]) -> dict[str, Any]:
+    """A rank-agreement row with each interval as its low and high ends."""
+    flat = dict(row)
+    for name in ("spearman", "kendall"):
+        low, high = flat.pop(f"{name}_ci", None) or (None, None)
+        flat[f"{name}_low"], flat[f"{name}_high"] = low, high
+    return flat
 
 
 # The body as ``JobInput`` declares it; or multipart, a ``config`` field beside the ``file``.
@@ -331,6 +401,48 @@ class JobViewSet(TeamScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelM
     @action(detail=True, methods=["get"])
     def statistics(self, request, pk=None):
         return Response(selectors.statistics_for(self._job()))
+
+    @extend_schema(
+        parameters=[OpenApiParameter("field", str, description=CONSISTENCY_FIELD_HELP)],
+        responses=OpenApiTypes.OBJECT,
+    )
+    @action(detail=True, methods=["get"])
+    def consistency(self, request, pk=None):
+        """Consistency of repeated calls, per item, for one of the reply format's numeric
+        fields: n, mean, SD, min and max per item and condition (model, prompt,
+        temperature), each condition's summary, and the rank agreement of the items between
+        conditions (Spearman and Kendall tau-b with 95% intervals)."""
+        job = self._job()
+        return Response(selectors.consistency_for(job, request.query_params.get("field") or None))
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("table", str, enum=["items", "agreement"], description=TABLE_HELP),
+            OpenApiParameter("field", str, description=CONSISTENCY_FIELD_HELP),
+        ],
+        responses={(200, "text/csv"): OpenApiTypes.STR},
+    )
+    @action(detail=True, methods=["get"], url_path="consistency/csv")
+    def consistency_csv(self, request, pk=None):
+        """The consistency tables as CSV: ``items`` (every numeric field, per item and
+        condition) or ``agreement`` (one field's rank agreement between conditions)."""
+        job = self._job()
+        table = request.query_params.get("table") or "items"
+        if table not in ("items", "agreement"):
+            raise FieldErrors({"table": TABLE_HELP})
+        if table == "items":
+            rows = selectors.consistency_items(job)
+            columns = CONSISTENCY_ITEM_COLUMNS
+        else:
+            found = selectors.consistency_for(job, request.query_params.get("field") or None)
+            rows = [_flat(r) | {"field": found["field"]} for r in found.get("rank_agreement", [])]
+            columns = CONSISTENCY_AGREEMENT_COLUMNS
+        lines = [[_cell(r.get(c)) for c in columns] for r in rows]
+        return download(
+            csv_chunks(columns, lines),
+            "text/csv; charset=utf-8",
+            f"generation-job-{job.pk}-consistency-{table}.csv",
+        )
 
     @extend_schema(request=None, responses={(200, "text/csv"): OpenApiTypes.STR})
     @action(detail=True, methods=["post"], url_path="export/csv")

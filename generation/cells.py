@@ -32,7 +32,7 @@ from evalplatform.providers.llm.types import (
 )
 from evalplatform.providers.models import LLMModel
 from evalplatform.validation import INT_MAX
-from generation import events, results, statements
+from generation import events, replies, results, statements
 from generation.job_input import response_schema
 from generation.models import GenerationJob, GenerationOutput, OutputStatus, SourceKind
 from generation.requests import RowRequest
@@ -84,6 +84,7 @@ class JobCells:
         self.job_id = job.pk
         self.max_tokens = job.max_tokens
         self.own_requests = job.source_kind == SourceKind.JUDGE_FILE
+        self.reply_format: dict[str, Any] | None = job.config.get("reply_format")
         self.prompts = {
             p.pk: _Prompt(
                 [Block(b["title"], b["body"]) for b in snap["blocks"]],
@@ -317,6 +318,7 @@ def record(
     item_events: bool = False,
     update_job: bool = True,
     trip: statements.Trip | None = None,
+    reply_format: Mapping[str, Any] | None = None,
 ) -> Recorded:
     """Record results of cells the caller owns (running, and locked or guarded by the
     caller, in the caller's transaction), and add them to the job's counts, cost and
@@ -326,7 +328,9 @@ def record(
     leaves it). ``item_events``: also return each recorded cell's event, to publish.
     ``update_job=False``: the caller, holding the job locked, writes its counts, cost and
     reservations itself (from the returned tally). ``trip``: the writes go in it (the
-    handler's ``recorded`` and the job's counts once it has run), else they run at once."""
+    handler's ``recorded`` and the job's counts once it has run), else they run at once.
+    ``reply_format``: the job's (``generation.replies``): each completed reply's fields are
+    read and kept with it."""
     rejected = (
         handler.check(job_id, {f.pk: f.response.text for f in finished if f.response is not None})
         if handler is not None
@@ -378,6 +382,13 @@ def record(
                 total_ms = round(cell.total_s * 1000) if cell.total_s is not None else last_ms
                 change["processing_time_ms"] = min(max(total_ms, last_ms), INT_MAX)
                 change["last_attempt_ms"] = min(last_ms, INT_MAX)
+            if reply_format and not problem:
+                parsed = replies.read(response.text, reply_format)
+                change |= {
+                    "parsed": parsed.fields,
+                    "parse_status": parsed.status,
+                    "parse_error": parsed.error[:500],
+                }
             if problem:
                 tally.failed += 1
                 if item_events:

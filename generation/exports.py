@@ -14,9 +14,9 @@ from generation.models import GenerationJob
 
 
 def csv_chunks(job: GenerationJob) -> Iterator[str]:
-    """The spec's CSV columns, formula-safe (``uploads.csv_lines``), a batch of rows a
-    block."""
-    yield uploads.csv_line(selectors.CSV_COLUMNS)
+    """The spec's CSV columns (and a reply format's after them: ``selectors.csv_columns``),
+    formula-safe (``uploads.csv_lines``), a batch of rows a block."""
+    yield uploads.csv_line(selectors.csv_columns(job))
     for columns in selectors.export_column_batches(job):
         yield uploads.csv_column_lines(columns)
 
@@ -26,7 +26,8 @@ def json_chunks(job: GenerationJob, head: dict[str, Any]) -> Iterator[str]:
     outputs a block: each record the text ``json.dumps(record, default=str)`` gives (a
     decimal is its string), made from the batch's values a column at a time."""
     yield '{"job": ' + json.dumps(head | {"config": job.config}, default=str) + ', "outputs": ['
-    record = "{" + ", ".join(f"{json.dumps(c)}: %s" for c in selectors.JSON_COLUMNS) + "}"
+    keys = selectors.json_columns(job)
+    record = "{" + ", ".join(f"{json.dumps(c)}: %s" for c in keys) + "}"
     separator = ""
     for columns in selectors.export_record_column_batches(job):
         texts = [exporting.json_column(column) for column in columns]

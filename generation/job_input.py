@@ -14,6 +14,7 @@ from typing import Any
 from evalplatform import inputs, validation
 from evalplatform.providers.llm import kinds
 from evalplatform.providers.llm.types import ResponseSchema
+from generation import replies
 from generation.models import JobMode
 
 
@@ -41,6 +42,19 @@ def _source(raw: Any) -> dict[str, Any]:
     if not isinstance(source, dict):
         raise inputs.Invalid("The source is an object: {type, format, content}.")
     return source
+
+
+def _reply_format(raw: Any) -> dict[str, Any] | None:
+    """How replies are scored (``generation.replies``). A structured format naming no
+    fields is read with the models' response schemas (``planning.job_plan``)."""
+    if isinstance(raw, dict) and raw.get("kind") == "structured" and raw.get("fields") is None:
+        if set(raw) - {"kind", "fields"}:
+            raise inputs.Invalid("Only kind and fields.")
+        return {"kind": "structured"}
+    try:
+        return replies.check(raw)
+    except ValueError as exc:
+        raise inputs.Invalid(str(exc)) from None
 
 
 def _starts(raw: Any) -> bool:
@@ -103,6 +117,16 @@ class JobInput(inputs.Input):
             "additionalProperties": {},
             "description": "{type: manual|prompt_only, format, content}, or "
             "{type: scenario, scenario: id}.",
+        },
+    )
+    reply_format = inputs.Rule(
+        _reply_format,
+        label="Reply format",
+        openapi={
+            "type": "object",
+            "nullable": True,
+            "additionalProperties": {},
+            "description": "How replies are scored into fields: " + replies.HELP,
         },
     )
     start = inputs.Rule(

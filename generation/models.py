@@ -256,6 +256,12 @@ class GenerationOutput(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     error_kind = models.CharField(max_length=40, blank=True)
     error_message = models.TextField(blank=True)
+    # The reply read by the job's reply format (``generation.replies``): its fields
+    # ({name: value}, null when none was read), how it went ("" when the job has no reply
+    # format) and, short of "ok"/"extracted", why.
+    parsed = models.JSONField(null=True, blank=True)
+    parse_status = models.CharField(max_length=12, blank=True)
+    parse_error = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)

@@ -10,6 +10,11 @@ urlpatterns = [
     path("jobs/<int:job_id>/outputs", views.job_outputs, name="generation-job-outputs"),
     path("jobs/<int:job_id>/statistics", views.job_statistics, name="generation-job-statistics"),
     path(
+        "jobs/<int:job_id>/consistency",
+        views.job_consistency,
+        name="generation-job-consistency",
+    ),
+    path(
         "jobs/<int:job_id>/<str:action>",
         views.job_action,
         name="generation-job-action",

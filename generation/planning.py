@@ -28,7 +28,7 @@ from evalplatform.prompts.rendering import (
 from evalplatform.providers.estimate import estimate_cost
 from evalplatform.providers.llm import kinds
 from evalplatform.providers.models import LLMModel
-from generation import job_input, sources
+from generation import job_input, replies, sources
 from generation.job_input import reserved_params as reserved_params  # judges use it here
 from generation.models import JobMode, SourceKind
 
@@ -75,6 +75,8 @@ class JobPlan:
     max_retries: int
     concurrency: int
     finish_live: bool = False
+    # How replies are scored into fields (``generation.replies``), or None.
+    reply_format: dict[str, Any] | None = None
 
     def temperatures_for(self, spec: ModelSpec) -> list[float | None]:
         """The temperature slots of a model configuration: the job's, or one slot sending
@@ -136,6 +138,13 @@ def job_plan(
         else ([], {})
     )
     _check_placeholders(prompts, fields["prompt_versions"], errors)
+    reply_format = fields["reply_format"]
+    models_ok = not any(key.startswith("models") for key in errors)
+    if reply_format is not None and "fields" not in reply_format and models_ok:
+        try:
+            reply_format = replies.check(reply_format, [s.response_schema for s in models])
+        except ValueError as exc:
+            errors["reply_format"] = str(exc)
     if errors:
         raise FieldErrors(inputs.in_order(errors, job_input.JobInput))
     _check_variables(prompts, items)
@@ -155,6 +164,7 @@ def job_plan(
         fields["max_retries"],
         fields["concurrency"],
         fields["finish_live"],
+        reply_format,
     )
     limit = settings.GENERATION_MAX_CELLS
     if plan.cell_count > limit:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import statistics
 from collections import defaultdict
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from evalplatform.accounts import policy
 from evalplatform.accounts.roles import GENERATION_VIEW
 from evalplatform.errors import FieldErrors
 from evalplatform.runs.models import ProviderBatch
+from generation import consistency, replies
 from generation.models import BATCH_WORK_KIND, GenerationJob, GenerationOutput
 
 # The spec's CSV columns, in order, and the field each is read from.
@@ -83,27 +85,59 @@ def _column_batches(job: GenerationJob, fields: list[tuple[str, str]]) -> Iterat
     return exporting.column_batches(queryset, [f for _, f in fields], _DATETIME_FIELDS)
 
 
+# What a job with a reply format adds after them: how each reply was read, and its fields
+# (``parsed.<name>`` columns in the CSV, one ``parsed`` object in the JSON).
+PARSE_FIELDS = [("parse_status", "parse_status"), ("parse_error", "parse_error")]
+
+
+def reply_fields(job: GenerationJob) -> list[str]:
+    """The names of the fields the job's reply format reads (none without one)."""
+    return replies.field_names((job.config or {}).get("reply_format"))
+
+
+def csv_columns(job: GenerationJob) -> list[str]:
+    """The CSV's header: the spec's 13 columns first and unchanged, then, for a job with a
+    reply format, ``parse_status``, ``parse_error`` and a ``parsed.<name>`` per field."""
+    names = reply_fields(job)
+    if not names:
+        return list(CSV_COLUMNS)
+    return [*CSV_COLUMNS, *(c for c, _ in PARSE_FIELDS), *(f"parsed.{n}" for n in names)]
+
+
+def json_columns(job: GenerationJob) -> list[str]:
+    """The JSON export's keys of an output (``parse_status``, ``parse_error`` and ``parsed``
+    after the rest for a job with a reply format)."""
+    if not reply_fields(job):
+        return list(JSON_COLUMNS)
+    return [*JSON_COLUMNS, *(c for c, _ in PARSE_FIELDS), "parsed"]
+
+
+def _field_text(value: Any) -> Any:
+    """A parsed field's CSV cell: numbers and text as they are, true/false, JSON text of an
+    object or a list, empty for none."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False)
+    return value
+
+
 def export_column_batches(job: GenerationJob) -> Iterator[list[Any]]:
-    """The CSV's columns (in the spec's order), in batches of values per column."""
-    return _column_batches(job, CSV_FIELDS)
+    """The CSV's columns (``csv_columns``), in batches of values per column."""
+    names = reply_fields(job)
+    if not names:
+        yield from _column_batches(job, CSV_FIELDS)
+        return
+    for columns in _column_batches(job, [*CSV_FIELDS, *PARSE_FIELDS, ("parsed", "parsed")]):
+        parsed = [p or {} for p in columns.pop()]
+        columns += [[_field_text(p.get(n)) for p in parsed] for n in names]
+        yield columns
 
 
 def export_record_column_batches(job: GenerationJob) -> Iterator[list[Any]]:
-    """The JSON export's outputs (``JSON_COLUMNS``), in batches of values per column."""
-    return _column_batches(job, JSON_FIELDS)
-
-
-def export_rows(job: GenerationJob) -> Iterator[tuple[Any, ...]]:
-    """CSV rows in the spec's column order, fetched in chunks (flat memory)."""
-    for columns in export_column_batches(job):
-        yield from zip(*columns, strict=True)
-
-
-def export_records(job: GenerationJob) -> Iterator[dict[str, Any]]:
-    """The JSON export's outputs, one dict each, fetched in chunks (flat memory)."""
-    for columns in export_record_column_batches(job):
-        for values in zip(*columns, strict=True):
-            yield dict(zip(JSON_COLUMNS, values, strict=True))
+    """The JSON export's outputs (``json_columns``), in batches of values per column."""
+    extra = [*PARSE_FIELDS, ("parsed", "parsed")] if reply_fields(job) else []
+    return _column_batches(job, [*JSON_FIELDS, *extra])
 
 
 def percentile(values: list[int], q: float) -> float | None:
@@ -115,10 +149,16 @@ def percentile(values: list[int], q: float) -> float | None:
 
 
 def statistics_for(job: GenerationJob) -> dict[str, Any]:
+    """Counts, tokens, cost and latency by model, prompt and temperature; for a job with
+    a reply format, how its replies were read (``by_parse_status``) and each numeric
+    field's n, mean and SD by model, prompt and temperature (``fields``)."""
     groups: dict[str, dict[str, dict[str, Any]]] = {"model": {}, "prompt": {}, "temperature": {}}
     by_status: dict[str, int] = defaultdict(int)
     latencies: dict[tuple[str, str], list[int]] = defaultdict(list)
-    rows = GenerationOutput.objects.filter(job=job).values_list(
+    names = reply_fields(job)
+    scores: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    by_parse: dict[str, int] = defaultdict(int)
+    columns = [
         "status",
         "model_config__label",
         "prompt__label",
@@ -127,12 +167,17 @@ def statistics_for(job: GenerationJob) -> dict[str, Any]:
         "output_tokens",
         "cost_usd",
         "processing_time_ms",
+    ]
+    rows = GenerationOutput.objects.filter(job=job).values_list(
+        *columns, *(["parse_status", "parsed"] if names else [])
     )
-    for status, model, prompt, temp, tokens_in, tokens_out, cost, latency in rows.iterator(2000):
+    for row in rows.iterator(2000):
+        status, model, prompt, temp, tokens_in, tokens_out, cost, latency = row[:8]
         by_status[status] += 1
         # "none": cells that sent no temperature (the provider's default).
         temperature = "none" if temp is None else f"{temp:g}"
-        for kind, key in (("model", model), ("prompt", prompt), ("temperature", temperature)):
+        keys = (("model", model), ("prompt", prompt), ("temperature", temperature))
+        for kind, key in keys:
             entry = groups[kind].setdefault(
                 key,
                 {
@@ -152,6 +197,14 @@ def statistics_for(job: GenerationJob) -> dict[str, Any]:
             entry["cost_usd"] += cost
             if latency is not None:
                 latencies[(kind, key)].append(latency)
+        if names and status == "completed":
+            parse_status, parsed = row[8], row[9] or {}
+            by_parse[parse_status or "not read"] += 1
+            for name in names:
+                number = replies.numeric(parsed.get(name))
+                if number is not None:
+                    for kind, key in keys:
+                        scores[(name, kind, key)].append(number)
     for kind, entries in groups.items():
         for key, entry in entries.items():
             values = latencies[(kind, key)]
@@ -162,7 +215,7 @@ def statistics_for(job: GenerationJob) -> dict[str, Any]:
                 "p90": percentile(values, 0.9),
                 "p95": percentile(values, 0.95),
             }
-    return {
+    result: dict[str, Any] = {
         "total": job.total_cells,
         "by_status": dict(by_status),
         "cost_usd": str(job.cost_usd),
@@ -170,6 +223,71 @@ def statistics_for(job: GenerationJob) -> dict[str, Any]:
         "by_prompt": groups["prompt"],
         "by_temperature": groups["temperature"],
     }
+    if names:
+        result["by_parse_status"] = dict(by_parse)
+        result["fields"] = _field_statistics(names, groups, scores)
+    return result
+
+
+def _field_statistics(
+    names: list[str],
+    groups: dict[str, dict[str, dict[str, Any]]],
+    scores: dict[tuple[str, str, str], list[float]],
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Each numeric field's n, mean and SD by model, prompt and temperature (the fields
+    with no numeric value are left out)."""
+    fields: dict[str, dict[str, dict[str, Any]]] = {}
+    for name in names:
+        entry: dict[str, dict[str, Any]] = {}
+        for kind in groups:
+            found = {
+                key: {
+                    "n": len(v),
+                    "mean": round(statistics.fmean(v), 4),
+                    "sd": round(statistics.stdev(v), 4) if len(v) > 1 else None,
+                }
+                for key in groups[kind]
+                if (v := scores.get((name, kind, key)))
+            }
+            entry[f"by_{kind}"] = found
+        if any(entry.values()):
+            fields[name] = entry
+    return fields
+
+
+def _consistency_rows(job: GenerationJob) -> Iterator[consistency.Row]:
+    rows = (
+        job.outputs.filter(status="completed")
+        .order_by("item__position", "pk")
+        .values_list(
+            "item__item_id", "model_config__label", "prompt__label", "temperature", "parsed"
+        )
+    )
+    return (consistency.Row(*r) for r in rows.iterator(2000))
+
+
+def consistency_for(job: GenerationJob, field: str | None = None) -> dict[str, Any]:
+    """``consistency.summarise`` of the job's completed outputs for one of its reply
+    format's fields (``field``, else the first with numbers): per item and condition n,
+    mean, SD, min and max; each condition's summary; rank agreement between conditions.
+    ``FieldErrors`` on ``field`` when the job reads no such field."""
+    names = reply_fields(job)
+    if field is not None and field not in names:
+        raise FieldErrors(
+            {
+                "field": "One of " + ", ".join(names) + "."
+                if names
+                else "The job has no reply format."
+            }
+        )
+    return {"job": job.pk, "fields": names} | consistency.summarise(
+        _consistency_rows(job), names, field
+    )
+
+
+def consistency_items(job: GenerationJob) -> list[dict[str, Any]]:
+    """Every numeric field's per-item table (``consistency.item_rows``)."""
+    return consistency.item_rows(_consistency_rows(job), reply_fields(job))
 
 
 # What the job page and the API show of a provider batch.

@@ -89,6 +89,7 @@ def job_create(*, user: Any, plan: JobPlan) -> GenerationJob:
         "mode": plan.mode,
         "finish_live": plan.finish_live,
         "budget_usd": str(plan.budget_usd) if plan.budget_usd is not None else None,
+        "reply_format": plan.reply_format,
     }
     # The job and its configuration first; then its items and cells a chunk per
     # transaction (``writing`` until the last), then the job is shown. Inside a caller's

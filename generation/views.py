@@ -40,7 +40,7 @@ from evalplatform.prompts.rendering import MissingVariables, variables_in
 from evalplatform.providers.models import LLMModel
 from evalplatform.web.fields import number_or_text
 from evalplatform.web.redirects import safe_next
-from generation import job_input, pilot, planning, selectors, services, sources
+from generation import job_input, pilot, planning, replies, selectors, services, sources
 from generation.models import GenerationJob, JobMode, JobStatus, OutputStatus, SourceKind
 
 ACTIVE = (JobStatus.RUNNING, JobStatus.QUEUED, JobStatus.PAUSED)
@@ -294,7 +294,10 @@ def _outputs_context(request: HttpRequest, job: GenerationJob) -> dict[str, Any]
         "model": request.GET.get("model", ""),
         "prompt": request.GET.get("prompt", ""),
         "item": request.GET.get("item", "").strip(),
+        "parse_status": request.GET.get("parse_status", ""),
     }
+    if filters["parse_status"] in replies.STATUSES:
+        qs = qs.filter(parse_status=filters["parse_status"])
     if filters["status"] in OutputStatus.values:
         qs = qs.filter(status=filters["status"])
     if (model := validation.digits(filters["model"])) is not None:
@@ -305,7 +308,17 @@ def _outputs_context(request: HttpRequest, job: GenerationJob) -> dict[str, Any]
         qs = qs.filter(item__item_id=filters["item"])
     page = Paginator(qs, OUTPUTS_PER_PAGE).get_page(request.GET.get("page"))
     query = urlencode({k: v for k, v in filters.items() if v})
-    return {"job": job, "page": page, "filters": filters, "query": query}
+    fields = selectors.reply_fields(job)
+    for output in page:
+        output.fields = [(n, (output.parsed or {}).get(n)) for n in fields] if fields else []
+    return {
+        "job": job,
+        "page": page,
+        "filters": filters,
+        "query": query,
+        "reply_fields": fields,
+        "parse_statuses": replies.STATUSES,
+    }
 
 
 @login_required
@@ -333,6 +346,27 @@ def job_statistics(request: HttpRequest, job_id: int) -> HttpResponse:
     job = _job(request, job_id)
     return render(
         request, "generation/_statistics.html", {"statistics": selectors.statistics_for(job)}
+    )
+
+
+@login_required
+def job_consistency(request: HttpRequest, job_id: int) -> HttpResponse:
+    """Consistency of repeated calls, per item, for one of the job's scored fields."""
+    job = _job(request, job_id)
+    field = request.GET.get("field") or None
+    names = selectors.reply_fields(job)
+    if field not in names:
+        field = None  # an unknown field shows the first with numbers
+    found = selectors.consistency_for(job, field)
+    labels = [c["condition"] for c in found.get("by_condition", [])]
+    cells: dict[str, dict[str, dict[str, Any]]] = {}
+    for entry in found.get("items", []):
+        cells.setdefault(entry["item"], {})[entry["condition"]] = entry
+    table = [(item, [by.get(label) for label in labels]) for item, by in cells.items()]
+    return render(
+        request,
+        "generation/consistency.html",
+        {"job": job, "found": found, "labels": labels, "table": table},
     )
 
 

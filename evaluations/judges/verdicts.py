@@ -10,19 +10,16 @@ Anything else is a ``Rejected`` reply, kept with its raw text and retried alone 
 
 from __future__ import annotations
 
-import bisect
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalplatform.replies import extract_json, path, tags
 from scenarios.types import registry
 from scenarios.types.base import KEYS, Rejected
 
-__all__ = ["KEYS", "Rejected", "Verdict", "extract_json", "read"]
-
-FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
+__all__ = ["KEYS", "Rejected", "Verdict", "extract_json", "read", "tags"]
 
 
 @dataclass
@@ -32,35 +29,6 @@ class Verdict:
     # "ok": the reply was the JSON object itself; "extracted": it was fenced or in prose.
     parse_status: str = "ok"
     notes: list[str] = field(default_factory=list)
-
-
-def extract_json(text: str) -> tuple[dict[str, Any], str]:
-    """The reply's JSON object and how it was found ("ok" or "extracted")."""
-    stripped = text.strip()
-    try:
-        value = json.loads(stripped)
-    except ValueError:
-        pass
-    else:
-        if isinstance(value, dict):
-            return value, "ok"
-        raise Rejected("The reply is JSON but not an object.")
-    candidates = [m.group(1) for m in FENCE.finditer(text)] + [text]
-    decoder = json.JSONDecoder()
-    for candidate in candidates:
-        start = candidate.find("{")
-        while start != -1:
-            try:
-                value, _ = decoder.raw_decode(candidate, start)
-            except ValueError:
-                start = candidate.find("{", start + 1)
-                continue
-            if isinstance(value, dict):
-                return value, "extracted"
-            start = candidate.find("{", start + 1)
-    if "{" in text:
-        raise Rejected("The reply holds no complete JSON object (cut off, or malformed).")
-    raise Rejected("The reply holds no JSON object.")
 
 
 def _rationale(found: Mapping[str, Any]) -> str:
@@ -75,35 +43,6 @@ def _rationale(found: Mapping[str, Any]) -> str:
 # ``reply_groups`` ({name: field}: a rating's scores by dimension); ``values`` maps the
 # reply's words to the verdict's (e.g. SAMPLE_1 → A).
 REPLY_FORMATS = ("json", "tags", "structured")
-TAG_NAME = r"[A-Za-z_][\w.-]{0,63}"
-_OPEN_TAG = re.compile(rf"<({TAG_NAME})>")
-_CLOSE_TAG = re.compile(rf"</({TAG_NAME})>")
-
-
-def tags(text: str, *, most: int = 20_000, name: str = TAG_NAME) -> list[tuple[str, str]]:
-    """The ``<name>value</name>`` parts of ``text``, in order, each value the text up to the
-    first closing tag of its name, at most ``most`` characters; a part inside a part found
-    is not read again. ``name``: the names to read (a pattern).
-
-    Linear in the text: the closing tags are found in one pass and each opening tag looks
-    its own up by position (a backreferencing regex tried every opening tag against up to
-    ``most`` characters: 60 KB of "<a>" took seconds)."""
-    closes: dict[str, list[int]] = {}
-    for found in _CLOSE_TAG.finditer(text):
-        closes.setdefault(found.group(1), []).append(found.start())
-    allowed = re.compile(name)
-    parts: list[tuple[str, str]] = []
-    position = 0
-    for found in _OPEN_TAG.finditer(text):
-        tag, start, end = found.group(1), found.start(), found.end()
-        if start < position or allowed.fullmatch(tag) is None:
-            continue
-        at = closes.get(tag, [])
-        index = bisect.bisect_left(at, end)
-        if index < len(at) and at[index] - end <= most:
-            parts.append((tag, text[end : at[index]]))
-            position = at[index] + len(tag) + 3
-    return parts
 
 
 def check_reply_format(value: Any, dimensions: Sequence[str]) -> str | None:
@@ -170,15 +109,6 @@ def verdict_schema(kind: str, config: Mapping[str, Any]) -> dict[str, Any] | Non
     }
 
 
-def _path(found: Mapping[str, Any], path: str) -> Any:
-    value: Any = found
-    for part in path.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return None
-        value = value[part]
-    return value
-
-
 def reshape(text: str, reply_format: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     """The reply in the platform's verdict shape under a judge's reply format, and how it
     was found."""
@@ -204,12 +134,12 @@ def reshape(text: str, reply_format: Mapping[str, Any]) -> tuple[dict[str, Any],
     for owner in registry.every():
         for part in owner.reply_parts:
             if part in fields:
-                found[part] = word(owner.from_reply(part, _path(source, fields[part])))
+                found[part] = word(owner.from_reply(part, path(source, fields[part])))
         for group in owner.reply_groups:
             if group in fields:
-                found[group] = {name: _path(source, f) for name, f in fields[group].items()}
+                found[group] = {name: path(source, f) for name, f in fields[group].items()}
     if "rationale" in fields:
-        found["rationale"] = word(_path(source, fields["rationale"]))
+        found["rationale"] = word(path(source, fields["rationale"]))
     return found, how
 
 

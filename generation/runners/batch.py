@@ -165,6 +165,7 @@ def _record(row_id: int, results: Sequence[BatchResult], *, requeue: bool = Fals
             prices=prices,
             handler=results_.handler_for(job.source_kind),
             batch_id=row_id,
+            reply_format=job.config.get("reply_format"),
         )
         if recorded.changed:
             job.refresh_from_db()

@@ -266,6 +266,7 @@ class GenerationWork:
             item_events=self._publisher is not None,
             update_job=False,
             trip=trip,
+            reply_format=self.cells.reply_format,
         )
         # The job's counts, on the locked instance (``step`` writes them).
         job.completed_cells += recorded.completed

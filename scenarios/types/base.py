@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Protocol
 
 from evalplatform import validation
 from evalplatform.errors import FieldErrors
+from evalplatform.replies import Unreadable
 
 # The neutral keys of the variants of a task, in the order they are presented.
 KEYS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -45,8 +46,9 @@ ONE_RESPONSE_TASK = {
 }
 
 
-class Rejected(ValueError):
-    """The reply is not a valid verdict; the message says why."""
+# The reply is not a valid verdict; the message says why. One class with the error of
+# reading any reply (``evalplatform.replies``), so a reply that holds no JSON is refused too.
+Rejected = Unreadable
 
 
 class VariantLike(Protocol):

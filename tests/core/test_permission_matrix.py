@@ -143,6 +143,8 @@ TABLE: list[Row] = [
     R("api/generation/batches.csv", VIEW_JOB, query="job=@job", other="404"),
     R("api/generation/jobs/<pk>/outputs", VIEW_JOB, params=JOB),
     R("api/generation/jobs/<pk>/statistics", VIEW_JOB, params=JOB),
+    R("api/generation/jobs/<pk>/consistency", VIEW_JOB, params=JOB),
+    R("api/generation/jobs/<pk>/consistency/csv", VIEW_JOB, params=JOB),
     R("api/generation/jobs/<pk>/start", MANAGE_JOB, params=JOB),
     R("api/generation/jobs/<pk>/pause", MANAGE_JOB, params=JOB),
     R("api/generation/jobs/<pk>/cancel", MANAGE_JOB, params=JOB),
@@ -369,6 +371,7 @@ TABLE: list[Row] = [
     R("generation/jobs/<job_id>", {"GET": "ok=AMCVS"}, params={"job_id": "@job"}),
     R("generation/jobs/<job_id>/outputs", {"GET": "ok=AMCVS"}, params={"job_id": "@job"}),
     R("generation/jobs/<job_id>/statistics", {"GET": "ok=AMCVS"}, params={"job_id": "@job"}),
+    R("generation/jobs/<job_id>/consistency", {"GET": "ok=AMCVS"}, params={"job_id": "@job"}),
     *[
         R("generation/jobs/<job_id>/<action>", {"POST": "ok=AMCS 403=V"},
           params={"job_id": "@job", "action": action}, body="form")

@@ -1,0 +1,266 @@
+"""Consistency of repeated calls, per item: a job's scored fields (``generation.replies``)
+summarised per item and condition, and the rank order of items compared between
+conditions.
+
+A condition is one model configuration, prompt and temperature. For each numeric field,
+each item has in each condition its n calls, their mean, SD (sample, n-1), min and max. Two
+conditions rank the items they share by their means; the agreement is Spearman's rho and
+Kendall's tau-b, each with a 95% interval on Fisher's z scale: rho's standard error
+sqrt((1 + rho²/2) / (n - 3)) (Bonett & Wright, 2000), tau's sqrt(0.437 / (n - 4))
+(Fieller, Hartley & Pearson, 1957). ``bench/rank_agreement.py`` checks their coverage in
+known worlds (continuous, tied, skewed scores; 10 to 100 items).
+
+Pure: ``summarise`` takes the rows (``selectors.consistency_for`` reads a job's).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+from scipy import stats as sps
+
+from generation import replies
+
+Z95 = 1.959963984540054
+# Items a condition pair needs for an interval (Spearman's needs n > 3, Kendall's n > 4).
+MIN_ITEMS = 5
+# Up to this many items, the intervals' standard errors are the jackknife's (O(n²) time and
+# memory), while the request's budget of n² lasts (about 2 s); beyond, normal theory's.
+JACKKNIFE_MOST = 1000
+JACKKNIFE_BUDGET = 30_000_000
+# Pairs of conditions compared in one request.
+MAX_PAIRS = 100
+# Rank correlations at most this close to ±1 (an observed ±1 has no Fisher z).
+_EDGE = 0.9999
+
+
+@dataclass(frozen=True)
+class Row:
+    """One completed output's parsed values, in its condition."""
+
+    item: str
+    model: str
+    prompt: str
+    temperature: float | None
+    parsed: dict[str, Any] | None
+
+
+def condition_label(model: str, prompt: str, temperature: float | None) -> str:
+    t = "no temperature sent" if temperature is None else f"temperature {temperature:g}"
+    return f"{model} · {prompt} · {t}"
+
+
+def _interval(value: float, se: float, n: int, quantile: float = Z95) -> list[float]:
+    """The 95% interval on Fisher's z scale, the coefficient held within 1 - 1/n² of ±1
+    (an observed ±1 among few items is no proof of a perfect one)."""
+    edge = min(_EDGE, 1 - 1 / (n * n))
+    z = math.atanh(max(-edge, min(edge, value)))
+    return [round(math.tanh(z - quantile * se), 4), round(math.tanh(z + quantile * se), 4)]
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    return np.asarray(sps.rankdata(x), dtype=float)
+
+
+def _loo_spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Spearman's rho of each leave-one-out sample (row i leaves item i out): an item's
+    midrank falls by 1 for each smaller value left out and by 1/2 for each tie."""
+    n = len(x)
+
+    def loo_ranks(v: np.ndarray) -> np.ndarray:
+        r = _ranks(v)
+        drop = (v[:, None] < v[None, :]) + 0.5 * (v[:, None] == v[None, :])
+        np.fill_diagonal(drop, 0.0)
+        return r[None, :] - drop
+
+    rx, ry = loo_ranks(x), loo_ranks(y)
+    keep = ~np.eye(n, dtype=bool)
+    rx = rx[keep].reshape(n, n - 1)
+    ry = ry[keep].reshape(n, n - 1)
+    rx -= rx.mean(axis=1, keepdims=True)
+    ry -= ry.mean(axis=1, keepdims=True)
+    den = np.sqrt((rx * rx).sum(axis=1) * (ry * ry).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray((rx * ry).sum(axis=1) / den)
+
+
+def _loo_kendall(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Kendall's tau-b of each leave-one-out sample, from the pairs' signs: leaving item i
+    out removes its row of concordances and of untied pairs."""
+    sx = np.sign(x[:, None] - x[None, :])
+    sy = np.sign(y[:, None] - y[None, :])
+    concordance = (sx * sy).sum(axis=1)
+    untied_x = np.abs(sx).sum(axis=1)
+    untied_y = np.abs(sy).sum(axis=1)
+    s, ux, uy = concordance.sum(), untied_x.sum(), untied_y.sum()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray(
+            (s - 2 * concordance) / np.sqrt((ux - 2 * untied_x) * (uy - 2 * untied_y))
+        )
+
+
+def _jackknife_se(values: np.ndarray) -> float | None:
+    """The jackknife standard error on Fisher's z scale of leave-one-out coefficients."""
+    if not np.all(np.isfinite(values)):
+        return None
+    z = np.arctanh(np.clip(values, -_EDGE, _EDGE))
+    n = len(z)
+    return float(math.sqrt((n - 1) / n * float(((z - z.mean()) ** 2).sum())))
+
+
+def rank_agreement(
+    a: Sequence[float], b: Sequence[float], *, jackknife: bool = True
+) -> dict[str, Any]:
+    """Spearman's rho and Kendall's tau-b of two paired lists, with 95% intervals (None
+    where undefined: fewer than ``MIN_ITEMS`` pairs, or one list constant). The intervals'
+    standard errors are the jackknife's (``interval: "jackknife"``), or with
+    ``jackknife=False`` (or more than ``JACKKNIFE_MOST`` pairs) the normal-theory ones
+    (``"normal_theory"``; too narrow for Kendall's tau-b with many ties)."""
+    n = len(a)
+    out: dict[str, Any] = {
+        "items": n,
+        "spearman": None,
+        "spearman_ci": None,
+        "kendall": None,
+        "kendall_ci": None,
+        "interval": None,
+    }
+    if n < 2 or len(set(a)) < 2 or len(set(b)) < 2:
+        return out
+    rho = float(sps.spearmanr(a, b).statistic)
+    tau = float(sps.kendalltau(a, b).statistic)
+    out["spearman"], out["kendall"] = round(rho, 4), round(tau, 4)
+    if n >= MIN_ITEMS:
+        se_s = math.sqrt((1 + rho * rho / 2) / (n - 3))
+        se_k = math.sqrt(0.437 / (n - 4))
+        q, out["interval"] = Z95, "normal_theory"
+        if jackknife and n <= JACKKNIFE_MOST:
+            x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+            jack_s = _jackknife_se(_loo_spearman(x, y))
+            jack_k = _jackknife_se(_loo_kendall(x, y))
+            # None, or 0 (leaving any item out changes nothing: a perfect order).
+            if (jack_s or 0) > 1e-9 and (jack_k or 0) > 1e-9:
+                q, out["interval"] = float(sps.t.ppf(0.975, n - 1)), "jackknife"
+                se_s, se_k = jack_s, jack_k
+        out["spearman_ci"] = _interval(rho, se_s, n, q)
+        out["kendall_ci"] = _interval(tau, se_k, n, q)
+    return out
+
+
+def _describe(values: list[float]) -> dict[str, Any]:
+    return {
+        "n": len(values),
+        "mean": round(statistics.fmean(values), 4),
+        "sd": round(statistics.stdev(values), 4) if len(values) > 1 else None,
+        "min": min(values),
+        "max": max(values),
+    }
+
+
+def _order(first: dict[str, Any], second: dict[str, Any]) -> int:
+    """How many of model, prompt and temperature two conditions differ in."""
+    return sum(first[k] != second[k] for k in ("model", "prompt", "temperature"))
+
+
+def _collect(
+    rows: Iterable[Row], fields: Sequence[str]
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[tuple[str, str], list[float]]]]:
+    """The conditions seen (label → model, prompt, temperature) and each field's numeric
+    values by (item, condition)."""
+    values: dict[str, dict[tuple[str, str], list[float]]] = {f: defaultdict(list) for f in fields}
+    conditions: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        label = condition_label(row.model, row.prompt, row.temperature)
+        if label not in conditions:
+            conditions[label] = {
+                "condition": label,
+                "model": row.model,
+                "prompt": row.prompt,
+                "temperature": row.temperature,
+            }
+        for field in fields:
+            number = replies.numeric((row.parsed or {}).get(field))
+            if number is not None:
+                values[field][(row.item, label)].append(number)
+    return conditions, {f: v for f, v in values.items() if v}
+
+
+def item_rows(rows: Iterable[Row], fields: Sequence[str]) -> list[dict[str, Any]]:
+    """Every numeric field's per-item table: field, item, condition (and its model, prompt
+    and temperature), n, mean, SD, min, max."""
+    conditions, values = _collect(rows, fields)
+    return [
+        {"field": field, "item": item} | conditions[label] | _describe(found)
+        for field, cells in values.items()
+        for (item, label), found in cells.items()
+    ]
+
+
+def summarise(
+    rows: Iterable[Row], fields: Sequence[str], field: str | None = None
+) -> dict[str, Any]:
+    """One numeric field's consistency (``field``, else the first numeric one): its
+    per-item table, each condition's summary, and the rank agreement of pairs of conditions
+    (those differing in one of model, prompt and temperature first, at most ``MAX_PAIRS``).
+    ``fields``: the job's; ``numeric_fields`` in the result: those with a number."""
+    conditions, values = _collect(rows, fields)
+    numeric_fields = list(values)
+    report: dict[str, Any] = {
+        "numeric_fields": numeric_fields,
+        "field": None,
+        "conditions": list(conditions.values()),
+    }
+    if field is None and numeric_fields:
+        field = numeric_fields[0]
+    if field is None or field not in values:
+        return report
+    cells = values[field]
+    items = [{"item": i, "condition": c, **_describe(v)} for (i, c), v in cells.items()]
+    means: dict[str, dict[str, float]] = defaultdict(dict)
+    sds: dict[str, list[float]] = defaultdict(list)
+    calls: dict[str, int] = defaultdict(int)
+    for entry in items:
+        means[entry["condition"]][entry["item"]] = entry["mean"]
+        calls[entry["condition"]] += entry["n"]
+        if entry["sd"] is not None:
+            sds[entry["condition"]].append(entry["sd"])
+    by_condition = [
+        {
+            "condition": label,
+            "items": len(means[label]),
+            "calls": calls[label],
+            "mean_sd": round(statistics.fmean(sds[label]), 4) if sds[label] else None,
+            "max_sd": max(sds[label]) if sds[label] else None,
+            "items_with_sd_0": sum(sd == 0 for sd in sds[label]),
+        }
+        for label in conditions
+        if means[label]
+    ]
+    pairs = sorted(
+        combinations([c for c in conditions.values() if means[c["condition"]]], 2),
+        key=lambda pair: _order(*pair),
+    )
+    budget = JACKKNIFE_BUDGET
+    agreement = []
+    for first, second in pairs[:MAX_PAIRS]:
+        a, b = means[first["condition"]], means[second["condition"]]
+        shared = [i for i in a if i in b]
+        jackknife = len(shared) <= JACKKNIFE_MOST and len(shared) ** 2 <= budget
+        if jackknife:
+            budget -= len(shared) ** 2
+        found = rank_agreement([a[i] for i in shared], [b[i] for i in shared], jackknife=jackknife)
+        agreement.append({"a": first["condition"], "b": second["condition"]} | found)
+    return report | {
+        "field": field,
+        "by_condition": by_condition,
+        "rank_agreement": agreement,
+        "pairs_total": len(pairs),
+        "items": items,
+    }
