@@ -64,14 +64,16 @@ def main() -> None:
     args = parser.parse_args()
     cells = []
     print(
-        f"{'world':8} {'rho':>4} {'n':>4} {'true rho_s':>10} {'cover':>6} "
-        f"{'true tau':>9} {'cover':>6} {'undefined':>9}"
+        f"{'world':8} {'rho':>4} {'n':>4} {'true rho_s':>10} {'cover':>6} {'width':>6} "
+        f"{'true tau':>9} {'cover':>6} {'width':>6} {'undefined':>9}"
     )
     for world in WORLDS:
         for rho in RHOS:
             true_s, true_k = truth(world, rho, np.random.default_rng(12345))
             for n in SIZES:
                 hits_s = hits_k = flagged = total = undefined = 0
+                widths_s: list[float] = []
+                widths_k: list[float] = []
                 for seed in range(args.seeds):
                     rng = np.random.default_rng([seed, n, int(rho * 100), WORLDS.index(world)])
                     for _ in range(args.reps):
@@ -82,6 +84,8 @@ def main() -> None:
                             continue
                         total += 1
                         lo, hi = found["spearman_ci"]
+                        widths_s.append(hi - lo)
+                        widths_k.append(found["kendall_ci"][1] - found["kendall_ci"][0])
                         hits_s += lo <= true_s <= hi
                         lo_k, hi_k = found["kendall_ci"]
                         hits_k += lo_k <= true_k <= hi_k
@@ -95,12 +99,16 @@ def main() -> None:
                     "true_kendall": round(true_k, 3),
                     "kendall_coverage": round(hits_k / total, 3),
                     "excludes_zero": round(flagged / total, 3),
+                    "median_spearman_width": round(float(np.median(widths_s)), 3),
+                    "median_kendall_width": round(float(np.median(widths_k)), 3),
                     "undefined": undefined,
                 }
                 cells.append(cell)
                 print(
-                    f"{world:8} {rho:4.1f} {n:4d} {true_s:10.3f} {cell['spearman_coverage']:6.3f}"
-                    f" {true_k:9.3f} {cell['kendall_coverage']:6.3f} {undefined:9d}"
+                    f"{world:8} {rho:4.2f} {n:4d} {true_s:10.3f} {cell['spearman_coverage']:6.3f}"
+                    f" {cell['median_spearman_width']:6.3f} {true_k:9.3f}"
+                    f" {cell['kendall_coverage']:6.3f} {cell['median_kendall_width']:6.3f}"
+                    f" {undefined:9d}"
                 )
     zero = [c["excludes_zero"] for c in cells if c["rho"] == 0.0]
     print(

@@ -242,7 +242,8 @@ CONSISTENCY_AGREEMENT_COLUMNS = [
     "kendall",
     "kendall_low",
     "kendall_high",
-    "interval",
+    "spearman_interval",
+    "kendall_interval",
 ]
 
 

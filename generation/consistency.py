@@ -31,14 +31,14 @@ from generation import replies
 Z95 = 1.959963984540054
 # Items a condition pair needs for an interval (Spearman's needs n > 3, Kendall's n > 4).
 MIN_ITEMS = 5
+# Spearman's interval is the jackknife's from this many items.
+SPEARMAN_JACKKNIFE_FROM = 30
 # Up to this many items, the intervals' standard errors are the jackknife's (O(n²) time and
 # memory), while the request's budget of n² lasts (about 2 s); beyond, normal theory's.
 JACKKNIFE_MOST = 1000
 JACKKNIFE_BUDGET = 30_000_000
 # Pairs of conditions compared in one request.
 MAX_PAIRS = 100
-# Rank correlations at most this close to ±1 (an observed ±1 has no Fisher z).
-_EDGE = 0.9999
 
 
 @dataclass(frozen=True)
@@ -54,14 +54,18 @@ class Row:
 
 def condition_label(model: str, prompt: str, temperature: float | None) -> str:
     t = "no temperature sent" if temperature is None else f"temperature {temperature:g}"
-    return f"{model} · {prompt} · {t}"
+    return " · ".join(part for part in (model, prompt, t) if part)
 
 
 def _interval(value: float, se: float, n: int, quantile: float = Z95) -> list[float]:
-    """The 95% interval on Fisher's z scale, the coefficient held within 1 - 1/n² of ±1
-    (an observed ±1 among few items is no proof of a perfect one)."""
-    edge = min(_EDGE, 1 - 1 / (n * n))
-    z = math.atanh(max(-edge, min(edge, value)))
+    """The 95% interval on Fisher's z scale. An observed ±1 (a perfect order among the n
+    items) has no z: its interval runs from the end for 1 - 1/n (then ±1), so ten items in
+    one order are no proof of a perfect agreement."""
+    if abs(value) >= 1 - 1e-12:
+        z = math.atanh(1 - 1 / n)
+        low = round(math.tanh(z - quantile * se), 4)
+        return [low, 1.0] if value > 0 else [-1.0, -low]
+    z = math.atanh(value)
     return [round(math.tanh(z - quantile * se), 4), round(math.tanh(z + quantile * se), 4)]
 
 
@@ -107,11 +111,13 @@ def _loo_kendall(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _jackknife_se(values: np.ndarray) -> float | None:
-    """The jackknife standard error on Fisher's z scale of leave-one-out coefficients."""
+    """The jackknife standard error on Fisher's z scale of leave-one-out coefficients, each
+    held within 1/n² of ±1 (a leave-one-out sample in a perfect order has no z)."""
     if not np.all(np.isfinite(values)):
         return None
-    z = np.arctanh(np.clip(values, -_EDGE, _EDGE))
-    n = len(z)
+    n = len(values)
+    edge = 1 - 1 / (n * n)
+    z = np.arctanh(np.clip(values, -edge, edge))
     return float(math.sqrt((n - 1) / n * float(((z - z.mean()) ** 2).sum())))
 
 
@@ -119,10 +125,14 @@ def rank_agreement(
     a: Sequence[float], b: Sequence[float], *, jackknife: bool = True
 ) -> dict[str, Any]:
     """Spearman's rho and Kendall's tau-b of two paired lists, with 95% intervals (None
-    where undefined: fewer than ``MIN_ITEMS`` pairs, or one list constant). The intervals'
-    standard errors are the jackknife's (``interval: "jackknife"``), or with
-    ``jackknife=False`` (or more than ``JACKKNIFE_MOST`` pairs) the normal-theory ones
-    (``"normal_theory"``; too narrow for Kendall's tau-b with many ties)."""
+    where undefined: fewer than ``MIN_ITEMS`` pairs, or one list constant), and how each
+    interval was made (``spearman_interval``, ``kendall_interval``): ``"jackknife"``
+    (standard error of the leave-one-out coefficients on Fisher's z scale, t quantile) or
+    ``"normal_theory"`` (Bonett-Wright's for rho, Fieller's for tau). Spearman's takes the
+    jackknife from ``SPEARMAN_JACKKNIFE_FROM`` items (below, normal theory covered as well
+    with half the width), Kendall's at any size (normal theory undercovered with ties);
+    normal theory for both past ``JACKKNIFE_MOST`` items, with ``jackknife=False``, and for a
+    perfect order (leaving any item out changes nothing)."""
     n = len(a)
     out: dict[str, Any] = {
         "items": n,
@@ -130,27 +140,31 @@ def rank_agreement(
         "spearman_ci": None,
         "kendall": None,
         "kendall_ci": None,
-        "interval": None,
+        "spearman_interval": None,
+        "kendall_interval": None,
     }
     if n < 2 or len(set(a)) < 2 or len(set(b)) < 2:
         return out
     rho = float(sps.spearmanr(a, b).statistic)
     tau = float(sps.kendalltau(a, b).statistic)
     out["spearman"], out["kendall"] = round(rho, 4), round(tau, 4)
-    if n >= MIN_ITEMS:
-        se_s = math.sqrt((1 + rho * rho / 2) / (n - 3))
-        se_k = math.sqrt(0.437 / (n - 4))
-        q, out["interval"] = Z95, "normal_theory"
-        if jackknife and n <= JACKKNIFE_MOST:
-            x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-            jack_s = _jackknife_se(_loo_spearman(x, y))
-            jack_k = _jackknife_se(_loo_kendall(x, y))
-            # None, or 0 (leaving any item out changes nothing: a perfect order).
-            if (jack_s or 0) > 1e-9 and (jack_k or 0) > 1e-9:
-                q, out["interval"] = float(sps.t.ppf(0.975, n - 1)), "jackknife"
-                se_s, se_k = jack_s, jack_k
-        out["spearman_ci"] = _interval(rho, se_s, n, q)
-        out["kendall_ci"] = _interval(tau, se_k, n, q)
+    if n < MIN_ITEMS:
+        return out
+    t = float(sps.t.ppf(0.975, n - 1))
+    methods = {
+        "spearman": (rho, math.sqrt((1 + rho * rho / 2) / (n - 3)), _loo_spearman),
+        "kendall": (tau, math.sqrt(0.437 / (n - 4)), _loo_kendall),
+    }
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    for name, (value, se, leave_one_out) in methods.items():
+        used, q = "normal_theory", Z95
+        wanted = name == "kendall" or n >= SPEARMAN_JACKKNIFE_FROM
+        if jackknife and wanted and n <= JACKKNIFE_MOST:
+            found = _jackknife_se(leave_one_out(x, y))
+            if found is not None and found > 1e-9:  # 0: a perfect order
+                used, q, se = "jackknife", t, found
+        out[f"{name}_ci"] = _interval(value, se, n, q)
+        out[f"{name}_interval"] = used
     return out
 
 

@@ -130,7 +130,7 @@ def read(text: str, reply_format: Mapping[str, Any]) -> Parsed:
     text = text[:MAX_REPLY_CHARS]
     try:
         if reply_format["kind"] == "tags":
-            found = {}
+            found: dict[str, str] = {}
             for tag, value in tags(text):
                 found.setdefault(tag, value.strip())
             values = {name: _number(found.get(tag)) for name, tag in fields.items()}

@@ -187,6 +187,45 @@ def chat_request(body: Any, *, openai_compatible: bool = True) -> RowRequest:
     )
 
 
+# The fields of an Anthropic Messages request read here (``messages_body``).
+MESSAGES_FIELDS = frozenset(
+    {"model", "messages", "system", "max_tokens", "temperature", "top_p", "stop_sequences"}
+)
+
+
+def messages_body(params: Any) -> dict[str, Any]:
+    """An Anthropic Messages request (a Message Batches line's ``params``) as the Chat
+    Completions body ``chat_request`` reads: ``system`` (text or text blocks) leads as a
+    system message, ``stop_sequences`` is ``stop``; text content only. Raises ``BadRow``
+    naming the field (``params.…``)."""
+    if not isinstance(params, dict):
+        raise BadRow("params: a JSON object (the Messages request).")
+    for key in params:
+        if key not in MESSAGES_FIELDS and key != "metadata":
+            raise BadRow(f"params.{storable(str(key))[:100]}: not supported here.")
+    messages = params.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRow("params.messages: a non-empty list of messages.")
+    converted: list[dict[str, Any]] = []
+    if params.get("system") is not None:
+        converted.append({"role": "system", "content": _text(params["system"], "params.system")})
+    for n, message in enumerate(messages):
+        where = f"params.messages[{n}]"
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            raise BadRow(f"{where}: an object with role (user or assistant) and content.")
+        converted.append({"role": message["role"], "content": _text(message.get("content"), where)})
+    body: dict[str, Any] = {"model": params.get("model"), "messages": converted}
+    for ours, theirs in (
+        ("max_tokens", "max_tokens"),
+        ("temperature", "temperature"),
+        ("top_p", "top_p"),
+        ("stop", "stop_sequences"),
+    ):
+        if params.get(theirs) is not None:
+            body[ours] = params[theirs]
+    return body
+
+
 def _conversation(messages: Any) -> tuple[list[str], list[tuple[str, str]]]:
     """The system prompt's parts and the turns (role, text) of ``body.messages``: system and
     developer messages first, the user's last."""

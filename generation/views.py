@@ -196,6 +196,15 @@ def _config_from_form(request: HttpRequest, team) -> tuple[dict[str, Any], dict[
     }
     if config["max_retries"] is None:
         config["max_retries"] = 3
+    reply_format = post.get("reply_format", "").strip()[:10_000]
+    if reply_format.startswith("{"):
+        try:
+            config["reply_format"] = validation.json_value(reply_format)
+        except ValueError:
+            config["reply_format"] = reply_format  # refused by the plan, naming the field
+    elif reply_format:  # names of a JSON reply's fields, by commas or lines
+        names = [n.strip() for n in re.split(r"[,\n]", reply_format) if n.strip()]
+        config["reply_format"] = {"kind": "json", "fields": names}
     return config, errors
 
 
@@ -309,11 +318,12 @@ def _outputs_context(request: HttpRequest, job: GenerationJob) -> dict[str, Any]
     page = Paginator(qs, OUTPUTS_PER_PAGE).get_page(request.GET.get("page"))
     query = urlencode({k: v for k, v in filters.items() if v})
     fields = selectors.reply_fields(job)
-    for output in page:
-        output.fields = [(n, (output.parsed or {}).get(n)) for n in fields] if fields else []
+    # Each output with its scored fields, in the reply format's order.
+    rows = [(o, [(n, (o.parsed or {}).get(n)) for n in fields]) for o in page]
     return {
         "job": job,
         "page": page,
+        "rows": rows,
         "filters": filters,
         "query": query,
         "reply_fields": fields,

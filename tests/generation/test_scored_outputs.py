@@ -128,7 +128,9 @@ def test_repeated_calls_per_item_and_rank_order_between_conditions(api, creator,
     assert pair["spearman"] == pytest.approx(sps.spearmanr(a, b).statistic, abs=1e-4)
     assert pair["kendall"] == pytest.approx(sps.kendalltau(a, b).statistic, abs=1e-4)
     low, high = pair["spearman_ci"]
-    assert low <= pair["spearman"] <= high and pair["interval"] == "jackknife"
+    assert low <= pair["spearman"] <= high
+    # Six items: normal theory for rho, the jackknife for tau (ties: normal theory is short).
+    assert (pair["spearman_interval"], pair["kendall_interval"]) == ("normal_theory", "jackknife")
 
     text = b"".join(client.get(f"{JOBS}/{job_id}/consistency/csv").streaming_content).decode()
     rows = list(csv.DictReader(io.StringIO(text)))
@@ -226,9 +228,7 @@ def test_a_bad_reply_format_is_refused_and_nothing_is_written(
 ):
     from tests.helpers.generation import job_body
 
-    response = api(creator).post(
-        JOBS, job_body(setup, reply_format=reply_format), format="json"
-    )
+    response = api(creator).post(JOBS, job_body(setup, reply_format=reply_format), format="json")
     assert response.status_code == 400, response.json()
     assert response.json()["errors"]["reply_format"][0].startswith(message)
     assert not GenerationJob.objects.exists()
@@ -277,14 +277,15 @@ def test_reading_replies_never_raises():
     assert replies.read('{"score": NaN}', fmt).fields is None or True
     assert replies.read('{"score": NaN}', fmt).status == "failed"  # NaN is not kept
     assert replies.read("[" * 100_000, fmt).status == "failed"
-    assert replies.read('```json\n{"score": 4}\n```', fmt) == replies.Parsed({"score": 4}, "extracted")
+    fenced = replies.read('```json\n{"score": 4}\n```', fmt)
+    assert fenced == replies.Parsed({"score": 4}, "extracted")
     assert replies.read('{"score": 4}', fmt) == replies.Parsed({"score": 4}, "ok")
     tags = {"kind": "tags", "fields": {"s": "score", "w": "why"}}
     assert replies.read("<score> 7.5 </score><why>fine</why>", tags).fields == {
         "s": 7.5,
         "w": "fine",
     }
-    with pytest.raises(ValueError, match="fields.a: a dotted path"):
+    with pytest.raises(ValueError, match=r"fields\.a: a dotted path"):
         replies.check({"kind": "json", "fields": {"a": "x\x00y"}})
     assert replies.numeric(True) is None and replies.numeric("12") == 12.0
     assert replies.numeric(10**400) is None and replies.numeric("1e999") is None
@@ -296,10 +297,17 @@ def test_rank_agreement_edges():
     assert constant["spearman"] is None and constant["kendall"] is None
     perfect = rank_agreement(list(range(10)), list(range(10)))
     # A perfect order among ten items is no proof of a perfect one: the interval is wide.
-    assert perfect["spearman"] == 1.0 and perfect["spearman_ci"][0] < 0.95
-    assert perfect["interval"] == "normal_theory"
+    assert perfect["spearman"] == 1.0 and perfect["spearman_ci"][0] < 0.9
+    assert perfect["spearman_ci"][1] == perfect["kendall_ci"][1] == 1.0
+    assert perfect["kendall_interval"] == "normal_theory"  # the jackknife's is 0
+    reversed_ = rank_agreement(list(range(10)), list(range(10, 0, -1)))
+    assert reversed_["kendall_ci"][0] == -1.0 and reversed_["kendall_ci"][1] < -0.5
+    mixed = rank_agreement(list(range(40)), [x % 7 + x / 10 for x in range(40)])
+    assert mixed["spearman_interval"] == mixed["kendall_interval"] == "jackknife"
+    low, high = mixed["kendall_ci"]
+    assert low < mixed["kendall"] < high
     big = rank_agreement(list(range(1500)), [x % 97 for x in range(1500)])
-    assert big["interval"] == "normal_theory" and big["items"] == 1500
+    assert big["kendall_interval"] == "normal_theory" and big["items"] == 1500
 
 
 @pytest.mark.django_db(transaction=True)
@@ -332,3 +340,29 @@ def test_another_teams_job_has_no_consistency(api, creator, setup, member, team_
     job_id = create_job(api, creator, job_body(setup)).pk
     assert api(outsider).get(f"{JOBS}/{job_id}/consistency").status_code == 404
     assert api(outsider).get(f"{JOBS}/{job_id}/consistency/csv").status_code == 404
+
+
+@pytest.mark.django_db
+def test_the_wizard_takes_a_reply_format(creator, setup):
+    from django.test import Client
+
+    from tests.helpers.generation import wizard_form
+
+    browser = Client()
+    browser.force_login(creator)
+    response = browser.post(
+        "/generation/new", wizard_form(setup, reply_format="total_score,\ncontent_score")
+    )
+    assert response.status_code == 302
+    job = GenerationJob.objects.get(name="From the wizard")
+    assert job.config["reply_format"]["fields"] == {
+        "total_score": "total_score",
+        "content_score": "content_score",
+    }
+    refused = browser.post(
+        "/generation/new", wizard_form(setup, name="Bad", reply_format='{"kind": "xml"}')
+    )
+    html = refused.content.decode()
+    assert refused.status_code == 400 and "Reply format" in html
+    assert "&quot;kind&quot;: &quot;xml&quot;" in html  # what was typed is kept
+    assert not GenerationJob.objects.filter(name="Bad").exists()
