@@ -7,7 +7,12 @@ from __future__ import annotations
 from typing import Any, cast
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema, extend_schema_field
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_field,
+)
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -248,6 +253,22 @@ class JudgeViewSet(TeamScopedViewSet, mixins.RetrieveModelMixin):
         if found["analysis"]["judgments"] is None and found["analysis"]["status"] != "done":
             return Response(found, status=status.HTTP_202_ACCEPTED, headers={"Retry-After": "2"})
         return Response(found)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "field", str, description="A dimension of the rubric; default the first."
+            )
+        ],
+        responses=OpenApiTypes.OBJECT,
+    )
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def consistency(self, request, pk=None):
+        """A rating judge's repeated calls per task, for one dimension: n, mean, SD, min,
+        max per task and temperature, and the rank agreement of the tasks between
+        temperatures (Spearman and Kendall tau-b with 95% intervals; docs/generation.md)."""
+        field = request.query_params.get("field") or None
+        return Response(selectors.consistency_for(self._judge(), field))
 
     @extend_schema(request=OpenApiTypes.OBJECT, responses=JudgeSerializer)
     @action(detail=True, methods=["post"], url_path="trust-opt-in")

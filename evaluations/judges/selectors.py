@@ -6,7 +6,9 @@ from typing import Any
 
 from django.db.models import Count, QuerySet
 
+from evalplatform.errors import FieldErrors
 from evaluations.judgments.models import JudgeRun, Judgment, LLMJudge, ParseStatus
+from generation import consistency
 from generation.models import GenerationJob, OutputStatus
 from scenarios.models import Scenario
 
@@ -51,3 +53,36 @@ def run_summary(run: JudgeRun) -> dict[str, Any]:
 def batch_capable(judge: LLMJudge) -> bool:
     """Whether the judge's model has a batch API here (the offline mock has none)."""
     return judge.llm_model.batch_capable
+
+
+def consistency_for(judge: LLMJudge, field: str | None = None) -> dict[str, Any]:
+    """The consistency of a rating judge's repeated calls, per task, for one dimension of
+    the rubric (``field``, else the first): per task and condition (the judge at each
+    temperature) n, mean, SD, min, max; each condition's summary; and the rank agreement
+    of the tasks between temperatures (``generation.consistency``). Other scenario types
+    have no numeric score per call: ``FieldErrors`` on ``judge`` (their verdicts' stability
+    is on the judge card), as is an unknown ``field``."""
+    scenario = judge.scenario
+    if scenario.type != "rating":
+        raise FieldErrors(
+            {"judge": "Only a rating scenario's judge scores each call; the judge card has "
+             "the verdict stability of the others."}
+        )  # fmt: skip
+    dimensions = [d["name"] for d in scenario.config.get("dimensions") or []]
+    if field is not None and field not in dimensions:
+        raise FieldErrors({"field": "One of " + ", ".join(dimensions) + "."})
+    rows = (
+        Judgment.objects.filter(judge=judge)
+        .exclude(parse_status=ParseStatus.FAILED)
+        .order_by("task_id", "pk")
+        .values_list("task_id", "temperature", "payload")
+    )
+    found = consistency.summarise(
+        (
+            consistency.Row(f"task {task}", judge.name, "", temperature, payload.get("scores"))
+            for task, temperature, payload in rows.iterator(2000)
+        ),
+        dimensions,
+        field,
+    )
+    return {"judge": judge.pk, "fields": dimensions} | found

@@ -25,6 +25,7 @@ from evalplatform.accounts.roles import (
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
 from evalplatform.web.fields import number_or_text
 from evaluations.analytics import trust
+from evaluations.judges import selectors
 from evaluations.judges import services as judges
 from evaluations.judges.inputs import JudgeInput
 from evaluations.judgments.models import LLMJudge
@@ -148,6 +149,11 @@ def judge_page(request: HttpRequest, judge_id: int) -> HttpResponse:
     with the manager's opt-in."""
     judge = _judge(request, judge_id, EVALUATIONS_VIEW_ALL)
     found = trust.judge_card(judge)
+    repeated = None
+    if judge.scenario.type == "rating":  # scores per call: their consistency per task
+        dimensions = [d["name"] for d in judge.scenario.config.get("dimensions") or []]
+        field = request.GET.get("field")
+        repeated = selectors.consistency_for(judge, field if field in dimensions else None)
     return render(
         request,
         "evaluations/judge_page.html",
@@ -155,6 +161,7 @@ def judge_page(request: HttpRequest, judge_id: int) -> HttpResponse:
             "judge": judge,
             "scenario": judge.scenario,
             "found": found,
+            "repeated": repeated,
             "can_manage": policy.may(request.user, SCENARIOS_MANAGE, judge.scenario),
         },
     )

@@ -222,3 +222,49 @@ def test_the_seeds_prompts_parse_on_the_offline_providers(
         assert all(1 <= v <= 6 for v in j.payload["scores"].values())
         by_task.setdefault(j.task_id, set()).add(json.dumps(j.payload["scores"], sort_keys=True))
     assert all(len(answers) == 1 for answers in by_task.values())  # SD 0 at temperature 0
+
+
+def test_a_rating_judges_repeated_calls_per_task(api, people, team_a):
+    """The per-task consistency of a judge's repetitions: SD 0 at temperature 0, spread at
+    1, the tasks' rank order compared between the two, another type refused."""
+    connection = ProviderConnection.objects.create(team=team_a, name="m", kind="mock")
+    model = LLMModel.objects.create(connection=connection, model_id="j", display_name="J")
+    rubric = make_version(PromptTemplateFactory(team=team_a, name="Essay"), [("", ESSAY_RUBRIC)])
+    dimensions = [{"name": n, "min": 1, "max": 6} for n in ("content", "organization", "language")]
+    rating = make_scenario(people, team_a, "rating", {"dimensions": dimensions})
+    scored = _run(api, people, rating, name="Essay", model=model.pk, repetitions=4,
+                  temperatures=[0.0, 1.0], prompt_version=rubric.pk,
+                  reply_format=ESSAY_FORMAT)  # fmt: skip
+    judge_id = scored[0].judge_id
+    client = api(people["viewer"])
+    found = client.get(f"/api/judges/{judge_id}/consistency").json()
+    assert found["fields"] == ["content", "organization", "language"]
+    assert found["field"] == "content"
+    by_condition = {c["condition"]: c for c in found["by_condition"]}
+    cold, warm = by_condition["Essay · temperature 0"], by_condition["Essay · temperature 1"]
+    tasks = rating.tasks.count()
+    assert cold["items"] == warm["items"] == tasks and cold["calls"] == 4 * tasks
+    assert cold["items_with_sd_0"] == tasks and warm["mean_sd"] > 0
+    one = next(i for i in found["items"] if i["condition"] == "Essay · temperature 1")
+    calls = [
+        j.payload["scores"]["content"]
+        for j in scored
+        if f"task {j.task_id}" == one["item"] and j.temperature == 1.0
+    ]
+    assert one["n"] == 4 and one["mean"] == pytest.approx(sum(calls) / 4, abs=1e-4)
+    [pair] = found["rank_agreement"]
+    assert pair["items"] == tasks and pair["spearman"] is not None
+    bad = client.get(f"/api/judges/{judge_id}/consistency", {"field": "style"})
+    assert bad.status_code == 400 and "field" in bad.json()["errors"]
+    from django.test import Client
+
+    browser = Client()
+    browser.force_login(people["viewer"])
+    page = browser.get(f"/judges/{judge_id}", {"field": "language"}).content.decode()
+    assert "Repeated calls per task" in page and 'value="language" selected' in page
+    assert "Essay · temperature 1" in page and "Rank order of items" in page
+    pairwise = make_scenario(people, team_a, "comparison", {"ties": False})
+    other = create_judge(api, people["manager"], pairwise, name="P", model=model.pk)
+    assert "Repeated calls per task" not in browser.get(f"/judges/{other['id']}").content.decode()
+    refused = client.get(f"/api/judges/{other['id']}/consistency")
+    assert refused.status_code == 400 and "judge" in refused.json()["errors"]
