@@ -22,6 +22,7 @@ def test_openai_sdk_chat_and_stream(fake_provider):
     stream = client.chat.completions.create(
         model="gpt-4.1-mini",
         messages=[{"role": "user", "content": "2+2?"}],
+        temperature=0,  # the same answer as ``completion_for`` (none sent would sample)
         stream=True,
         stream_options={"include_usage": True},
     )
@@ -33,7 +34,7 @@ def test_openai_sdk_chat_and_stream(fake_provider):
 
 def completion_for(client, prompt: str) -> str:
     reply = client.chat.completions.create(
-        model="gpt-4.1-mini", messages=[{"role": "user", "content": prompt}]
+        model="gpt-4.1-mini", messages=[{"role": "user", "content": prompt}], temperature=0
     )
     return reply.choices[0].message.content
 
@@ -61,6 +62,9 @@ def test_anthropic_sdk_messages_and_stream(fake_provider):
     message = client.messages.create(
         model="claude-haiku-4-5",
         max_tokens=128,
+        # The same answer from the call and the stream (none sent would sample); this SDK
+        # names no temperature, so it goes in the body as the API takes it.
+        extra_body={"temperature": 0},
         system="Be terse.",
         messages=[{"role": "user", "content": "Name a colour."}],
     )
@@ -70,6 +74,9 @@ def test_anthropic_sdk_messages_and_stream(fake_provider):
     with client.messages.stream(
         model="claude-haiku-4-5",
         max_tokens=128,
+        # The same answer from the call and the stream (none sent would sample); this SDK
+        # names no temperature, so it goes in the body as the API takes it.
+        extra_body={"temperature": 0},
         system="Be terse.",
         messages=[{"role": "user", "content": "Name a colour."}],
     ) as stream:

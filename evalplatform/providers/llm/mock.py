@@ -181,9 +181,10 @@ def request_key(request: LLMRequest, seed: int) -> str:
 
 
 def samples_anew(request: LLMRequest) -> bool:
-    """Whether identical calls should differ: sampling (a temperature above 0) that no
-    ``seed`` parameter pins."""
-    return (request.temperature or 0) > 0 and request.params.get("seed") is None
+    """Whether identical calls should differ: sampling (a temperature above 0, or none sent:
+    the providers' default, 1) that no ``seed`` parameter pins."""
+    temperature = 1.0 if request.temperature is None else request.temperature
+    return temperature > 0 and request.params.get("seed") is None
 
 
 class Draws:

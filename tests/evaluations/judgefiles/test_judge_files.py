@@ -160,8 +160,15 @@ def test_the_seeds_client_code_runs_and_bad_rows_go_to_the_error_file(world):
     # eval-003 is in the first run's combined result through its re-submission.
     assert report["rows_a"] == report["rows_b"] == report["rows_both"] == 4
     assert report["only_in_a"] == report["only_in_b"] == []
-    assert report["changed"] == 0  # the fake provider answers the same request the same
-    assert report["score_shift"]["mean"] == 0.0
+    # The rows send no temperature: the provider's default samples each call anew, so the
+    # report counts the rows whose score or verdict the two runs' verdicts differ in.
+    before = api.get(f"/api/judge-files/{batch.id}/verdicts?merged=true").json()["verdicts"]
+    after = api.get(f"/api/judge-files/{rerun.id}/verdicts").json()["verdicts"]
+    before = {v["custom_id"]: (v["score"], v["verdict"]) for v in before}
+    after = {v["custom_id"]: (v["score"], v["verdict"]) for v in after}
+    assert report["changed"] == sum(before[k] != after[k] for k in before)
+    shifts = [after[k][0] - before[k][0] for k in before if before[k][0] is not None]
+    assert report["score_shift"]["mean"] == pytest.approx(sum(shifts) / len(shifts))
     assert report["verdict_kappa"]["rows"] == 1
 
     listed = client.batches.list(limit=2)
