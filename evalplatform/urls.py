@@ -21,7 +21,9 @@ urlpatterns = [
     path("api/evaluations/", include("evaluations.workspace.urls")),
     path("api/", include("evaluations.judgefiles.urls")),
     path("api/", include("evalplatform.api.urls")),
-    # The OpenAI Files + Batches API of judge files (the official SDK's base URL: /v1).
+    # The OpenAI Files + Batches API of judge files (the official SDK's base URL: /v1), and
+    # Anthropic's Message Batches API over them (the SDK's base URL: the site's root).
+    path("v1/messages/", include("evaluations.judgefiles.anthropic_urls")),
     path("v1/", include("evaluations.judgefiles.openai_urls")),
     # The pages. The manager's after the other scenarios/<id>/… pages (its
     # scenarios/<id>/<action> would take them); the scenarios app's before generation's (its

@@ -59,7 +59,14 @@ from evaluations.judges.services import record_judgments
 from evaluations.judgments.models import LLMJudge
 from generation import lifecycle
 from generation.models import GenerationJob, GenerationOutput, JobStatus, OutputStatus
-from generation.requests import BadRow, RowRequest, chat_request, storable, unstorable
+from generation.requests import (
+    BadRow,
+    RowRequest,
+    chat_request,
+    messages_body,
+    storable,
+    unstorable,
+)
 from generation.services import RowsJob, discard
 from scenarios.models import GoldKind, Task
 from scenarios.types import registry
@@ -375,14 +382,22 @@ def _row(
     try:
         row = _object(text)
         custom_id = _new_custom_id(row, seen)
-        if row.get("method") != "POST":
-            raise _Refused("invalid_method", 'method: only "POST".')
-        if row.get("url") != ENDPOINT:
-            raise _Refused("invalid_url", f"url: only {ENDPOINT}.")
-        body = row.get("body")
+        anthropic = "params" in row and not {"method", "url", "body"} & set(row)
+        body: Any
+        if anthropic:  # a Message Batches line: {custom_id, params}
+            try:
+                body = messages_body(row["params"])
+            except BadRow as exc:
+                raise _Refused("invalid_request", str(exc)) from exc
+        else:
+            if row.get("method") != "POST":
+                raise _Refused("invalid_method", 'method: only "POST" (or {custom_id, params}).')
+            if row.get("url") != ENDPOINT:
+                raise _Refused("invalid_url", f"url: only {ENDPOINT}.")
+            body = row.get("body")
         name = body.get("model") if isinstance(body, dict) else None
-        model = _model(name, models)
-        request = _request(body, model)
+        model = _model(name, models, "params" if anthropic else "body")
+        request = _request(body, model, "params" if anthropic else "body")
         assert model is not None  # a body that names no model is no request
         data = {"custom_id": custom_id, "line": number, "model": name, "request": request.as_data()}
         if tasks is not None:  # the batch is a scenario judge's: the row names its task
@@ -425,29 +440,36 @@ def _new_custom_id(row: Mapping[str, Any], seen: set[str]) -> str:
     return custom_id
 
 
-def _model(name: Any, models: Mapping[str, list[LLMModel]]) -> LLMModel | None:
-    """The team's one active model ``body.model`` names (None when it names none)."""
+def _model(name: Any, models: Mapping[str, list[LLMModel]], where: str = "body") -> LLMModel | None:
+    """The team's one active model ``body.model`` (``params.model``) names (None when it
+    names none)."""
     found = models.get(name.strip(), []) if isinstance(name, str) else []
     if isinstance(name, str) and not found:
         raise _Refused(
-            "model_not_found", f"body.model: the team has no active model {name.strip()[:200]!r}."
+            "model_not_found",
+            f"{where}.model: the team has no active model {name.strip()[:200]!r}.",
         )
     if len(found) > 1:
         raise _Refused(
             "model_ambiguous",
-            f"body.model: {len(found)} of the team's models are called {name!r}; "
+            f"{where}.model: {len(found)} of the team's models are called {name!r}; "
             "write <connection name>/<model id>.",
         )
     return found[0] if found else None
 
 
-def _request(body: Any, model: LLMModel | None) -> RowRequest:
-    """The body as a Chat Completions request, in the dialect of the model's provider."""
+def _request(body: Any, model: LLMModel | None, where: str = "body") -> RowRequest:
+    """The body as a Chat Completions request, in the dialect of the model's provider
+    (``where``: "params" for a Message Batches line, whose fields the errors name)."""
     try:
         openai = model is None or kinds.speaks_chat_completions(model.connection.kind)
         return chat_request(body, openai_compatible=openai)
     except BadRow as exc:
-        raise _Refused("invalid_request", str(exc)) from exc
+        message = str(exc)
+        if where != "body":
+            message = message.replace("body.", f"{where}.").replace("body:", f"{where}:")
+            message = message.replace(f"{where}.stop:", f"{where}.stop_sequences:")
+        raise _Refused("invalid_request", message) from exc
 
 
 def _task_fields(metadata: Any, tasks: Mapping[int, list[int]], swappable: bool) -> dict[str, Any]:

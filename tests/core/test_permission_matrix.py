@@ -209,6 +209,7 @@ TABLE: list[Row] = [
     R("api/judges/<pk>/retry-failed", {"POST": "ok=AMCS 403=VEI"}, params=JUDGE),
     R("api/judges/<pk>/runs", {"GET": "ok=AMCVS 403=EI"}, params=JUDGE),
     R("api/judges/<pk>/card", {"GET": "ok=AMCVS 403=EI"}, params=JUDGE),
+    R("api/judges/<pk>/consistency", {"GET": "ok=AMCVS 403=EI"}, params=JUDGE),
     R("api/judges/<pk>/trust-opt-in", {"POST": "ok=AMS 403=CVEI"}, params=JUDGE),
     # --- judge files: the platform's API, and the OpenAI Files + Batches API (tokens) ---
     R("api/judge-files/estimate", {"POST": "ok=AMCS 403=VEI"}),  # a 400 (no file) is ok
@@ -228,6 +229,11 @@ TABLE: list[Row] = [
     R("v1/batches", {"GET": "ok=AMCVS 403=EI", "POST": "ok=AMCS 403=VEI"}),
     R("v1/batches/<batch_id>", {"GET": "ok=AMCVS 403=EI"}, params=BATCH),
     R("v1/batches/<batch_id>/cancel", {"POST": "ok=AMCS 403=VEI"}, params=BATCH),
+    # Anthropic's Message Batches API over the same batches (a 400 for no requests is ok).
+    R("v1/messages/batches", {"GET": "ok=AMCVS 403=EI", "POST": "ok=AMCS 403=VEI"}),
+    R("v1/messages/batches/<batch_id>", {"GET": "ok=AMCVS 403=EI"}, params=BATCH),
+    R("v1/messages/batches/<batch_id>/results", {"GET": "ok=AMCVS 403=EI"}, params=BATCH),
+    R("v1/messages/batches/<batch_id>/cancel", {"POST": "ok=AMCS 403=VEI"}, params=BATCH),
     # --- evaluation API: the scenario's pool (team members who submit, and invitees) ---
     R("api/evaluations/scenarios", {"GET": SIGNED_IN}),
     R("api/evaluations/scenarios/<pk>/next", {"POST": "ok=AMCEIS"}, params=SCN),
