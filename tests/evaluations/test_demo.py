@@ -65,3 +65,30 @@ def test_the_demo_analytics_find_the_mock_judges_position_bias():
     stable, noisy = rating["stability"][0]["conditions"]
     assert stable["temperature"] == 0.0 and stable["share_identical"] == 1.0
     assert noisy["mean_item_sd"] > stable["mean_item_sd"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_demo_adds_each_seeds_workflow_with_seeds():
+    from evaluations.models import JudgeBatch, LLMJudge
+    from generation.selectors import consistency_for
+
+    out = io.StringIO()
+    call_command("demo", "--seeds", stdout=out)
+    text = out.getvalue()
+    assert "Essay scoring: 400/400 replies read into fields" in text
+    essays = GenerationJob.objects.get(name__startswith="Demo seed: essay scoring")
+    found = consistency_for(essays, "total_score")
+    by_condition = {c["condition"].rsplit(" · ", 1)[1]: c for c in found["by_condition"]}
+    assert by_condition["temperature 0"]["items_with_sd_0"] == 10
+    assert by_condition["no temperature sent"]["mean_sd"] > 0
+    [pair] = found["rank_agreement"]
+    assert pair["items"] == 10 and pair["spearman"] > 0.5
+    judge = LLMJudge.objects.get(name__startswith="pairwiseLLM")
+    assert judge.judgments.count() == 50 and not judge.judgments.filter(parse_status="failed")
+    batch = JudgeBatch.objects.get()
+    assert (batch.status, batch.completed, batch.failed) == ("completed", 40, 0)
+    assert f"Judge file {batch.public_id}: completed, 40 replies" in text
+    again = io.StringIO()
+    call_command("demo", "--seeds", stdout=again)
+    assert JudgeBatch.objects.count() == 1 and LLMJudge.objects.count() == 3
+    assert GenerationJob.objects.filter(name__startswith="Demo seed").count() == 1

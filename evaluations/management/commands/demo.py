@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import connections, transaction
@@ -26,8 +27,9 @@ from evalplatform.providers.llm.retry import RetryPolicy
 from evalplatform.providers.models import LLMModel, ProviderConnection
 from evalplatform.providers.services import catalog_load
 from evalplatform.runs.engine import run_live
+from evaluations.judgefiles import services as judge_files
 from evaluations.judges import services as judges
-from evaluations.models import LLMJudge
+from evaluations.models import JudgeBatch, LLMJudge
 from generation import planning, services
 from generation.models import GenerationJob, JobStatus
 from generation.runners.live import GenerationWork
@@ -50,11 +52,48 @@ DEMO_JUDGE = "Mock judge (position bias on)"
 DEMO_USERS = {"demo-manager": Role.MANAGER, "demo-evaluator": Role.EVALUATOR}
 
 
+# The seeds' workflows (``--seeds``): the essay-scoring activity's rubric, pairwiseLLM's
+# template, and the JSONL judge service's rows.
+ESSAY_JOB = "Demo seed: essay scoring, 20 calls at the default temperature and at 0"
+ESSAY_RUBRIC = (
+    "You are scoring a student essay. Score content, organization and language, each 1-4, "
+    "with a one-sentence justification each, and their total. Return only JSON with the "
+    "fields content_score, content_justification, organization_score, "
+    "organization_justification, language_score, language_justification, total_score."
+    "\n\nEssay:\n{{text}}"
+)
+ESSAY_FIELDS = [
+    "content_score",
+    "content_justification",
+    "organization_score",
+    "organization_justification",
+    "language_score",
+    "language_justification",
+    "total_score",
+]
+PAIRWISE_TEMPLATE = (
+    "You are comparing two writing samples. Respond with "
+    "<BETTER_SAMPLE>SAMPLE_1</BETTER_SAMPLE> or <BETTER_SAMPLE>SAMPLE_2</BETTER_SAMPLE>, then "
+    "one sentence.\n\nSAMPLE 1:\n{{response_a}}\n\nSAMPLE 2:\n{{response_b}}"
+)
+PAIRWISE_JUDGE = "pairwiseLLM: better sample, both orders"
+JUDGE_FILE_NAME = "demo-seed-judge-rows.jsonl"
+
+
 class Command(BaseCommand):
     help = (
         "Create a demo team, users, the mock provider, two prompts and the writing samples, "
-        "and run a generation job live on the mock. Safe to run again."
+        "and run a generation job live on the mock. Safe to run again. --seeds adds each "
+        "source document's workflow."
     )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--seeds",
+            action="store_true",
+            help="Also run the seeds' workflows: the essay-scoring activity (scored outputs, "
+            "per-essay consistency), pairwiseLLM's template as a judge, and a JSONL judge file.",
+        )
 
     def handle(self, *args, **options):
         call_command("migrate", interactive=False, verbosity=0)
@@ -77,7 +116,130 @@ class Command(BaseCommand):
         job = GenerationJob.objects.get(pk=job.pk)
         self._summary(job)
         if job.status == JobStatus.COMPLETED:
-            self._judges(self._scenarios(job, user), user)
+            scenarios = self._scenarios(job, user)
+            self._judges(scenarios, user)
+            if options.get("seeds"):
+                self._essays(team, user)
+                self._pairwise(scenarios[0], user)
+                self._judge_file(team, user)
+
+    def _template(self, team, user, name, body):
+        """The team's latest version of the template ``name`` (made with ``body``)."""
+        template = PromptTemplate.objects.filter(team=team, name=name).first()
+        if template is None:
+            template = prompt_services.template_create(
+                user=user, team=team, name=name, blocks=[{"title": "", "body": body}]
+            )
+        return template.versions.order_by("-number").first()
+
+    def _essays(self, team, user):
+        """The essay-scoring activity: ten samples scored on the rubric 20 times with no
+        temperature sent and 20 at 0, read into fields; the per-essay consistency."""
+        job = GenerationJob.objects.filter(team=team, name=ESSAY_JOB).first()
+        if job is None:
+            version = self._template(team, user, "Essay rubric (seed)", ESSAY_RUBRIC)
+            model = LLMModel.objects.get(connection__team=team, model_id="mock-large")
+            data = {
+                "team": team.slug,
+                "name": ESSAY_JOB,
+                "prompt_versions": [version.pk],
+                "models": [model.pk],
+                "repetitions": 20,
+                "temperatures": [None, 0.0],
+                "max_tokens": 400,
+                "concurrency": 16,
+                "reply_format": {"kind": "json", "fields": ESSAY_FIELDS},
+                "source": {
+                    "type": "manual",
+                    "format": "json",
+                    "content": json.dumps(_samples()[:10]),
+                },
+            }
+            job = services.job_create(user=user, plan=planning.job_plan(user=user, data=data))
+            services.job_start(user=user, job=job)
+            self._run(job)
+        self.stdout.write(
+            f"Essay scoring: {job.outputs.filter(parse_status__in=['ok', 'extracted']).count()}"
+            f"/{job.total_cells} replies read into fields · per essay: "
+            f"/generation/jobs/{job.pk}/consistency (GET /api/generation/jobs/{job.pk}/"
+            "consistency?field=total_score)"
+        )
+
+    def _pairwise(self, scenario, user):
+        """pairwiseLLM's template and tags as a judge of the comparison, in both orders."""
+        judge = LLMJudge.objects.filter(scenario=scenario, name=PAIRWISE_JUDGE).first()
+        if judge is None:
+            version = self._template(scenario.team, user, "pairwiseLLM (seed)", PAIRWISE_TEMPLATE)
+            model = LLMModel.objects.get(connection__team=scenario.team, model_id="mock-judge")
+            judge = judges.judge_create(
+                user=user,
+                scenario=scenario,
+                data={
+                    "name": PAIRWISE_JUDGE,
+                    "model": model.pk,
+                    "prompt_version": version.pk,
+                    "temperatures": [0.0],
+                    "swap": True,
+                    "max_tokens": 100,
+                    "reply_format": {
+                        "kind": "tags",
+                        "fields": {"winner": "BETTER_SAMPLE"},
+                        "values": {"SAMPLE_1": "A", "SAMPLE_2": "B"},
+                    },
+                },
+            )
+        self._judge_once(judge, user)
+        read = judge.judgments.exclude(parse_status="failed").count()
+        self.stdout.write(
+            f"pairwiseLLM judge: {read}/{judge.judgments.count()} <BETTER_SAMPLE> replies read "
+            f"(GET /api/judges/{judge.pk}/card)"
+        )
+
+    def _judge_file(self, team, user):
+        """The JSONL judge service: the seed's two kinds of row (a 1-5 score as JSON, and
+        "A or B, plus one sentence"), run live on the mock judge."""
+        batch = JudgeBatch.objects.filter(team=team, input_file__filename=JUDGE_FILE_NAME).first()
+        if batch is None:
+            samples = _samples()
+            rows = []
+            for n, sample in enumerate(samples[:20]):
+                rows.append(_judge_row(f"score-{n + 1:03d}", _SCORE_SYSTEM, sample["text"]))
+                other = samples[(n + 7) % len(samples)]["text"]
+                rows.append(
+                    _judge_row(
+                        f"pair-{n + 1:03d}",
+                        _PAIR_SYSTEM,
+                        f"Question: which text is clearer?\nA: {sample['text']}\nB: {other}",
+                    )
+                )
+            content = "".join(json.dumps(r) + "\n" for r in rows).encode()
+            stored = judge_files.file_create(
+                user=user,
+                team=team,
+                upload=SimpleUploadedFile(JUDGE_FILE_NAME, content),
+                purpose="batch",
+            )
+            batch = judge_files.batch_create(
+                user=user,
+                team=team,
+                data={
+                    "input_file_id": stored.public_id,
+                    "endpoint": "/v1/chat/completions",
+                    "live": True,
+                },
+            )
+            judge_files.validate(batch.pk)  # as the queued task would, now
+            batch.refresh_from_db()
+            if batch.job_id is not None:
+                job = GenerationJob.objects.get(pk=batch.job_id)
+                if job.status == JobStatus.RUNNING:
+                    self._run(job)
+                judge_files.finalize(batch.pk)
+            batch.refresh_from_db()
+        self.stdout.write(
+            f"Judge file {batch.public_id}: {batch.status}, {batch.completed} replies, "
+            f"{batch.failed} failed (the Judge files page; GET /v1/batches/{batch.public_id})"
+        )
 
     def _scenarios(self, job, user):
         """A comparison and a rating scenario of the job's first prompt at temperature 0,
@@ -142,17 +304,22 @@ class Command(BaseCommand):
                         "max_tokens": 200,
                     },
                 )
-            if not judge.runs.exists():
-                run = judges.judge_run(user=user, judge=judge, data={})
-                self.stdout.write(f"Judging {scenario.name!r}: {run.job.total_cells} calls")
-                job = GenerationJob.objects.get(pk=run.job_id)
-                if job.status == JobStatus.RUNNING:
-                    self._run(job)
+            self._judge_once(judge, user)
             verdicts = judge.judgments.exclude(parse_status="failed").count()
             self.stdout.write(
                 f"Judge {judge.name!r} on {scenario.name!r}: {verdicts} verdicts "
                 f"(GET /api/judges/{judge.pk}/runs)"
             )
+
+    def _judge_once(self, judge, user):
+        """Run the judge over its scenario, live, unless it ran already."""
+        if judge.runs.exists():
+            return
+        run = judges.judge_run(user=user, judge=judge, data={})
+        self.stdout.write(f"Judging {judge.scenario.name!r}: {run.job.total_cells} calls")
+        job = GenerationJob.objects.get(pk=run.job_id)
+        if job.status == JobStatus.RUNNING:
+            self._run(job)
 
     @transaction.atomic
     def _setup(self):
@@ -184,15 +351,7 @@ class Command(BaseCommand):
         return team, manager, created
 
     def _create_job(self, team, user):
-        with SAMPLES.open(encoding="utf-8") as handle:
-            rows = [
-                {
-                    "id": r["ID"],
-                    "text": " ".join(r["text"].split()),
-                    "quality_score": int(r["quality_score"]),
-                }
-                for r in csv.DictReader(handle)
-            ]
+        rows = _samples()
         versions = [
             version.pk
             for version in PromptVersion.objects.filter(
@@ -265,3 +424,38 @@ class Command(BaseCommand):
             f"/api/generation/jobs/{job.pk}/export/csv · admin: /admin/generation/generationjob/"
         )
         self.stdout.write("Sign in at http://127.0.0.1:8000/login/ (run: python manage.py serve)")
+
+
+def _samples() -> list[dict]:
+    """The writing samples as items: id, text, quality score."""
+    with SAMPLES.open(encoding="utf-8") as handle:
+        return [
+            {
+                "id": r["ID"],
+                "text": " ".join(r["text"].split()),
+                "quality_score": int(r["quality_score"]),
+            }
+            for r in csv.DictReader(handle)
+        ]
+
+
+_SCORE_SYSTEM = (
+    "You are an evaluation judge. Score the answer 1-5 against the rubric and reply as JSON: "
+    '{"score", "rationale"}.'
+)
+_PAIR_SYSTEM = (
+    "You are an evaluation judge. Given two answers, reply with the better one: A or B, plus "
+    "one sentence of rationale."
+)
+
+
+def _judge_row(custom_id: str, system: str, user: str) -> dict:
+    return {
+        "custom_id": custom_id,
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": {
+            "model": "mock-judge",
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        },
+    }
