@@ -45,3 +45,16 @@ def bootstrap() -> BootstrapResult:
         )
         catalog_load(team=team, connection=mock)
     return BootstrapResult(username, None if given else password, True)
+
+
+def greeting(result: BootstrapResult) -> str | None:
+    """What to tell the operator of a bootstrap: the generated login, once (None when no
+    admin was made)."""
+    if result.created_admin and result.password:
+        return (
+            f"First admin created. Sign in as {result.username!r} with password "
+            f"{result.password!r} (change it in the admin; it is not shown again)."
+        )
+    if result.created_admin:
+        return f"First admin {result.username!r} created from EVAL_ADMIN_PASSWORD."
+    return None

@@ -25,7 +25,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from evalplatform.bootstrap import bootstrap
+from evalplatform.bootstrap import bootstrap, greeting
 from evalplatform.web.server import serve_options
 
 WORKER_GRACE_S = 15.0
@@ -158,16 +158,8 @@ class Command(BaseCommand):
                     _pid_file().unlink(missing_ok=True)
 
     def _greet(self) -> None:
-        result = bootstrap()
-        if result.created_admin and result.password:
-            self.stdout.write(
-                self.style.SUCCESS(
-                    f"First admin created. Sign in as {result.username!r} with password "
-                    f"{result.password!r} (change it in the admin; it is not shown again)."
-                )
-            )
-        elif result.created_admin:
-            self.stdout.write(f"First admin {result.username!r} created from EVAL_ADMIN_PASSWORD.")
+        if said := greeting(bootstrap()):
+            self.stdout.write(self.style.SUCCESS(said))
         database = settings.DATABASES["default"]
         self.stdout.write(
             f"Database: {database['ENGINE'].rsplit('.', 1)[-1]} {database['NAME']}; "
