@@ -88,6 +88,13 @@ def test_the_demo_adds_each_seeds_workflow_with_seeds():
     batch = JudgeBatch.objects.get()
     assert (batch.status, batch.completed, batch.failed) == ("completed", 40, 0)
     assert f"Judge file {batch.public_id}: completed, 40 replies" in text
+    # A second mock connection with the same catalog (loaded in the admin) changes nothing.
+    from evalplatform.providers.models import ProviderConnection
+    from evalplatform.providers.services import catalog_load
+
+    team = essays.team
+    other = ProviderConnection.objects.create(team=team, name="Another mock", kind="mock")
+    catalog_load(team=team, connection=other)
     again = io.StringIO()
     call_command("demo", "--seeds", stdout=again)
     assert JudgeBatch.objects.count() == 1 and LLMJudge.objects.count() == 3

@@ -50,6 +50,7 @@ PROMPTS = {
 }
 DEMO_JUDGE = "Mock judge (position bias on)"
 DEMO_USERS = {"demo-manager": Role.MANAGER, "demo-evaluator": Role.EVALUATOR}
+MOCK_CONNECTION = "Mock (offline)"
 
 
 # The seeds' workflows (``--seeds``): the essay-scoring activity's rubric, pairwiseLLM's
@@ -138,7 +139,7 @@ class Command(BaseCommand):
         job = GenerationJob.objects.filter(team=team, name=ESSAY_JOB).first()
         if job is None:
             version = self._template(team, user, "Essay rubric (seed)", ESSAY_RUBRIC)
-            model = LLMModel.objects.get(connection__team=team, model_id="mock-large")
+            model = _mock_model(team, "mock-large")
             data = {
                 "team": team.slug,
                 "name": ESSAY_JOB,
@@ -170,7 +171,7 @@ class Command(BaseCommand):
         judge = LLMJudge.objects.filter(scenario=scenario, name=PAIRWISE_JUDGE).first()
         if judge is None:
             version = self._template(scenario.team, user, "pairwiseLLM (seed)", PAIRWISE_TEMPLATE)
-            model = LLMModel.objects.get(connection__team=scenario.team, model_id="mock-judge")
+            model = _mock_model(scenario.team, "mock-judge")
             judge = judges.judge_create(
                 user=user,
                 scenario=scenario,
@@ -288,7 +289,7 @@ class Command(BaseCommand):
     def _judges(self, scenarios, user):
         """The mock judge (its position-bias knob on) over each demo scenario: pairs in both
         orders, two calls at each of two temperatures."""
-        model = LLMModel.objects.get(connection__team=scenarios[0].team, model_id="mock-judge")
+        model = _mock_model(scenarios[0].team, "mock-judge")
         for scenario in scenarios:
             judge = LLMJudge.objects.filter(scenario=scenario, name=DEMO_JUDGE).first()
             if judge is None:
@@ -336,7 +337,7 @@ class Command(BaseCommand):
         manager = User.objects.get(username="demo-manager")
         mock, _ = ProviderConnection.objects.get_or_create(
             team=team,
-            name="Mock (offline)",
+            name=MOCK_CONNECTION,
             defaults={"kind": "mock", "options": {"latency_s": 0.02, "position_bias": 0.15}},
         )
         catalog_load(team=team, connection=mock)
@@ -362,7 +363,7 @@ class Command(BaseCommand):
             if version.number == version.template.versions.count()
         ]
         models = list(
-            ProviderConnection.objects.get(team=team, name="Mock (offline)")
+            ProviderConnection.objects.get(team=team, name=MOCK_CONNECTION)
             .models.filter(model_id__in=["mock-small", "mock-large"])
             .values_list("pk", flat=True)
         )
@@ -424,6 +425,14 @@ class Command(BaseCommand):
             f"/api/generation/jobs/{job.pk}/export/csv · admin: /admin/generation/generationjob/"
         )
         self.stdout.write("Sign in at http://127.0.0.1:8000/login/ (run: python manage.py serve)")
+
+
+def _mock_model(team, model_id: str) -> LLMModel:
+    """The demo's own mock connection's model (the team may have other mock connections
+    with the same catalog: a second one loaded in the admin made ``get`` ambiguous)."""
+    return LLMModel.objects.get(
+        connection__team=team, connection__name=MOCK_CONNECTION, model_id=model_id
+    )
 
 
 def _samples() -> list[dict]:
