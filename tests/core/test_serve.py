@@ -318,3 +318,29 @@ def test_serve_holds_against_slow_and_greedy_clients(tmp_path):
             steady.sendall(b"x")
         answered = _answer(steady)
         assert answered.startswith(b"HTTP/1.1 ") and not answered.startswith(b"HTTP/1.1 408")
+
+
+def test_serve_on_a_busy_port_says_so_before_serving(tmp_path):
+    """The port is checked first: no "Serving on", no migration, a clear message."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+        done = subprocess.run(
+            [sys.executable, "manage.py", "serve", "--port", str(port), "--no-worker"],
+            cwd=ROOT,
+            env=env | {"EVAL_DATA_DIR": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 1
+    assert f"Port {port} on 127.0.0.1 is in use" in done.stderr
+    assert "choose another with --port" in done.stderr
+    assert "Serving on" not in done.stdout
+    assert not (tmp_path / "db.sqlite3").exists()  # nothing was migrated

@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -23,7 +24,7 @@ from typing import Any
 import uvicorn
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from evalplatform.bootstrap import bootstrap, greeting
 from evalplatform.web.server import serve_options
@@ -110,6 +111,24 @@ def _read_pid_file() -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _port_free(host: str, port: int) -> None:
+    """``CommandError`` when ``host:port`` cannot be listened on (another server has it)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise CommandError(f"Cannot listen on {host!r}: {exc.strerror}.") from exc
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise CommandError(
+                f"Port {port} on {host} is in use ({exc.strerror}): stop what serves there, "
+                "or choose another with --port."
+            ) from exc
+
+
 class Command(BaseCommand):
     help = "Migrate, create the first admin if none exists, then run the web server and a worker."
 
@@ -119,6 +138,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-worker", action="store_true", help="Do not start qcluster.")
 
     def handle(self, *args, host, port, no_worker, **options):
+        _port_free(host, port)  # before anything else: a busy port is said, not "Serving on"
         # SIGTERM and SIGINT end the command (uvicorn hands a signal back once it has
         # stopped), and the worker is always stopped on the way out.
         signal.signal(signal.SIGTERM, _exit_on_signal)
