@@ -72,6 +72,7 @@ def test_the_wizard_creates_and_starts_a_job(creator, setup):
     for version in setup["prompts"]:
         assert f'value="{version.pk}"' in page
     assert "mock-small" not in page or "Small" in page
+    assert "$1 / 1M input · $2 / 1M output" in page  # prices without trailing zeros
     response = client.post("/generation/new", wizard_form(setup, start="1"))
     assert response.status_code == 302
     job = GenerationJob.objects.get(name="From the wizard")
