@@ -23,6 +23,7 @@ from typing import IO, Any, BinaryIO, cast
 from django.conf import settings
 
 from evalplatform import validation
+from evalplatform.api import uploads
 from evalplatform.errors import FieldErrors
 
 Item = tuple[str, dict[str, Any]]
@@ -99,6 +100,9 @@ def _check(file: IO[bytes]) -> None:
     file.seek(0)
     if size > limit:
         raise FieldErrors({"source.file": f"The file has {size:,} bytes; the limit is {limit:,}."})
+    if kind := uploads.binary_kind(file.read(4096)):
+        raise FieldErrors({"source.file": f"This is {kind}, not JSON, JSON lines, CSV or text."})
+    file.seek(0)
     decoder = codecs.getincrementaldecoder("utf-8")()
     offset = 0  # bytes read before ``chunk``
     line = 1  # the line ``chunk`` starts on

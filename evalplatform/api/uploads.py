@@ -46,6 +46,37 @@ def read_upload(request: Any, *, error_key: str = "file") -> tuple[UploadedFile,
     return upload, upload.name or ""
 
 
+# Files that are no text, by how they start: what a text upload (JSON, JSON lines, CSV) is
+# refused as, by name, before any of it is read as lines.
+BINARY_SIGNATURES = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF87a", "a GIF image"),
+    (b"GIF89a", "a GIF image"),
+    (b"%PDF-", "a PDF document"),
+    (b"PK\x03\x04", "a ZIP archive (or an Office document)"),
+    (b"\x1f\x8b", "a gzip archive"),
+    (b"\xd0\xcf\x11\xe0", "an old Office document"),
+    (b"SQLite format 3\x00", "an SQLite database"),
+)
+
+
+def binary_kind(head: bytes) -> str | None:
+    """What a file starting with ``head`` (its first 4 KB) is, when it is no UTF-8 text: a
+    known binary format by its signature, text in UTF-16 by its byte-order mark, or "a binary
+    file" when over a tenth of its first bytes are NUL; None for what may be text (a stray
+    NUL in text is the reader's to replace)."""
+    for signature, name in BINARY_SIGNATURES:
+        if head.startswith(signature):
+            return name
+    if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
+        return "a WebP image"
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "text in UTF-16 (save it as UTF-8)"
+    head = head[:4096]
+    return "a binary file" if head and head.count(0) * 10 > len(head) else None
+
+
 def config_and_upload(
     request: Any, *, error_key: str = "file"
 ) -> tuple[dict[str, Any], UploadedFile | None, str]:

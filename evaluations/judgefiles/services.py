@@ -37,6 +37,7 @@ from django.utils import timezone
 from evalplatform import bulk, inputs, validation
 from evalplatform.accounts import audit, policy
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE, EVALUATIONS_JUDGE_FILES
+from evalplatform.api import uploads
 from evalplatform.errors import Conflict, FieldErrors, Forbidden
 from evalplatform.providers.estimate import estimate_cost
 from evalplatform.providers.llm import kinds
@@ -158,6 +159,10 @@ def file_create(*, user: Any, team: Any, upload: Any, purpose: Any) -> JudgeFile
         )
     if errors:
         raise FieldErrors(errors)
+    head = upload.read(4096)
+    upload.seek(0)
+    if kind := uploads.binary_kind(head):
+        raise FieldErrors({"file": f"This is {kind}, not JSON lines (one request per line)."})
     name = (upload.name or "batch.jsonl").replace("\x00", "")[:255] or "batch.jsonl"
     limit = settings.JUDGE_FILE_MAX_LINES
     writer = _Writer(team=team, purpose=FilePurpose.BATCH, filename=name, created_by=user)

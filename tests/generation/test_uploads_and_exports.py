@@ -301,3 +301,25 @@ def test_an_upload_past_the_jobs_cells_is_refused_while_it_is_read(api, creator,
     fits = "\n".join(json.dumps({"id": n, "content": "x"}) for n in range(1000)).encode()
     assert _post(api(creator), setup, "items.jsonl", fits).status_code == 201
     assert GenerationJob.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_an_upload_that_is_no_text_is_refused_by_name(api, creator, setup):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from generation.models import GenerationJob
+    from tests.helpers.generation import JOBS, job_body
+
+    body = job_body(setup)
+    del body["source"]
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
+    response = api(creator).post(
+        JOBS,
+        {"config": json.dumps(body), "file": SimpleUploadedFile("items.json", png)},
+        format="multipart",
+    )
+    assert response.status_code == 400
+    assert response.json()["errors"]["source.file"] == [
+        "This is a PNG image, not JSON, JSON lines, CSV or text."
+    ]
+    assert not GenerationJob.objects.exists()

@@ -636,3 +636,21 @@ def test_the_regression_report_leaves_out_an_untrusted_judges_batches(
     )
     summary = api.get(url).json()["summary"]
     assert summary["excluded"] == [] and summary["rows_both"] == 2 * len(tasks)
+
+
+@pytest.mark.parametrize(
+    ("content", "kind"),
+    [
+        (b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4, "a PNG image"),
+        (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj", "a PDF document"),
+        (b"PK\x03\x04\x14\x00\x06\x00", "a ZIP archive (or an Office document)"),
+        ('{"custom_id": "a"}\n'.encode("utf-16"), "text in UTF-16 (save it as UTF-8)"),
+        (bytes(200) + b'{"custom_id": "a"}', "a binary file"),
+    ],
+)
+def test_a_file_that_is_no_text_is_refused_by_name(world, content, kind):
+    client = world["client"]
+    with pytest.raises(BadRequestError) as refused:
+        client.files.create(file=("upload.jsonl", content), purpose="batch")
+    assert f"This is {kind}, not JSON lines" in refused.value.message
+    assert not JudgeFile.objects.exists()
