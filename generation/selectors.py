@@ -320,10 +320,12 @@ HOME_JOBS = 5
 
 def home_section(user: Any) -> dict[str, Any] | None:
     """The home page's "Your recent jobs": the user's own latest jobs in the teams where
-    they may still view them (judge runs are the judges' business)."""
+    they may still view them (judge runs and judge files are the judges' business)."""
     if not policy.has_feature_anywhere(user, GENERATION_VIEW):
         return None
-    own = GenerationJob.objects.filter(owner_id=user.pk).exclude(source_kind="judge")
+    own = GenerationJob.objects.filter(owner_id=user.pk).exclude(
+        source_kind__in=["judge", "judge_file"]
+    )
     jobs = list(
         policy.visible(user, GENERATION_VIEW, own.select_related("team")).order_by(
             "-created_at", "-pk"

@@ -72,7 +72,11 @@ def hub(request: HttpRequest) -> HttpResponse:
     can_create = policy.has_feature_anywhere(request.user, GENERATION_CREATE)
     team_wide = request.GET.get("jobs", "mine" if can_create else "team") == "team"
     visible = policy.visible(request.user, GENERATION_VIEW, selectors.jobs())
-    jobs = list(selectors.owned_by(visible, request.user, "all" if team_wide else "me")[:200])
+    owned = selectors.owned_by(visible, request.user, "all" if team_wide else "me")
+    # Judge runs and judge files are generation jobs too, kept apart from the user's own
+    # generation (their pages are the judges' and the judge files').
+    judging = SourceKind.JUDGE, SourceKind.JUDGE_FILE
+    jobs = list(owned.exclude(source_kind__in=judging)[:200])
     return render(
         request,
         "generation/hub.html",
@@ -81,6 +85,7 @@ def hub(request: HttpRequest) -> HttpResponse:
             "others_exist": not team_wide and visible.exclude(owner_id=request.user.pk).exists(),
             "active": [j for j in jobs if j.status in ACTIVE],
             "others": [j for j in jobs if j.status not in ACTIVE],
+            "judging": list(owned.filter(source_kind__in=judging)[:50]),
             "can_create": can_create,
             "manage": {j.pk for j in jobs if policy.may(request.user, GENERATION_MANAGE, j)},
             "notifications": Notification.objects.filter(

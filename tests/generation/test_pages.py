@@ -201,3 +201,21 @@ def test_notifications_show_on_home_and_can_be_dismissed(creator, team_a, member
     mine.refresh_from_db()
     assert mine.read_at is not None
     assert Notification.objects.filter(user=other, read_at__isnull=True).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_judge_runs_are_apart_from_generation_in_the_hub(api, people, team_a):
+    from evalplatform.providers.models import LLMModel, ProviderConnection
+    from tests.helpers.evaluations import create_judge, make_scenario, run
+
+    connection = ProviderConnection.objects.create(team=team_a, name="m", kind="mock")
+    model = LLMModel.objects.create(connection=connection, model_id="j", display_name="J")
+    scenario = make_scenario(people, team_a, "rating", {"dimensions": [{"name": "q"}]})
+    judge = create_judge(api, people["manager"], scenario, name="Rater", model=model.pk)
+    job = api(people["manager"]).post(f"/api/judges/{judge['id']}/run", {}, format="json")
+    run(job.json()["job"])
+    page = browser(people["manager"]).get("/generation/?jobs=team").content.decode()
+    others, judging = page.split('<section id="judging">')
+    assert "Judge runs and judge files" in judging and "Judge run ·" in judging
+    assert f"/generation/jobs/{job.json()['job']}" in judging
+    assert f"/generation/jobs/{job.json()['job']}" not in others
