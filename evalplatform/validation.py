@@ -162,9 +162,16 @@ def number(
         except ValueError:
             found = None
     if found is None or not math.isfinite(found) or not lo <= found <= hi:
-        errors[name] = message or f"A number from {lo:g} to {hi:g}."
+        errors[name] = message or f"A number from {readable(lo)} to {readable(hi)}."
         return default
     return found
+
+
+def readable(number: float) -> str:
+    """A bound as people write it: 1,000,000 (not 1e+06), 0.5, -2."""
+    if float(number).is_integer():
+        return f"{int(number):,}"
+    return f"{number:,.6f}".rstrip("0").rstrip(".")
 
 
 def max_tokens(value: Any, *, errors: dict[str, str], name: str = "max_tokens") -> int | None:

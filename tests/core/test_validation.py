@@ -127,3 +127,16 @@ def test_text_bounds_and_nul():
     assert "t" in check(validation.text, "a\x00b", name="t", max_length=10)[1]
     assert "t" in check(validation.text, "  ", name="t", max_length=10, required=True)[1]
     assert "t" in check(validation.text, 5, name="t", max_length=10)[1]
+
+
+def test_bounds_in_messages_read_as_people_write_them():
+    from evalplatform import validation
+
+    errors: dict[str, str] = {}
+    validation.number("2e9", name="budget", lo=0, hi=1e6, errors=errors)
+    validation.number("x", name="share", lo=0, hi=0.5, errors=errors)
+    assert errors == {
+        "budget": "A number from 0 to 1,000,000.",
+        "share": "A number from 0 to 0.5.",
+    }
+    assert validation.readable(-2.0) == "-2" and validation.readable(1234.5) == "1,234.5"
