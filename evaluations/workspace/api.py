@@ -53,6 +53,10 @@ class QueueEntrySerializer(serializers.Serializer):
     type = serializers.CharField()
     done = serializers.IntegerField(help_text="Tasks you answered.")
     total = serializers.IntegerField(help_text="Those, and the ones you could still be handed.")
+    skipped = serializers.IntegerField(help_text="Tasks you skipped.")
+    left = serializers.IntegerField(
+        help_text="Up to this many more for you (fewer as others answer them)."
+    )
 
 
 class QueueView(APIView):

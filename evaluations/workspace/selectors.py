@@ -53,7 +53,7 @@ def progress(*, user: Any, scenario: Scenario) -> dict[str, int]:
 
 
 def progress_many(*, user: Any, scenarios: Sequence[Scenario]) -> dict[int, dict[str, int]]:
-    """``progress`` of several scenarios in four queries, whatever their number. Gold tasks
+    """``progress`` of several scenarios in five queries, whatever their number. Gold tasks
     count when answered (they come mixed in, not as places); a quota caps the total."""
     ids = [s.pk for s in scenarios]
 
@@ -61,6 +61,9 @@ def progress_many(*, user: Any, scenarios: Sequence[Scenario]) -> dict[int, dict
         return dict(rows.values("scenario").annotate(n=Count("pk")).values_list("scenario", "n"))
 
     done = per_scenario(Judgment.objects.filter(scenario__in=ids, evaluator=user))
+    skipped = per_scenario(
+        Assignment.objects.filter(scenario__in=ids, evaluator=user, status=AssignmentStatus.SKIPPED)
+    )
     reserved = per_scenario(
         Assignment.objects.filter(
             scenario__in=ids, evaluator=user, status=AssignmentStatus.RESERVED
@@ -81,7 +84,14 @@ def progress_many(*, user: Any, scenarios: Sequence[Scenario]) -> dict[int, dict
         limit = limits[pk]
         if limit is not None:  # a quota caps what is left, never what is done
             total = max(answered, min(total, limit))
-        progress[pk] = {"done": answered, "total": total}
+        progress[pk] = {
+            "done": answered,
+            "total": total,
+            "skipped": skipped.get(pk, 0),
+            # What may still come the user's way: others answering shrink it, so pages say
+            # "done · skipped · up to N left" rather than a total that moves.
+            "left": total - answered,
+        }
     return progress
 
 

@@ -116,6 +116,8 @@ def test_quotas_stop_next_and_cap_the_progress(api, team_a, people_named_and_str
         "type": "labeling",
         "done": 3,
         "total": 3,
+        "skipped": 0,
+        "left": 0,
     }
     assert Judgment.objects.filter(evaluator=people_named_and_stranger["ed"]).count() == 3
     # A lower quota never hides what is done; a higher one hands more.
@@ -127,6 +129,8 @@ def test_quotas_stop_next_and_cap_the_progress(api, team_a, people_named_and_str
         "type": "labeling",
         "done": 3,
         "total": 3,
+        "skipped": 0,
+        "left": 0,
     }
     put_assignees(api, people_named_and_stranger["manager"], scenario, [{"user": "ed", "quota": 4}])
     assert len(work(ed, scenario)) == 1

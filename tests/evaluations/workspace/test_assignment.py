@@ -31,6 +31,8 @@ def test_an_evaluator_works_through_a_blind_comparison(api, creator, finished_jo
             "type": "comparison",
             "done": 0,
             "total": 18,
+            "skipped": 0,
+            "left": 18,
         }
     ]
     first = eve.post(f"{EVAL}/scenarios/{scenario.pk}/next")
@@ -356,7 +358,8 @@ def test_the_queue_costs_the_same_queries_for_one_scenario_or_many(
         format="json",
     )
     many, listed = cost()
-    assert many == one == 5  # the scenarios, then done, reserved, open places and quotas
+    # The scenarios, then done, skipped, reserved, open places and quotas.
+    assert many == one == 6
     assert sorted((s["name"], s["done"], s["total"]) for s in listed) == [
         ("One", 1, 18),
         ("Three", 0, 18),

@@ -39,7 +39,7 @@ def test_a_comparison_from_the_queue_to_the_answer(
     scenario = open_scenario(api, creator, finished_job, people_manager_and_eve["manager"])
     eve = browser(people_manager_and_eve["eve"])
     queue = eve.get("/evaluate/").content.decode()
-    assert "Eval" in queue and "0 / 18 done" in queue
+    assert "Eval" in queue and "0 done · up to 18 left" in queue
     page_url = start(eve, scenario)
     page = eve.get(page_url)
     html = page.content.decode()
@@ -56,6 +56,7 @@ def test_a_comparison_from_the_queue_to_the_answer(
     assert judgment.presented == [task.variant_a_id, task.variant_b_id]
     assert judgment.payload == {"winner": "B"} and judgment.time_spent_ms == 3100
     assert eve.get(page_url).status_code == 302  # answered: on to the next one
+    assert "1 done · up to 17 left" in eve.get("/evaluate/").content.decode()
 
 
 @pytest.mark.django_db
@@ -140,4 +141,12 @@ def test_only_your_own_tasks_and_csrf(
     assert not Judgment.objects.exists()
     skipped = eve.post(f"{page_url}/skip")
     assert skipped.status_code == 302
+    # Progress in words that stay true: what was skipped is said, not folded into a total.
+    assert "0 done · 1 skipped · up to 17 left" in eve.get("/evaluate/").content.decode()
+    listed = api(people_manager_and_eve["eve"]).get("/api/evaluations/scenarios").json()
+    assert {k: listed[0][k] for k in ("done", "skipped", "left")} == {
+        "done": 0,
+        "skipped": 1,
+        "left": 17,
+    }
     assert Client().get("/evaluate/").status_code == 302  # sign in first
