@@ -114,6 +114,12 @@ def _render_task(
     )
 
 
+UNTOUCHED_RANKING = (
+    "Order the responses first (drag them, or move them with ↑ / ↓), or tick “The order "
+    "shown is my answer”."
+)
+
+
 @login_required
 def task(request: HttpRequest, assignment_id: int) -> HttpResponse:
     assignment = _assignment(request, assignment_id)
@@ -124,12 +130,16 @@ def task(request: HttpRequest, assignment_id: int) -> HttpResponse:
     data: dict[str, Any] = {}
     if request.method == "POST":
         data = _answer_from_post(request, scenario)
-        try:
-            services.submit(user=request.user, assignment=assignment, data=data)
-        except ApplicationError as exc:
-            errors = _error_list(exc)
+        if scenario.type == "ranking" and request.POST.get("ranking_as_shown") != "1":
+            # A ranking sent as it was first shown is no answer unless the evaluator says so.
+            errors = [UNTOUCHED_RANKING]
         else:
-            return redirect("workspace:next", scenario_id=scenario.pk)
+            try:
+                services.submit(user=request.user, assignment=assignment, data=data)
+            except ApplicationError as exc:
+                errors = _error_list(exc)
+            else:
+                return redirect("workspace:next", scenario_id=scenario.pk)
     view = services.task_view(assignment)
     return _render_task(
         request,

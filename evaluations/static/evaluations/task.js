@@ -166,11 +166,18 @@
         var target = e.target.closest("li");
         if (dragged && target && dragged !== target) list.insertBefore(dragged, target);
         rankingOrder();
+        moved();
       });
       function shift(li, step) {
         if (step < 0 && li.previousElementSibling) list.insertBefore(li, li.previousElementSibling);
         if (step > 0 && li.nextElementSibling) list.insertBefore(li.nextElementSibling, li);
         rankingOrder();
+        moved();
+      }
+      // A response moved: the order shown is now the evaluator's answer.
+      function moved() {
+        var box = form.querySelector("[data-as-shown]");
+        if (box) box.checked = true;
       }
       rankingOrder();
     }

@@ -93,7 +93,11 @@ def test_a_ranking_and_a_labeling_page(api, creator, finished_job, people_manage
     eve = browser(people_manager_and_eve["eve"])
     page_url = start(eve, ranking)
     assert 'draggable="true"' in eve.get(page_url).content.decode()
-    eve.post(page_url, {"ranking": "D,C,B,A"})
+    # The order first shown, sent untouched, is no answer unless the evaluator says so.
+    untouched = eve.post(page_url, {"ranking": "A,B,C,D"})
+    assert untouched.status_code == 400 and not Judgment.objects.exists()
+    assert "Order the responses first" in untouched.content.decode()
+    eve.post(page_url, {"ranking": "D,C,B,A", "ranking_as_shown": "1"})
     judgment = Judgment.objects.get()
     assert judgment.payload["ranking"] == list(reversed(judgment.presented))
 
