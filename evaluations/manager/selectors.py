@@ -11,6 +11,7 @@ from django.db.models.functions import Coalesce
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import SCENARIOS_VIEW
 from evalplatform.prompts.models import PromptVersion
+from evalplatform.prompts.rendering import Block, variables_in
 from evalplatform.providers.models import LLMModel
 from evaluations.analytics.trust import stored_trust
 from evaluations.judgments.models import (
@@ -23,6 +24,8 @@ from evaluations.judgments.models import (
 )
 from evaluations.workspace import selectors as workspace_selectors
 from scenarios.models import Scenario, Task
+from scenarios.types import registry
+from scenarios.types.base import KEYS
 
 LIST_LENGTH = 200
 
@@ -93,14 +96,33 @@ def judges(scenario: Scenario) -> list[dict[str, Any]]:
 
 
 def judge_form_choices(scenario: Scenario) -> dict[str, Any]:
+    """The Add-judge form's models, and the team's prompts that can judge this scenario's
+    type: those using one of the type's response variables (``response``, ``response_a`` …,
+    ``responses``, fenced or not); a generation prompt uses none of them."""
+    versions = (
+        PromptVersion.objects.filter(template__team=scenario.team)
+        .select_related("template")
+        .prefetch_related("blocks")
+        .order_by("template__name", "-number")[:200]
+    )
+    wanted = judge_response_variables(scenario.type)
     return {
         "judge_models": LLMModel.objects.filter(
             connection__team=scenario.team, active=True
         ).select_related("connection"),
-        "judge_prompts": PromptVersion.objects.filter(template__team=scenario.team)
-        .select_related("template")
-        .order_by("template__name", "-number")[:200],
+        "judge_prompts": [
+            v
+            for v in versions
+            if wanted & set(variables_in(Block(b.title, b.body) for b in v.blocks.all()))
+        ],
     }
+
+
+def judge_response_variables(kind: str) -> set[str]:
+    """The variables a judge prompt of scenario type ``kind`` shows its responses by."""
+    found = registry.get(kind).judge_responses(["", ""], list(KEYS[:2]))
+    names = {name for name in found if name.startswith("response")}
+    return names | {f"{name}_fenced" for name in names}
 
 
 FEEDBACK_ROWS = 200

@@ -268,3 +268,27 @@ def test_a_rating_judges_repeated_calls_per_task(api, people, team_a):
     assert "Repeated calls per task" not in browser.get(f"/judges/{other['id']}").content.decode()
     refused = client.get(f"/api/judges/{other['id']}/consistency")
     assert refused.status_code == 400 and "judge" in refused.json()["errors"]
+
+
+def test_the_add_judge_form_offers_only_prompts_that_fit_the_type(people, team_a):
+    from django.test import Client
+
+    pairwise = make_version(
+        PromptTemplateFactory(team=team_a, name="pairwiseLLM"), [("", PAIRWISE_LLM_TEMPLATE)]
+    )
+    rubric = make_version(PromptTemplateFactory(team=team_a, name="Essay"), [("", ESSAY_RUBRIC)])
+    generation = make_version(
+        PromptTemplateFactory(team=team_a, name="Summaries"), [("", "Summarize: {{content}}")]
+    )
+    browser = Client()
+    browser.force_login(people["manager"])
+
+    def offered(kind, config):
+        scenario = make_scenario(people, team_a, kind, config)
+        page = browser.get(f"/scenarios/{scenario.pk}").content.decode()
+        form = page.split('name="prompt_version"', 1)[1].split("</select>", 1)[0]
+        return {v.pk for v in (pairwise, rubric, generation) if f'value="{v.pk}"' in form}
+
+    assert offered("comparison", {"ties": False}) == {pairwise.pk}
+    dimensions = [{"name": "content", "min": 1, "max": 6}]
+    assert offered("rating", {"dimensions": dimensions}) == {rubric.pk}
