@@ -124,6 +124,7 @@ def world(team_a, member, superuser):
         "repetitions": 1,
         "temperatures": [0.0],
         "max_tokens": 100,
+        "reply_format": {"kind": "json", "fields": ["score"]},
     }
     manager_api = _api(manager)
     made = manager_api.post("/api/generation/jobs", body, format="json")
@@ -137,6 +138,8 @@ def world(team_a, member, superuser):
             status="failed" if failed else "completed",
             content="" if failed else hostile(n + 2, " answer"),
             error_message=hostile(n, " error") if failed else "",
+            parsed=None if failed else {"score": n - 1},
+            parse_status="" if failed else "ok",
         )
     ProviderBatch.objects.create(
         team=team_a,
@@ -240,6 +243,12 @@ def _generation_export(w):
     return [_api(w["manager"]).post(f"/api/generation/jobs/{w['job'].pk}/export/csv")]
 
 
+def _consistency(w):
+    base = f"/api/generation/jobs/{w['job'].pk}/consistency/csv"
+    client = _api(w["manager"])
+    return [client.get(base), client.get(f"{base}?table=agreement")]
+
+
 def _batch_registry(w):
     return [_api(w["manager"]).get("/api/generation/batches.csv")]
 
@@ -276,6 +285,7 @@ def _admin_job_export(w):
 
 EXERCISES: dict[str, Request] = {
     "generationjob-export-csv": _generation_export,
+    "generationjob-consistency-csv": _consistency,
     "generation-batches-csv": _batch_registry,
     "manager-api:export": _scenario_export,
     "analytics-api:table": _analytics_tables,
