@@ -76,8 +76,11 @@ def test_the_wizard_offers_the_pilot(creator, setup):
     }
     plain = browser.post("/generation/new/estimate", form).content.decode()
     assert "Calibrate with a pilot of 5 cells" in plain and "Calibrated by" not in plain
+    assert "(≤ $" in plain  # replies at max tokens: an upper bound
     piloted = browser.post("/generation/new/estimate", form | {"pilot": "5"}).content.decode()
     assert "Calibrated by a pilot of" in piloted
+    # The pilot's 90th percentile is a likely figure, never shown as a bound.
+    assert "(≤ $" not in piloted and "(high ~$" in piloted and "not a bound" in piloted
 
 
 @pytest.mark.django_db(transaction=True)
