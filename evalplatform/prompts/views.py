@@ -277,6 +277,10 @@ def preview(request: HttpRequest) -> HttpResponse:
         sample_item=data["sample_item"],
     )
     errors = result.errors | form_errors
+    # A form nothing was written in yet is no mistake: a hint, not "to fix".
+    blank = not any(b["body"] for b in data["blocks"]) and not form_errors
+    if blank:
+        errors = {}
     labels = {"default_variables": "Default variables", "sample_item": "Sample item"}
     problems = []
     for key, messages_ in errors.items():
@@ -289,5 +293,10 @@ def preview(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "prompts/_preview.html",
-        {"preview": result, "problems": problems, "sample_ok": "sample_item" not in errors},
+        {
+            "preview": result,
+            "problems": problems,
+            "sample_ok": "sample_item" not in errors,
+            "blank": blank,
+        },
     )

@@ -332,6 +332,10 @@ def test_preview_reports_malformed_placeholders_missing_variables_and_bad_json(c
     shown = preview(blocks=[("", "   ")])
     assert "Block 1, body: The body must be non-empty text." in shown
 
+    # The new editor's blank form is quiet: a hint, nothing "to fix".
+    shown = preview(blocks=[("System", ""), ("", "")])
+    assert "To fix" not in shown and "Write a block to see the messages" in shown
+
 
 @pytest.mark.django_db
 def test_preview_and_editor_need_csrf(creator, summary):
