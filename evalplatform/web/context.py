@@ -12,6 +12,7 @@ from evalplatform.accounts import policy
 from evalplatform.accounts.roles import (
     ADMIN_ACCESS,
     EVALUATIONS_JUDGE_FILES,
+    EVALUATIONS_SUBMIT,
     EVALUATIONS_VIEW_ALL,
     GENERATION_VIEW,
     PROMPTS_VIEW,
@@ -33,7 +34,12 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
             "scenarios": anywhere(SCENARIOS_VIEW),
             "prompts": anywhere(PROMPTS_VIEW),
             "judge_files": anywhere(EVALUATIONS_JUDGE_FILES, EVALUATIONS_VIEW_ALL),
-            "api": policy.is_superuser(user) or bool(policy.features_by_team(user)),
+            # An evaluator only evaluates (their pages do it all): no API link, no token talk.
+            "api": policy.is_superuser(user)
+            or any(
+                features - {EVALUATIONS_SUBMIT}
+                for features in policy.features_by_team(user).values()
+            ),
             "admin": anywhere(ADMIN_ACCESS),
         }
     }

@@ -34,3 +34,13 @@ def test_the_home_page_shows_my_tasks_jobs_and_scenarios(
     assert "Your recent jobs" not in theirs and "Kindness study" in theirs
     outsider = home(member(team_b, Role.ADMIN))
     assert "Kindness study" not in outsider and "Your open tasks" not in outsider
+
+
+@pytest.mark.django_db
+def test_an_evaluator_is_shown_no_api_and_no_command(team_a, member):
+    evaluator = home(member(team_a, Role.EVALUATOR))
+    assert 'href="/api/docs/"' not in evaluator and "/api/tokens" not in evaluator
+    assert "manage.py" not in evaluator
+    creator = home(member(team_a, Role.CREATOR))
+    assert 'href="/api/docs/"' in creator and "POST /api/tokens" in creator
+    assert "manage.py" not in creator
