@@ -44,3 +44,19 @@ def test_an_evaluator_is_shown_no_api_and_no_command(team_a, member):
     creator = home(member(team_a, Role.CREATOR))
     assert 'href="/api/docs/"' in creator and "POST /api/tokens" in creator
     assert "manage.py" not in creator
+
+
+@pytest.mark.django_db
+def test_not_found_and_not_allowed_are_pages_of_the_site(team_a, member):
+    client = Client()
+    client.force_login(member(team_a, Role.EVALUATOR))
+    missing = client.get("/generation/jobs/987654")
+    page = missing.content.decode()
+    assert missing.status_code == 404 and "<h1>Not found</h1>" in page
+    assert 'href="/evaluate/"' in page and "site.css" in page  # the site's nav and style
+    refused = client.post("/prompts/preview", {"block_title": [""], "block_body": ["x"]})
+    page = refused.content.decode()
+    assert refused.status_code == 403 and "<h1>Not allowed</h1>" in page
+    assert 'href="/evaluate/"' in page
+    api = client.get("/api/no-such-route")  # the API still answers JSON
+    assert api.status_code == 404 and api.json() == {"detail": "Not found."}
