@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import F, Prefetch
 from django.http import Http404, HttpRequest, HttpResponse
@@ -69,6 +70,8 @@ def _job(request: HttpRequest, job_id: int) -> GenerationJob:
 def hub(request: HttpRequest) -> HttpResponse:
     """The user's own jobs, or with ``?jobs=team`` every job of the user's teams (where a
     user may not create jobs, as a viewer, the team's at once: they have none)."""
+    if not policy.has_feature_anywhere(request.user, GENERATION_VIEW):
+        raise PermissionDenied  # an evaluator's page is the workspace, not an empty hub
     can_create = policy.has_feature_anywhere(request.user, GENERATION_CREATE)
     team_wide = request.GET.get("jobs", "mine" if can_create else "team") == "team"
     visible = policy.visible(request.user, GENERATION_VIEW, selectors.jobs())

@@ -47,6 +47,11 @@ def _problems(exc: ApplicationError) -> str:
 
 @login_required
 def batch_list(request: HttpRequest) -> HttpResponse:
+    if not any(
+        policy.has_feature_anywhere(request.user, f)
+        for f in (EVALUATIONS_JUDGE_FILES, EVALUATIONS_VIEW_ALL)
+    ):
+        raise PermissionDenied  # the page would be empty and its form refused
     teams = policy.teams_with(request.user, EVALUATIONS_JUDGE_FILES)
     if request.method == "POST":
         if not teams.exists():

@@ -20,6 +20,7 @@ from evalplatform.accounts.roles import (
     SCENARIOS_CREATE,
     SCENARIOS_EXPORT,
     SCENARIOS_MANAGE,
+    SCENARIOS_VIEW,
 )
 from evalplatform.api.uploads import read_upload
 from evalplatform.errors import ApplicationError, FieldErrors
@@ -34,6 +35,8 @@ from scenarios.types import registry
 
 @login_required
 def scenario_list(request: HttpRequest) -> HttpResponse:
+    if not policy.has_feature_anywhere(request.user, SCENARIOS_VIEW):
+        raise PermissionDenied  # an evaluator's scenarios are in the workspace
     scenarios = selectors.scenario_list(request.user)
     can_create = policy.has_feature_anywhere(request.user, SCENARIOS_CREATE)
     return render(

@@ -299,7 +299,7 @@ TABLE: list[Row] = [
     R("teams/<team>/trust-gate", {"GET": "ok=AMCVS", "POST": "ok=AMS 403=CV"},
       params={"team": "@team_slug"}, body="form"),
     # --- pages: scenarios, judges, invitations ---
-    R("scenarios/", {"GET": SIGNED_IN}),
+    R("scenarios/", {"GET": "ok=AMCVS 403=EI"}),  # evaluators' scenarios: the workspace
     R("scenarios/new", {"GET": "ok=AMCS 403=EVI", "POST": "ok=AMCS 403=EVI"}, body="form"),
     R("scenarios/<scenario_id>", {"GET": "ok=AMCVS"}, params={"scenario_id": "@scenario"}),
     R("scenarios/<scenario_id>/edit", {"GET": "ok=AMS 403=CV", "POST": "ok=AMS 403=CV"},
@@ -357,7 +357,7 @@ TABLE: list[Row] = [
         for action in ("run", "retry-failed", "delete")
     ],
     # --- pages: judge files ---
-    R("judge-files/", {"GET": SIGNED_IN, "POST": "ok=AMCS 403=EVI"}, body="form"),
+    R("judge-files/", {"GET": "ok=AMCVS 403=EI", "POST": "ok=AMCS 403=EVI"}, body="form"),
     R("judge-files/files/<file_id>/content", {"GET": "ok=AMCVS 403=EI"},
       params={"file_id": "@judge_file"}),
     R("judge-files/<batch_id>", {"GET": "ok=AMCVS 403=EI"}, params=BATCH),
@@ -371,7 +371,7 @@ TABLE: list[Row] = [
     ],
     # --- pages: generation ---
     R("generation", {"GET": f"ok=U{EVERYONE}"}),  # a redirect to generation/
-    R("generation/", {"GET": SIGNED_IN}),
+    R("generation/", {"GET": "ok=AMCVS 403=EI"}),
     R("generation/new", {"GET": "ok=AMCS", "POST": "ok=AMCS"}, body="form"),
     R("generation/new/estimate", {"POST": "ok=AMCS"}, body="form"),
     R("generation/jobs/<job_id>", {"GET": "ok=AMCVS"}, params={"job_id": "@job"}),
