@@ -1,6 +1,7 @@
 """The navigation shows each role only what it can open: an evaluator sees Evaluate and its
-password page (not Generation, Scenarios, Prompts, Judge files or Admin, whose pages would be
-empty or refused); every link shown opens for that role."""
+password page (not Generation, Scenarios, Prompts, Judge files, API or Admin, whose pages are
+refused or of no use to it); every link shown opens for that role, and the pages it is not
+shown answer the site's 403 page."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ SHOWN = {
     Role.MANAGER: {*LINKS, "Password"},
     Role.CREATOR: WORKING,
     Role.VIEWER: WORKING,
-    Role.EVALUATOR: {"Evaluate", "API", "Password"},
+    Role.EVALUATOR: {"Evaluate", "Password"},
 }
 
 
@@ -38,6 +39,10 @@ def test_each_role_sees_the_links_it_can_open(team_a, member, role):
     assert set(links.values()) == SHOWN[role]
     for href in links:
         assert client.get(href).status_code == 200, href
+    if role == Role.EVALUATOR:
+        for href in ("/generation/", "/scenarios/", "/judge-files/"):
+            refused = client.get(href)
+            assert refused.status_code == 403 and "Not allowed" in refused.content.decode()
 
 
 @pytest.mark.django_db
