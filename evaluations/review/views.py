@@ -24,7 +24,7 @@ from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_VIEW_ALL, SCENARIOS_MANAGE, SCENARIOS_VIEW
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
 from evaluations.review import selectors, services
-from scenarios.models import Scenario
+from scenarios.models import Scenario, Task
 from scenarios.types import registry
 from scenarios.types.base import ScenarioKind
 
@@ -124,6 +124,16 @@ def _back(scenario: Scenario, post: QueryDict, task_id: int) -> HttpResponse:
     return redirect(f"{url}{'?' + query if query else ''}#task-{task_id}")
 
 
+def _label(scenario: Scenario, task_id: int) -> str:
+    """A task as the review page numbers it (its position in the scenario, not its id)."""
+    position = (
+        Task.objects.filter(scenario=scenario, pk=task_id)
+        .values_list("position", flat=True)
+        .first()
+    )
+    return f"Task {position if position is not None else task_id}"
+
+
 @login_required
 @require_POST
 def adjudicate(request: HttpRequest, scenario_id: int, task_id: int) -> HttpResponse:
@@ -136,13 +146,13 @@ def adjudicate(request: HttpRequest, scenario_id: int, task_id: int) -> HttpResp
     except FieldErrors as exc:
         messages.error(
             request,
-            f"Task {task_id}: the answer was not saved. "
+            f"{_label(scenario, task_id)}: the answer was not saved. "
             + " ".join(m for ms in exc.errors.values() for m in ms),
         )
     except ApplicationError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"Task {task_id}: adjudicated answer saved.")
+        messages.success(request, f"{_label(scenario, task_id)}: adjudicated answer saved.")
     return _back(scenario, request.POST, task_id)
 
 
@@ -157,5 +167,5 @@ def adjudication_delete(request: HttpRequest, scenario_id: int, task_id: int) ->
     except NotFound as exc:
         raise Http404 from exc
     if removed:
-        messages.success(request, f"Task {task_id}: adjudicated answer removed.")
+        messages.success(request, f"{_label(scenario, task_id)}: adjudicated answer removed.")
     return _back(scenario, request.POST, task_id)

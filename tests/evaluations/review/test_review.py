@@ -605,7 +605,9 @@ def test_the_review_page_shows_the_answers_and_takes_an_adjudicated_answer(
     )
     assert not Adjudication.objects.exists()
     done = client.post(url, {"winner": "B", "note": "B is right"}, follow=True)
-    assert "adjudicated answer saved" in done.content.decode()
+    # One number for a task everywhere: the message names it as the page does.
+    assert f"Task {task.position}: adjudicated answer saved" in done.content.decode()
+    assert f"<strong>Task {task.position}</strong>" in done.content.decode()
     assert Adjudication.objects.get().payload == {"winner": "B"}
     assert "adjudicated: B" in done.content.decode()
     client.post(f"{url}/delete", {})
