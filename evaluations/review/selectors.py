@@ -160,6 +160,19 @@ def _call(judgment: Judgment) -> str:
     return " · ".join(p for p in parts if p)
 
 
+def keys_as_seen(presented: Sequence[int], order: Sequence[int]) -> str:
+    """How to read a rationale written under the keys the rater saw, when they are not the
+    page's: "In this rationale “A” is B and “B” is A." ("" when the order was the task's)."""
+    if list(presented) == list(order):
+        return ""
+    pairs = [
+        f"“{KEYS[i]}” is {KEYS[order.index(pk)]}"
+        for i, pk in enumerate(presented)
+        if pk in order and KEYS[i] != KEYS[order.index(pk)]
+    ]
+    return f"In this rationale {' and '.join(pairs)} (shown in another order)." if pairs else ""
+
+
 def disagreement(kind: ScenarioKind, values: Sequence[Any], config: Any) -> float | None:
     """How much the answers (``answer_value``s, None left out) of one task disagree, 0 to 1
     (the type says how: docs/scenarios.md, "Review"); None under two answers."""
@@ -242,6 +255,7 @@ def review_rows(
                     "answer": kind.in_task_keys(j.payload, j.presented, order),
                     "summary": kind.summary(j.payload, j.presented, order),
                     "rationale": j.rationale,
+                    "rationale_keys": keys_as_seen(j.presented, order),
                     "created_at": j.created_at.isoformat(),
                 }
                 for j in mine

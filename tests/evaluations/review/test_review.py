@@ -209,6 +209,12 @@ def test_rating_labeling_and_ranking_disagreement(api, manager, team_a, raters):
     keys = {v["id"]: v["key"] for v in row["variants"]}
     ann = next(a for a in row["answers"] if a["rater"] == "ann")
     assert ann["answer"] == {"ranking": [keys[ids["a"]], keys[ids["b"]], keys[ids["c"]]]}
+    # The judge saw them reversed: its rationale's keys are read for the page's.
+    judge = next(a for a in row["answers"] if a["rater"] == "Judge J")
+    assert judge["rationale_keys"] == (
+        "In this rationale “A” is C and “C” is A (shown in another order)."
+    )
+    assert ann["rationale_keys"] == ""
 
 
 # --- ordering, filters, queries ----------------------------------------------------------
