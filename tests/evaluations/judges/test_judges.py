@@ -349,7 +349,8 @@ def test_the_scenario_page_adds_estimates_and_runs_a_judge(api, people, team_a, 
     page = client.get(page_url).content.decode()
     assert "Page judge" in page and "72/72" in page
     job_page = client.get(f"/generation/jobs/{job.pk}").content.decode()
-    assert f"/scenarios/{scenario.pk}#judges" in job_page and "Convert to scenario" not in job_page
+    assert f"/scenarios/{scenario.pk}#judges" in job_page
+    assert "Evaluate these outputs" not in job_page
     # A viewer sees the judges, not the forms; another team sees nothing.
     viewer = Client()
     viewer.force_login(people["viewer"])

@@ -21,7 +21,12 @@ def browser(user):
 def test_the_job_page_converts_outputs_to_a_scenario(creator, finished_job):
     client = browser(creator)
     page = client.get(f"/generation/jobs/{finished_job.pk}").content.decode()
-    assert "Convert to scenario" in page
+    # The main path to evaluation: a button at the top, the dialog open on a finished job.
+    assert "Evaluate these outputs: convert them to a scenario" in page
+    assert 'href="#to-scenario"' in page and 'id="to-scenario" open' not in page
+    type(finished_job).objects.filter(pk=finished_job.pk).update(status="completed")
+    done = client.get(f"/generation/jobs/{finished_job.pk}").content.decode()
+    assert 'id="to-scenario" open' in done  # a finished job opens on it
     # Every type is offered, with its own fields (its dialog template).
     for kind in registry.every():
         assert f'name="type" value="{kind.value}"' in page
