@@ -166,19 +166,21 @@ def analytics_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
             {"scenario": scenario, "state": state, "errors": errors},
             status=202 if state.analysis.status != "failed" else 503,
         )
+    judge_cards = with_cards_now(scenario, result)["judge_cards"]
     return render(
         request,
         "evaluations/analytics.html",
         {
             "scenario": scenario,
             "result": result,
+            "summary": summary_of(result, judge_cards),
             "state": state,
             "errors": errors,
             "options": options,
             "judges": scenario.judges.select_related(
                 "prompt_version__template", "llm_model", "created_by"
             ).order_by("pk"),
-            "judge_cards": with_cards_now(scenario, result)["judge_cards"],
+            "judge_cards": judge_cards,
             "trust": result.get("trust"),
             "gate": gate,
             "gate_source": cards.source_of(gate),
@@ -209,6 +211,54 @@ def analytics_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
             "joint": _joint_view(result.get("joint_model")),
         },
     )
+
+
+def summary_of(result: dict[str, Any], judge_cards: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the analytics page opens on: the leading models (by their Bradley-Terry
+    strength, with intervals) and whether the leader is clear of the next, each judge
+    configuration's trust and agreement with people, and what to be wary of."""
+    ranked: list[dict[str, Any]] = []
+    noun = "model"
+    for key, name in (("by_model", "model"), ("by_prompt", "prompt"), ("by_configuration", "")):
+        rows = (result.get(key) or {}).get("bradley_terry") or []
+        if rows:
+            ranked, noun = rows, name
+            break
+    leader = None
+    if len(ranked) >= 2:
+        first, second = ranked[0], ranked[1]
+        clear = (
+            first.get("ci_low") is not None
+            and second.get("ci_high") is not None
+            and first["ci_low"] > second["ci_high"]
+        )
+        leader = {"name": first["variant"], "next": second["variant"], "clear": clear}
+    judges = [
+        {
+            "name": c["name"],
+            "temperature": c["temperature"],
+            "trust": c["trust"]["state"],
+            "kappa": (c.get("human_agreement") or {}).get("kappa"),
+            "kappa_ci": (c.get("human_agreement") or {}).get("kappa_ci"),
+        }
+        for c in judge_cards
+    ]
+    warnings = [
+        f"{j['name']} at temperature "
+        f"{'(none sent)' if j['temperature'] is None else j['temperature']} is untrusted"
+        for j in judges
+        if j["trust"] == "untrusted"
+    ]
+    excluded = (result.get("trust") or {}).get("judgments_excluded")
+    if excluded:
+        warnings.append(f"{excluded} judgments of untrusted judges are left out of the rankings")
+    return {
+        "top": ranked[:5],
+        "noun": noun,
+        "leader": leader,
+        "judges": judges,
+        "warnings": warnings,
+    }
 
 
 @login_required

@@ -6,6 +6,20 @@
  * characters themselves. A variant id "<a href=...>" is shown, never followed. */
 (function () {
   "use strict";
+  // "On this page": a link to each section the page has (titles as text, never HTML).
+  document.addEventListener("DOMContentLoaded", function () {
+    var toc = document.querySelector("[data-toc]");
+    if (!toc) return;
+    document.querySelectorAll("section.card[id]").forEach(function (section) {
+      var title = section.querySelector("h2");
+      if (!title || section.id === "summary") return;
+      var link = document.createElement("a");
+      link.href = "#" + section.id;
+      link.textContent = title.textContent;
+      toc.appendChild(link);
+    });
+    toc.hidden = toc.children.length === 0;
+  });
   document.addEventListener("DOMContentLoaded", function () {
     var node = document.getElementById("analytics-data");
     if (!node || !window.Plotly) return;

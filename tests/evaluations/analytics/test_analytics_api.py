@@ -114,6 +114,17 @@ def test_the_analytics_page(people, judged):
     html = page.content.decode()
     assert page.status_code == 200 and "Bradley" in html and "plotly" in html
     assert "cdn" not in html.lower()
+    # The page opens on the answer: a summary before the tables, then a section list.
+    summary = html.split('id="summary"', 1)[1].split("</section>", 1)[0]
+    assert html.index('id="summary"') < html.index('id="models"')
+    assert "<h2>Summary</h2>" in summary and "data-toc" in summary
+    result = client.get(f"/api/scenarios/{scenario.pk}/analytics").json()
+    ranked = result["by_model"]["bradley_terry"]
+    first = ranked[0]
+    assert f"<li>{first['variant']} <small>strength" in summary
+    lead = ranked[0]["ci_low"] > ranked[1]["ci_high"]
+    assert ("leads: its 95% interval is clear" in summary) is lead
+    assert ("No clear leader yet" in summary) is not lead
     outsider = Client()
     outsider.force_login(people["outsider"])
     assert outsider.get(f"/scenarios/{scenario.pk}/analytics").status_code == 404
