@@ -104,8 +104,28 @@ def _wizard_team(request: HttpRequest):
     if not teams:
         raise Http404
     wanted = request.POST.get("team") or request.GET.get("team")
-    team = next((t for t in teams if t.slug == wanted), teams[0])
+    team = next((t for t in teams if t.slug == wanted), None) or _likely_team(request, teams)
     return team, teams
+
+
+def _likely_team(request: HttpRequest, teams: list[Any]) -> Any:
+    """The team the wizard opens on when none is asked for: that of the user's latest
+    job, else the first with prompt templates (a new admin's empty "Default team" sorts
+    before the demo's), else the first."""
+    ids = [t.pk for t in teams]
+    last = (
+        GenerationJob.objects.filter(owner_id=request.user.pk, team_id__in=ids)
+        .order_by("-created_at", "-pk")
+        .values_list("team_id", flat=True)
+        .first()
+    )
+    with_prompts = set(
+        PromptTemplate.objects.filter(team_id__in=ids).values_list("team_id", flat=True)
+    )
+    return next(
+        (t for t in teams if t.pk == last),
+        next((t for t in teams if t.pk in with_prompts), teams[0]),
+    )
 
 
 def _choices(request: HttpRequest, team) -> dict[str, Any]:

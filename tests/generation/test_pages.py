@@ -219,3 +219,20 @@ def test_judge_runs_are_apart_from_generation_in_the_hub(api, people, team_a):
     assert "Judge runs and judge files" in judging and "Judge run ·" in judging
     assert f"/generation/jobs/{job.json()['job']}" in judging
     assert f"/generation/jobs/{job.json()['job']}" not in others
+
+
+@pytest.mark.django_db
+def test_the_wizard_opens_on_a_team_with_work(creator, setup, team_a, member):
+    """A first admin's empty "Default team" sorts first; the wizard opens on the team with
+    prompts, then on the team of the user's latest job."""
+    from evalplatform.accounts.models import Membership, Team
+
+    empty = Team.objects.create(name="AAA empty", slug="aaa-empty")
+    Membership.objects.create(user=creator, team=empty, role=Role.CREATOR)
+    client = browser(creator)
+    page = client.get("/generation/new").content.decode()
+    assert 'value="team-a" selected' in page
+    for version in setup["prompts"]:
+        assert f'value="{version.pk}"' in page
+    asked = client.get("/generation/new", {"team": "aaa-empty"}).content.decode()
+    assert 'value="aaa-empty" selected' in asked
