@@ -366,3 +366,19 @@ def test_the_wizard_takes_a_reply_format(creator, setup):
     assert refused.status_code == 400 and "Reply format" in html
     assert "&quot;kind&quot;: &quot;xml&quot;" in html  # what was typed is kept
     assert not GenerationJob.objects.filter(name="Bad").exists()
+
+
+def test_the_leave_one_out_coefficients_equal_scipys_on_tied_data():
+    import numpy as np
+
+    from generation import consistency
+
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 4, 25).astype(float)
+    y = (x + rng.integers(0, 3, 25)).astype(float)
+    spearman = consistency._loo_spearman(x, y)
+    kendall = consistency._loo_kendall(x, y)
+    for i in range(25):
+        keep = np.arange(25) != i
+        assert spearman[i] == pytest.approx(sps.spearmanr(x[keep], y[keep]).statistic, abs=1e-12)
+        assert kendall[i] == pytest.approx(sps.kendalltau(x[keep], y[keep]).statistic, abs=1e-12)
