@@ -602,6 +602,9 @@ def test_the_review_page_shows_the_answers_and_takes_an_adjudicated_answer(
     assert "<script>alert(1)" not in html
     assert 'disagreement <span class="disagreement">0.50</span>' in html
     assert "&lt;b&gt;text&lt;/b&gt;" in html  # model output, escaped
+    # The two responses side by side at full width, rendered as the evaluators saw them.
+    assert '<div class="pair">' in html and '<section class="variant">' in html
+    assert '<div class="md">' in html and '<pre class="text">' not in html.split("<h3>Answers")[0]
     assert 'name="csrfmiddlewaretoken"' in html
 
     url = f"/scenarios/{scenario.pk}/tasks/{task.pk}/adjudication"
