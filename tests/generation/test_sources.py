@@ -41,7 +41,8 @@ def test_formats():
 @pytest.mark.parametrize(
     ("raw", "fmt", "field", "words"),
     [
-        (b"\xff\xfebad", "text", "source.file", "Not UTF-8 text: line 1"),
+        (b"\xff\xfebad", "text", "source.file", "This is text in UTF-16 (save it as UTF-8)"),
+        (b"fine\n\xffbad", "text", "source.file", "Not UTF-8 text: line 2"),
         (b"   \n", "text", "source.file", "empty"),
         (b'{"a": 1}', "json", "source.file", "array"),
         (b"[1, 2", "json", "source.file", "Invalid JSON at line 1"),
