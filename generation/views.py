@@ -387,6 +387,10 @@ def job_statistics(request: HttpRequest, job_id: int) -> HttpResponse:
     )
 
 
+# Items the consistency page lists (the CSV has every one).
+CONSISTENCY_ITEMS_SHOWN = 500
+
+
 @login_required
 def job_consistency(request: HttpRequest, job_id: int) -> HttpResponse:
     """Consistency of repeated calls, per item, for one of the job's scored fields."""
@@ -404,7 +408,13 @@ def job_consistency(request: HttpRequest, job_id: int) -> HttpResponse:
     return render(
         request,
         "generation/consistency.html",
-        {"job": job, "found": found, "labels": labels, "table": table},
+        {
+            "job": job,
+            "found": found,
+            "labels": labels,
+            "table": table[:CONSISTENCY_ITEMS_SHOWN],
+            "items_total": len(table),
+        },
     )
 
 

@@ -311,7 +311,9 @@ def test_rank_agreement_edges():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_job_page_shows_fields_and_the_consistency_page(api, creator, setup, team_a):
+def test_the_job_page_shows_fields_and_the_consistency_page(
+    api, creator, setup, team_a, monkeypatch
+):
     from django.test import Client
 
     job_id = essay_job(api, creator, setup, team_a)
@@ -329,6 +331,10 @@ def test_the_job_page_shows_fields_and_the_consistency_page(api, creator, setup,
     assert "essay_5" in text and 'value="total_score" selected' in text
     # An essay's text is the user's, escaped like any LLM text.
     assert "<script>" not in text
+    # A page lists a bounded number of items; the CSV has them all.
+    monkeypatch.setattr("generation.views.CONSISTENCY_ITEMS_SHOWN", 2)
+    capped = browser.get(f"/generation/jobs/{job_id}/consistency").content.decode()
+    assert "The first 2 of 6 items" in capped and "essay_5" not in capped
 
 
 @pytest.mark.django_db
