@@ -39,7 +39,6 @@ from rest_framework.response import Response
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.authentication import ApiTokenAuthentication, token_authenticate
-from evalplatform.accounts.models import Team
 from evalplatform.accounts.roles import EVALUATIONS_JUDGE_FILES, EVALUATIONS_VIEW_ALL
 from evalplatform.api.uploads import download
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
@@ -219,19 +218,8 @@ class AnthropicView(OpenAIView):
             return _error(exc.status_code, "invalid_request_error", str(exc.detail))
         return super().handle_exception(exc)
 
-    def team(self, request) -> Team:
-        """The team named by ``anthropic-workspace-id`` (a slug), else the only one."""
-        slug = request.headers.get("anthropic-workspace-id")
-        if slug:
-            anywhere(request.user, EVALUATIONS_JUDGE_FILES)
-            teams = policy.teams_with(request.user, EVALUATIONS_JUDGE_FILES)
-            found = (
-                teams.filter(slug=slug).first() if slug.isascii() and "\x00" not in slug else None
-            )
-            if found is None:
-                raise FieldErrors({"workspace": "None of your teams with judge files."})
-            return found
-        return super().team(request)
+    # The SDK's ``workspace_id`` names the team by its slug (the OpenAI header works too).
+    team_headers = ("anthropic-workspace-id", "OpenAI-Organization")
 
 
 def _requests_file(raw: Any) -> SimpleUploadedFile:

@@ -155,9 +155,15 @@ class OpenAIView(APIView):
             return _error(exc.status_code, str(exc.detail), kind="invalid_request_error")
         return super().handle_exception(exc)
 
+    # The headers that may name the team by its slug, in the order they are read.
+    team_headers: tuple[str, ...] = ("OpenAI-Organization",)
+
     def team(self, request) -> Team:
-        """The team a new file or batch belongs to (see the module's docstring)."""
-        slug = request.headers.get("OpenAI-Organization") or request.query_params.get("team")
+        """The team a new file or batch belongs to (see the module's docstring): named by
+        the first of ``team_headers`` sent (or ``?team=``), else the user's only team with
+        judge files."""
+        slug = next((v for h in self.team_headers if (v := request.headers.get(h))), None)
+        slug = slug or request.query_params.get("team")
         anywhere(request.user, EVALUATIONS_JUDGE_FILES)
         teams = policy.teams_with(request.user, EVALUATIONS_JUDGE_FILES)
         if slug:
