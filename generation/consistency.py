@@ -37,8 +37,10 @@ SPEARMAN_JACKKNIFE_FROM = 30
 # memory), while the request's budget of n² lasts (about 2 s); beyond, normal theory's.
 JACKKNIFE_MOST = 1000
 JACKKNIFE_BUDGET = 30_000_000
-# Pairs of conditions compared in one request.
+# Pairs of conditions compared in one request, chosen among the first
+# ``MAX_PAIRED_CONDITIONS`` conditions.
 MAX_PAIRS = 100
+MAX_PAIRED_CONDITIONS = 200
 
 
 @dataclass(frozen=True)
@@ -257,9 +259,12 @@ def summarise(
         for label in conditions
         if means[label]
     ]
+    # Pairs of the first ``MAX_PAIRED_CONDITIONS`` conditions only: every pair of tens of
+    # thousands of conditions would be a quadratic list before any is computed.
+    compared = [c for c in conditions.values() if means[c["condition"]]]
+    pairs_total = len(compared) * (len(compared) - 1) // 2
     pairs = sorted(
-        combinations([c for c in conditions.values() if means[c["condition"]]], 2),
-        key=lambda pair: _order(*pair),
+        combinations(compared[:MAX_PAIRED_CONDITIONS], 2), key=lambda pair: _order(*pair)
     )
     budget = JACKKNIFE_BUDGET
     agreement = []
@@ -275,6 +280,6 @@ def summarise(
         "field": field,
         "by_condition": by_condition,
         "rank_agreement": agreement,
-        "pairs_total": len(pairs),
+        "pairs_total": pairs_total,
         "items": items,
     }

@@ -388,3 +388,19 @@ def test_the_leave_one_out_coefficients_equal_scipys_on_tied_data():
         keep = np.arange(25) != i
         assert spearman[i] == pytest.approx(sps.spearmanr(x[keep], y[keep]).statistic, abs=1e-12)
         assert kendall[i] == pytest.approx(sps.kendalltau(x[keep], y[keep]).statistic, abs=1e-12)
+
+
+def test_many_conditions_are_paired_within_a_bound():
+    from generation import consistency
+
+    rows = [
+        consistency.Row(f"i{i}", f"m{c}", "p", 0.0, {"s": (i * (c + 1)) % 7})
+        for c in range(1_000)
+        for i in range(5)
+    ]
+    found = consistency.summarise(rows, ["s"])
+    assert found["pairs_total"] == 1_000 * 999 // 2
+    assert len(found["rank_agreement"]) == consistency.MAX_PAIRS
+    named = {p["a"] for p in found["rank_agreement"]} | {p["b"] for p in found["rank_agreement"]}
+    first = {c["condition"] for c in found["conditions"][: consistency.MAX_PAIRED_CONDITIONS]}
+    assert named <= first
