@@ -367,7 +367,6 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         "statistics": selectors.statistics_for(job),
         "batches": selectors.job_batches(job) if job.mode == JobMode.BATCH else [],
         "statuses": OutputStatus.choices,
-        "repetitions": range(job.repetitions),
         "can_manage": policy.may(user, GENERATION_MANAGE, job),
         "can_export": policy.may(user, GENERATION_EXPORT, job),
         # A judge run's outputs are verdicts, not texts to evaluate.
@@ -454,7 +453,7 @@ def job_action(request: HttpRequest, job_id: int, action: str) -> HttpResponse:
             messages.success(request, "Budget updated.")
         elif action in _ACTIONS:
             job = _ACTIONS[action](user=request.user, job=job)
-            messages.success(request, f"Job {job.status}.")
+            messages.success(request, f"Job {job.status}.", extra_tags="job-status")
         else:
             raise Http404
     except FieldErrors as exc:

@@ -4,10 +4,72 @@ services check everything; these functions only collect."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evalplatform import inputs
+from scenarios.inputs import ScenarioFromJobInput
 from scenarios.types import registry
 from scenarios.types.base import form_int
+
+# The fields every scenario has, before anything is typed.
+INITIAL_FIELDS: dict[str, Any] = {
+    "name": "",
+    "instructions": "",
+    "blind": True,
+    "context_fields": None,
+    "overlap": 1,
+}
+
+
+def initial_config() -> dict[str, Any]:
+    """Every type's initial settings at once (their keys differ): the form shows each
+    type's own when it is chosen."""
+    config: dict[str, Any] = {}
+    for kind in registry.every():
+        config |= kind.initial_config
+    return config
+
+
+def form_values(kind: str, fields: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """What the scenario form shows: the fields, the configuration, and what each type's
+    settings fieldset shows of it (``ScenarioKind.form_values``)."""
+    values: dict[str, Any] = {**fields, "type": kind, "config": config}
+    for each in registry.every():
+        values |= each.form_values(config)
+    return values
+
+
+# Keys of the services' errors that the forms name otherwise than the API's input does.
+_FORM_NAMES = {
+    "outputs": "Which outputs",
+    "file": "File",
+    "team": "Team",
+    "items": "Items",
+    "seed": "Seed",
+}
+
+
+def error_labels(
+    errors: Mapping[str, Sequence[str] | str], kind: str, config: Mapping[str, Any]
+) -> dict[str, str]:
+    """The services' errors (keys such as ``config.dimensions[0].scale``) keyed by what the
+    form calls the field ("Rubric row “Clarity”: min and max"), in their order; no API
+    path is shown."""
+    found: dict[str, str] = {}
+    kind_of = registry.find(kind)
+    for key, messages in errors.items():
+        text = messages if isinstance(messages, str) else " ".join(messages)
+        if key in ("non_field_errors", ""):
+            label = ""
+        elif key.startswith("config.") and kind_of is not None:
+            label = kind_of.form_label(key[len("config.") :], config)
+        elif (head := key.split(".", 1)[0].split("[", 1)[0]) in _FORM_NAMES:
+            label = _FORM_NAMES[head]
+        else:
+            label = inputs.shown(key, ScenarioFromJobInput)
+        found[label] = f"{found[label]} {text}" if label in found else text
+    return found
 
 
 def config_from_post(kind: str, post: Any, current: dict[str, Any] | None = None) -> dict[str, Any]:

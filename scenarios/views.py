@@ -1,5 +1,6 @@
-"""The job page's "Convert to scenario" dialog posts here (the spec's conversion, as a form),
-and previews its design first."""
+"""The conversion of a generation job's outputs to a scenario, as a page: the scenario form
+(the same as an upload's, with which outputs to take instead of a file), its design
+previewed first, every value kept and every error named as the form names the field."""
 
 from __future__ import annotations
 
@@ -12,21 +13,18 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from evalplatform import inputs, validation
+from evalplatform import validation
 from evalplatform.accounts import policy
-from evalplatform.accounts.roles import GENERATION_VIEW
+from evalplatform.accounts.roles import GENERATION_TO_SCENARIO, GENERATION_VIEW, SCENARIOS_CREATE
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
-from generation.models import GenerationJob
-from scenarios import services
-from scenarios.forms import context_fields_from_text
-from scenarios.inputs import ScenarioFromJobInput
+from generation.models import GenerationJob, SourceKind
+from scenarios import forms, services
 from scenarios.types import registry
 
 
 def form_to_data(post: Any) -> dict[str, Any]:
+    """The conversion's data (the API's shape) from the form."""
     kind = post.get("type", "")
-    found = registry.find(kind)
-    config = found.config_from_dialog(post) if found is not None else {}
     outputs: dict[str, Any] = {}
     for key in ("models", "prompts", "repetitions"):
         ids = [n for v in post.getlist(key) if (n := validation.digits(v, most=9)) is not None]
@@ -35,18 +33,15 @@ def form_to_data(post: Any) -> dict[str, Any]:
     temperatures = [_temperature(v) for v in post.getlist("temperatures")]
     if temperatures:
         outputs["temperatures"] = temperatures
-    overlap, seed = post.get("overlap", "1"), post.get("seed", "0").strip() or "0"
-    shown: dict[str, Any] = {}
+    fields = forms.scenario_fields(post)
+    del fields["context_fields"]
     if text := post.get("context_fields", "").strip():
         # Blank: the fields the job's prompts read (the service's default); "*": all.
-        shown["context_fields"] = None if text == "*" else context_fields_from_text(text)
-    return shown | {
-        "name": post.get("name", ""),
+        fields["context_fields"] = None if text == "*" else forms.context_fields_from_text(text)
+    seed = post.get("seed", "0").strip() or "0"
+    return fields | {
         "type": kind,
-        "instructions": post.get("instructions", ""),
-        "config": config,
-        "blind": post.get("blind") == "1",
-        "overlap": _or_text(overlap),
+        "config": forms.config_from_post(kind, post),
         "seed": _or_text(seed),
         "outputs": outputs,
     }
@@ -77,42 +72,86 @@ def _job(request: HttpRequest, job_id: int) -> GenerationJob:
         raise Http404 from exc
 
 
+def may_convert(user: Any, job: GenerationJob) -> bool:
+    """Whether ``user`` may make a scenario of the job's outputs (a judge run's outputs
+    are verdicts, not texts to evaluate)."""
+    return (
+        job.source_kind != SourceKind.JUDGE
+        and policy.may(user, GENERATION_TO_SCENARIO, job)
+        and policy.has_feature(user, SCENARIOS_CREATE, job.team_id)
+    )
+
+
 @login_required
 @require_POST
 def preview_job(request: HttpRequest, job_id: int) -> HttpResponse:
-    """The dialog's design, previewed (htmx): tasks, judgments and human time, or what is
+    """The form's design, previewed (htmx): tasks, judgments and human time, or what is
     wrong with it; nothing is written."""
     job = _job(request, job_id)
+    data = form_to_data(request.POST)
     try:
-        preview = services.preview_from_job(
-            user=request.user, job=job, data=form_to_data(request.POST)
-        )
+        preview = services.preview_from_job(user=request.user, job=job, data=data)
     except FieldErrors as exc:
-        errors = inputs.relabelled(exc.errors, ScenarioFromJobInput)
+        errors = forms.error_labels(exc.errors, data["type"], data["config"])
         return render(request, "scenarios/_preview.html", {"errors": errors})
     except Forbidden as exc:
         raise PermissionDenied from exc
     except ApplicationError as exc:
-        return render(request, "scenarios/_preview.html", {"errors": {"": [exc.message]}})
+        return render(request, "scenarios/_preview.html", {"errors": {"": exc.message}})
     return render(request, "scenarios/_preview.html", {"preview": preview})
 
 
 @login_required
-@require_POST
 def from_job(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The conversion's page: the form (GET), or the scenario made (POST); a refused form
+    comes back with what was typed and each problem named."""
     job = _job(request, job_id)
-    try:
-        scenario = services.scenario_from_job(
-            user=request.user, job=job, data=form_to_data(request.POST)
-        )
-    except FieldErrors as exc:
-        detail = inputs.sentence(exc.errors, ScenarioFromJobInput)
-        messages.error(request, f"No scenario was created. {detail}")
-        return redirect("generation-job", job_id=job.pk)
-    except ApplicationError as exc:
-        messages.error(request, exc.message)
-        return redirect("generation-job", job_id=job.pk)
-    messages.success(
-        request, f"Scenario “{scenario.name}” created ({scenario.tasks.count()} tasks)."
+    if not may_convert(request.user, job):
+        raise PermissionDenied
+    errors: dict[str, str] = {}
+    if request.method == "POST":
+        data = form_to_data(request.POST)
+        kind, config = data["type"], data["config"]
+        try:
+            scenario = services.scenario_from_job(user=request.user, job=job, data=data)
+        except FieldErrors as exc:
+            errors = forms.error_labels(exc.errors, kind, config)
+        except ApplicationError as exc:
+            errors = {"": exc.message}
+        else:
+            messages.success(
+                request, f"Scenario “{scenario.name}” created ({scenario.tasks.count()} tasks)."
+            )
+            return redirect("manager:scenario-page", scenario_id=scenario.pk)
+        fields = forms.scenario_fields(request.POST)
+        fields["context_fields_text"] = request.POST.get("context_fields", "")
+        chosen = {
+            key: request.POST.getlist(key)
+            for key in ("models", "prompts", "repetitions", "temperatures")
+        }
+        seed = request.POST.get("seed", "0")
+    else:
+        kind, config = registry.DEFAULT, forms.initial_config()
+        fields = forms.INITIAL_FIELDS | {
+            "name": f"{job.name} evaluation"[:200],
+            "context_fields_text": "",
+        }
+        chosen, seed = {}, "0"
+    return render(
+        request,
+        "evaluations/scenario_form.html",
+        {
+            "job": job,
+            "values": forms.form_values(kind, fields, config),
+            "errors": errors,
+            "editing": False,
+            "chosen": chosen,
+            "repetitions": [(r, str(r)) for r in range(job.repetitions)],
+            "temperatures": [
+                ("none" if t is None else str(t), "none sent" if t is None else str(t))
+                for t in job.temperatures
+            ],
+            "seed": seed,
+        },
+        status=400 if errors else 200,
     )
-    return redirect("manager:scenario-page", scenario_id=scenario.pk)

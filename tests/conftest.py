@@ -10,12 +10,8 @@ from django.test import TransactionTestCase, override_settings
 from evalplatform.accounts.roles import Role
 from generation.models import GenerationJob, GenerationOutput
 from tests.factories import (
-    ConnectionFactory,
-    LLMModelFactory,
-    PromptTemplateFactory,
     TeamFactory,
     UserFactory,
-    make_version,
 )
 from tests.helpers.accounts import (
     add_member,
@@ -24,7 +20,7 @@ from tests.helpers.accounts import (
     people_of,
     team_people,
 )
-from tests.helpers.generation import JOBS, job_body
+from tests.helpers.generation import JOBS, generation_setup, job_body
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -203,34 +199,7 @@ def creator(team_a, member):
 @pytest.fixture
 def setup(team_a):
     """Two prompt versions and two mock models in team A."""
-    connection = ConnectionFactory(team=team_a, kind="mock", name="mock")
-    models = [
-        LLMModelFactory(
-            connection=connection,
-            model_id="mock-small",
-            display_name="Small",
-            input_price_per_mtok="1.00",
-            output_price_per_mtok="2.00",
-        ),
-        LLMModelFactory(
-            connection=connection,
-            model_id="mock-large",
-            display_name="Large",
-            input_price_per_mtok="3.00",
-            output_price_per_mtok="6.00",
-        ),
-    ]
-    summary = PromptTemplateFactory(team=team_a, name="Summary")
-    short = PromptTemplateFactory(team=team_a, name="Short")
-    prompts = [
-        make_version(summary, [("System", "You summarize."), ("", "Summarize: {{content}}")]),
-        make_version(
-            short,
-            [("", "In one line ({{language}}): {{input}}")],
-            default_variables={"language": "English"},
-        ),
-    ]
-    return {"connection": connection, "models": models, "prompts": prompts}
+    return generation_setup(team_a)
 
 
 @pytest.fixture

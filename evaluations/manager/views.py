@@ -99,19 +99,6 @@ def scenario_action(request: HttpRequest, scenario_id: int, action: str) -> Http
     return redirect("manager:scenario-page", scenario_id=scenario.pk)
 
 
-def _form_values(kind: str, fields: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
-    """What the scenario form shows: the fields, the configuration, and what each type's
-    settings fieldset shows of it (``ScenarioKind.form_values``)."""
-    values: dict[str, Any] = {**fields, "type": kind, "config": config}
-    for each in registry.every():
-        values |= each.form_values(config)
-    return values
-
-
-def _errors(exc: FieldErrors) -> dict[str, str]:
-    return {key: " ".join(messages_) for key, messages_ in exc.errors.items()}
-
-
 @login_required
 def scenario_edit(request: HttpRequest, scenario_id: int) -> HttpResponse:
     """Edit a draft: name, instructions, blind mode and its context fields, overlap, and the
@@ -131,25 +118,48 @@ def scenario_edit(request: HttpRequest, scenario_id: int) -> HttpResponse:
                 user=request.user, scenario=scenario, data={**fields, "config": config}
             )
         except FieldErrors as exc:
-            errors = _errors(exc)
+            errors = forms.error_labels(exc.errors, scenario.type, config)
         except ApplicationError as exc:
-            errors = {"non_field_errors": exc.message}
+            errors = {"": exc.message}
         else:
             messages.success(request, "Scenario saved.")
             return redirect("manager:scenario-page", scenario_id=scenario.pk)
-        values = _form_values(scenario.type, fields, config)
+        values = forms.form_values(scenario.type, fields, config)
     else:
         fields = {
             f: getattr(scenario, f)
             for f in ("name", "instructions", "blind", "context_fields", "overlap")
         }
-        values = _form_values(scenario.type, fields, scenario.config)
+        values = forms.form_values(scenario.type, fields, scenario.config)
     return render(
         request,
         "evaluations/scenario_form.html",
         {"scenario": scenario, "values": values, "errors": errors, "editing": True},
         status=400 if errors else 200,
     )
+
+
+def _upload_form(request: HttpRequest, teams: list[Any]) -> tuple[Any, dict[str, Any]]:
+    """The upload form's team and data (the API's shape), read from the POST."""
+    team = next((t for t in teams if t.slug == request.POST.get("team")), None)
+    kind = request.POST.get("type", registry.DEFAULT)
+    seed = request.POST.get("seed", "0").strip() or "0"
+    data = {
+        **forms.scenario_fields(request.POST),
+        "type": kind,
+        "config": forms.config_from_post(kind, request.POST),
+        "seed": number if (number := validation.digits(seed, signed=True)) is not None else seed,
+    }
+    return team, data
+
+
+def _upload_of(request: HttpRequest, team: Any) -> tuple[Any, str]:
+    if team is None:
+        raise FieldErrors({"team": "Choose one of your teams."})
+    upload = read_upload(request)
+    if upload is None:
+        raise FieldErrors({"file": "Choose a CSV or JSON lines file."})
+    return upload
 
 
 @login_required
@@ -160,41 +170,20 @@ def scenario_new(request: HttpRequest) -> HttpResponse:
     if not teams:
         raise PermissionDenied
     errors: dict[str, str] = {}
-    kind = request.POST.get("type", registry.DEFAULT)
-    fields = (
-        forms.scenario_fields(request.POST)
-        if request.method == "POST"
-        else {"name": "", "instructions": "", "blind": True, "context_fields": None, "overlap": 1}
-    )
-    config = (
-        forms.config_from_post(kind, request.POST)
-        if request.method == "POST"
-        else dict(registry.get(kind).initial_config)
-    )
+    kind, fields, config = registry.DEFAULT, forms.INITIAL_FIELDS, forms.initial_config()
     if request.method == "POST":
-        team = next((t for t in teams if t.slug == request.POST.get("team")), None)
-        seed = request.POST.get("seed", "0").strip()
-        data = {
-            **fields,
-            "type": kind,
-            "config": config,
-            "seed": number
-            if (number := validation.digits(seed, signed=True)) is not None
-            else seed,
-        }
+        team, data = _upload_form(request, teams)
+        kind, config = data["type"], data["config"]
+        fields = {key: data[key] for key in forms.INITIAL_FIELDS}
         try:
-            if team is None:
-                raise FieldErrors({"team": "Choose one of your teams."})
-            upload = read_upload(request)
-            if upload is None:
-                raise FieldErrors({"file": "Choose a CSV or JSON lines file."})
+            raw, filename = _upload_of(request, team)
             scenario = services.scenario_from_upload(
-                user=request.user, team=team, data=data, raw=upload[0], filename=upload[1]
+                user=request.user, team=team, data=data, raw=raw, filename=filename
             )
         except FieldErrors as exc:
-            errors = _errors(exc)
+            errors = forms.error_labels(exc.errors, kind, config)
         except ApplicationError as exc:
-            errors = {"non_field_errors": exc.message}
+            errors = {"": exc.message}
         else:
             messages.success(
                 request, f"Scenario “{scenario.name}” created ({scenario.tasks.count()} tasks)."
@@ -204,7 +193,7 @@ def scenario_new(request: HttpRequest) -> HttpResponse:
         request,
         "evaluations/scenario_form.html",
         {
-            "values": _form_values(kind, fields, config),
+            "values": forms.form_values(kind, fields, config),
             "errors": errors,
             "editing": False,
             "teams": teams,
@@ -213,3 +202,25 @@ def scenario_new(request: HttpRequest) -> HttpResponse:
         },
         status=400 if errors else 200,
     )
+
+
+@login_required
+@require_POST
+def scenario_new_preview(request: HttpRequest) -> HttpResponse:
+    """The upload form's design, previewed (htmx): tasks, judgments and human time from
+    the file and the settings, or what is wrong with them; nothing is written."""
+    teams = list(policy.teams_with(request.user, SCENARIOS_CREATE))
+    if not teams:
+        raise PermissionDenied
+    team, data = _upload_form(request, teams)
+    try:
+        raw, filename = _upload_of(request, team)
+        preview = services.preview_from_upload(
+            user=request.user, team=team, data=data, raw=raw, filename=filename
+        )
+    except FieldErrors as exc:
+        errors = forms.error_labels(exc.errors, data["type"], data["config"])
+        return render(request, "scenarios/_preview.html", {"errors": errors})
+    except ApplicationError as exc:
+        return render(request, "scenarios/_preview.html", {"errors": {"": exc.message}})
+    return render(request, "scenarios/_preview.html", {"preview": preview})

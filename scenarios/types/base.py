@@ -117,11 +117,12 @@ class ScenarioKind(ABC):
     initial_config: ClassVar[Mapping[str, Any]] = {}
     # What the type asks evaluators to do, in a few words (the "Convert to scenario" dialog).
     description: ClassVar[str] = ""
-    # Templates of the type's settings: the scenario form's fieldset (given ``values``, with
-    # ``form_values``) and the fields of a generation job's "Convert to scenario" dialog
-    # (read back by ``config_from_form`` and ``config_from_dialog``). None: no settings.
+    # The template of the type's settings: the scenario form's fieldset (given ``values``,
+    # with ``form_values``), read back by ``config_from_form``; one form for an upload, a
+    # generation job's conversion and an edit. None: no settings.
     settings_template: ClassVar[str | None] = None
-    dialog_template: ClassVar[str | None] = None
+    # The settings form's labels of the configuration's keys (its errors are named by them).
+    form_labels: ClassVar[Mapping[str, str]] = {}
     # The answer columns of the CSV export, between the common ones and the tail.
     export_columns: ClassVar[tuple[str, ...]]
     # The blocks (title, body) of the team's default judge prompt for this type.
@@ -173,9 +174,11 @@ class ScenarioKind(ABC):
         as rows of fields, ...)."""
         return {}
 
-    def config_from_dialog(self, post: Any) -> dict[str, Any]:
-        """The configuration from the job page's "Convert to scenario" dialog."""
-        return {}
+    def form_label(self, key: str, config: Mapping[str, Any]) -> str:
+        """A configuration error's key (without ``config.``) as the settings form names the
+        field it is about."""
+        head = key.split(".", 1)[0].split("[", 1)[0]
+        return self.form_labels.get(head, head.replace("_", " ").capitalize())
 
     @abstractmethod
     def answer_from_form(self, post: Any, config: Mapping[str, Any]) -> dict[str, Any]:

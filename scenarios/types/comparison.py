@@ -46,13 +46,6 @@ def _form_share(value: str, *, percent: bool = False) -> float | str:
     return number / 100 if percent else number
 
 
-def _number(value: str, default: float) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return default
-
-
 MAX_SAMPLE = 10_000_000  # sample_count and max_pairs_per_item: far beyond any design limit
 
 
@@ -104,7 +97,14 @@ class Comparison(ScenarioKind):
     position = 30
     description = "A vs B, pairs within each item"
     settings_template = "evaluations/settings/comparison.html"
-    dialog_template = "evaluations/convert/comparison.html"
+    form_labels = {
+        "pairing": "Pairs",
+        "sample_count": "How many pairs",
+        "sample_share": "How many pairs",
+        "max_pairs_per_item": "At most this many pairs of each item",
+        "reverse_share": "Share also asked in reverse order",
+        "ties": "Ties allowed",
+    }
     answer_keys = ("winner",)
     reply_parts = ("winner",)
     is_pairwise = True
@@ -245,26 +245,22 @@ class Comparison(ScenarioKind):
             for t in (tasks[old] for old in order)
         ]
 
+    def form_values(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The sample as typed: a count, or a share as a percentage."""
+        share, count = config.get("sample_share"), config.get("sample_count")
+        if isinstance(share, int | float) and not isinstance(share, bool):
+            return {"sample_text": f"{share * 100:g}%"}
+        if isinstance(share, str):
+            return {"sample_text": f"{share}%"}
+        return {"sample_text": "" if count is None else str(count)}
+
     def config_from_form(self, post: Any, current: Mapping[str, Any] | None) -> dict[str, Any]:
         if current:
             # The pair design was made with the tasks: only the ties can change.
             return {**current, "ties": post.get("ties") == "1"}
-        sample = post.get("sample", "").strip()
         config: dict[str, Any] = {
             "pairing": post.get("pairing", "within_item"),
-            "reverse_share": _form_share(post.get("reverse_share", "0")),
-            "ties": post.get("ties") == "1",
-        }
-        if sample.endswith("%"):
-            config["sample_share"] = _form_share(sample[:-1], percent=True)
-        elif sample:
-            config["sample_count"] = form_int(sample)
-        return config
-
-    def config_from_dialog(self, post: Any) -> dict[str, Any]:
-        config: dict[str, Any] = {
-            "pairing": post.get("pairing", "within_item"),
-            "reverse_share": _number(post.get("reverse_share", "0"), 0),
+            "reverse_share": _form_share(post.get("reverse_share", "").strip() or "0"),
             "ties": post.get("ties") == "1",
         }
         sample = post.get("sample", "").strip()

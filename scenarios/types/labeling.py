@@ -58,7 +58,8 @@ class Labeling(ScenarioKind):
     position = 40
     description = "assign categories"
     settings_template = "evaluations/settings/labeling.html"
-    dialog_template = "evaluations/convert/labeling.html"
+    initial_config = {"labels": ["good", "bad"], "multiple": False, "free_text": False}
+    form_labels = {"labels": "Labels", "multiple": "Several labels per task"}
     answer_keys = ("labels", "text")
     reply_parts = ("labels",)
     analysis = "labels"
@@ -107,10 +108,6 @@ class Labeling(ScenarioKind):
 
     def form_values(self, config: Mapping[str, Any]) -> dict[str, Any]:
         return {"labels_text": "\n".join(str(label) for label in config.get("labels", []))}
-
-    def config_from_dialog(self, post: Any) -> dict[str, Any]:
-        labels = [x.strip() for x in post.get("labels", "").split(",") if x.strip()]
-        return {"labels": labels, "multiple": post.get("multiple") == "1"}
 
     def answer_from_form(self, post: Any, config: Mapping[str, Any]) -> dict[str, Any]:
         return {"labels": post.getlist("labels"), "text": post.get("text", "")}

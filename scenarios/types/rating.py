@@ -4,6 +4,7 @@ with optional anchors and justifications)."""
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
@@ -92,22 +93,6 @@ def dimensions_from_rows(post: Any) -> list[dict[str, Any]]:
     return dimensions
 
 
-def _dimensions_from_lines(text: str) -> list[dict[str, Any]]:
-    """One dimension a line: ``Name`` or ``Name 1-5``."""
-    dimensions = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        name, _, scale = line.rpartition(" ")
-        low, sep, high = scale.partition("-")
-        if sep and validation.digits(low) is not None and validation.digits(high) is not None:
-            dimensions.append({"name": name.strip(), "min": int(low), "max": int(high)})
-        else:
-            dimensions.append({"name": line, "min": 1, "max": 5})
-    return dimensions
-
-
 def _number(value: Any) -> float | None:
     """A judge's score: a finite number, or a string holding one."""
     if isinstance(value, bool):
@@ -142,7 +127,8 @@ class Rating(ScenarioKind):
     position = 10
     description = "each output scored on every dimension"
     settings_template = "evaluations/settings/rating.html"
-    dialog_template = "evaluations/convert/rating.html"
+    initial_config = {"dimensions": [{"name": "Quality", "min": 1, "max": 5}]}
+    form_labels = {"dimensions": "Rubric"}
     answer_keys = ("scores", "justifications")
     reply_groups = ("scores",)
     analysis = "ratings"
@@ -225,8 +211,18 @@ class Rating(ScenarioKind):
         ]
         return {"dimension_rows": dimension_rows(dimensions)}
 
-    def config_from_dialog(self, post: Any) -> dict[str, Any]:
-        return {"dimensions": _dimensions_from_lines(post.get("dimensions", ""))}
+    def form_label(self, key: str, config: Mapping[str, Any]) -> str:
+        """``dimensions[1].scale`` is "Rubric row “Tone”: min and max" (by its name)."""
+        found = re.fullmatch(r"dimensions\[(\d+)\](?:\.(\w+))?", key)
+        if not found:
+            return super().form_label(key, config)
+        index, part = int(found.group(1)), found.group(2)
+        dimensions = config.get("dimensions")
+        dim = dimensions[index] if isinstance(dimensions, list) and index < len(dimensions) else {}
+        name = str(dim.get("name") or "").strip() if isinstance(dim, dict) else ""
+        row = f"Rubric row “{name[:40]}”" if name else f"Rubric row {index + 1}"
+        parts = {"scale": "min and max", "name": "name", "anchors": "anchors"}
+        return f"{row}: {parts.get(part or '', part)}" if part else row
 
     def answer_from_form(self, post: Any, config: Mapping[str, Any]) -> dict[str, Any]:
         scores: dict[str, Any] = {}

@@ -301,6 +301,7 @@ TABLE: list[Row] = [
     # --- pages: scenarios, judges, invitations ---
     R("scenarios/", {"GET": "ok=AMCVS 403=EI"}),  # evaluators' scenarios: the workspace
     R("scenarios/new", {"GET": "ok=AMCS 403=EVI", "POST": "ok=AMCS 403=EVI"}, body="form"),
+    R("scenarios/new/preview", {"POST": "ok=AMCS 403=EVI"}, body="form"),
     R("scenarios/<scenario_id>", {"GET": "ok=AMCVS"}, params={"scenario_id": "@scenario"}),
     R("scenarios/<scenario_id>/edit", {"GET": "ok=AMS 403=CV", "POST": "ok=AMS 403=CV"},
       params={"scenario_id": "@scenario"}, body="form"),
@@ -383,7 +384,7 @@ TABLE: list[Row] = [
           params={"job_id": "@job", "action": action}, body="form")
         for action in ("start", "pause", "cancel", "retry-failed", "budget", "delete")
     ],
-    R("generation/jobs/<job_id>/to-scenario", {"POST": "ok=AMCS 403=V"},
+    R("generation/jobs/<job_id>/to-scenario", {"GET": "ok=AMCS 403=V", "POST": "ok=AMCS 403=V"},
       params={"job_id": "@job"}, body="form"),
     R("generation/jobs/<job_id>/to-scenario/preview", {"POST": "ok=AMCS 403=V"},
       params={"job_id": "@job"}, body="form"),

@@ -18,6 +18,38 @@ from generation.runners.live import GenerationWork
 from tests.factories import ConnectionFactory, LLMModelFactory, PromptTemplateFactory, make_version
 
 
+def generation_setup(team):
+    """Two prompt versions and two mock models in ``team`` (the ``setup`` fixture)."""
+    connection = ConnectionFactory(team=team, kind="mock", name="mock")
+    models = [
+        LLMModelFactory(
+            connection=connection,
+            model_id="mock-small",
+            display_name="Small",
+            input_price_per_mtok="1.00",
+            output_price_per_mtok="2.00",
+        ),
+        LLMModelFactory(
+            connection=connection,
+            model_id="mock-large",
+            display_name="Large",
+            input_price_per_mtok="3.00",
+            output_price_per_mtok="6.00",
+        ),
+    ]
+    summary = PromptTemplateFactory(team=team, name="Summary")
+    short = PromptTemplateFactory(team=team, name="Short")
+    prompts = [
+        make_version(summary, [("System", "You summarize."), ("", "Summarize: {{content}}")]),
+        make_version(
+            short,
+            [("", "In one line ({{language}}): {{input}}")],
+            default_variables={"language": "English"},
+        ),
+    ]
+    return {"connection": connection, "models": models, "prompts": prompts}
+
+
 def job_body(setup, **extra):
     items = [{"id": f"s{i}", "content": f"Text number {i} about rivers."} for i in range(3)]
     import json

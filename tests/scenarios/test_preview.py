@@ -186,4 +186,4 @@ def test_digits_that_are_not_numbers_are_field_errors_not_500s(api, creator, tea
         shown = page.post(f"{url}/preview", form)
         assert shown.status_code == 200 and "cannot be made" in shown.content.decode(), field
         made = page.post(url, form | {"name": f"Odd {field}"})
-        assert made.status_code == 302 and not Scenario.objects.filter(name=f"Odd {field}")
+        assert made.status_code == 400 and not Scenario.objects.filter(name=f"Odd {field}")

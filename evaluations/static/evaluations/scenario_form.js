@@ -11,6 +11,9 @@
       form.querySelectorAll("fieldset[data-for]").forEach(function (set) {
         set.hidden = set.dataset.for !== kind;
       });
+      form.querySelectorAll("[data-for-type]").forEach(function (el) {
+        el.hidden = el.dataset.forType !== kind;
+      });
     }
     if (select) select.addEventListener("change", show);
     show();

@@ -16,7 +16,7 @@
 
   function Job(root) {
     this.root = root;
-    this.done = -1;
+    this.done = Number(root.dataset.finished || -1);
     this.status = root.dataset.status;
     this.cells = {};
     this.retry = 500;
@@ -53,6 +53,9 @@
       });
       this.showWhen();
       if (d.status !== "running") this.clearCells();
+      // A flash about the job's state ("Job running.") is stale once the state moves on.
+      document.querySelectorAll(".messages .job-status").forEach(function (el) { el.remove(); });
+      if (!fromSnapshot) this.refreshOutputs(true);
     }
     this.set("status", LABELS[d.status] || d.status);
     this.set("done", d.completed);
@@ -130,28 +133,54 @@
     this.refreshOutputs();
   };
 
-  Job.prototype.refreshOutputs = function () {
+  // The outputs table and the statistics follow the job: at most one reload every two
+  // seconds while cells finish, always one after the last event of a burst (a burst's last
+  // cell is never left out), and at once when the job ends.
+  Job.prototype.refreshOutputs = function (now) {
+    var self = this;
+    if (now) {
+      clearTimeout(this.timer);
+      this.timer = null;
+      this.again = false;
+      this.reload();
+      return;
+    }
+    if (this.timer) {
+      this.again = true;
+      return;
+    }
+    this.timer = setTimeout(function () {
+      self.timer = null;
+      self.reload();
+      if (self.again) {
+        self.again = false;
+        self.refreshOutputs();
+      }
+    }, 2000);
+  };
+
+  Job.prototype.reload = function () {
     var table = document.getElementById("outputs");
     if (!table || !window.htmx) return;
-    var now = Date.now();
-    if (now < this.refreshAt) return;
-    this.refreshAt = now + 2000;
-    var self = this;
-    setTimeout(function () {
-      var stats = document.getElementById("statistics");
-      if (stats) window.htmx.ajax("GET", stats.dataset.url, {target: "#statistics"});
-      var page = table.querySelector("[data-page]");
-      if (page && page.dataset.page !== "1") return; // do not move a reader off their page
-      var form = self.root.querySelector("form.filters");
-      var query = form ? new URLSearchParams(new FormData(form)).toString() : "";
-      window.htmx.ajax("GET", form.getAttribute("hx-get") + "?" + query, {target: "#outputs"});
-    }, 2000);
+    var stats = document.getElementById("statistics");
+    if (stats) window.htmx.ajax("GET", stats.dataset.url, {target: "#statistics"});
+    var page = table.querySelector("[data-page]");
+    if (page && page.dataset.page !== "1") return; // do not move a reader off their page
+    var form = this.root.querySelector("form.filters");
+    if (!form) return;
+    var query = new URLSearchParams(new FormData(form)).toString();
+    window.htmx.ajax("GET", form.getAttribute("hx-get") + "?" + query, {target: "#outputs"});
   };
 
   Job.prototype.handle = function (message) {
     var d = message.data;
     switch (message.event) {
       case "generation:job:snapshot":
+        // What the page was rendered with may be older than the snapshot (the page loaded
+        // before the socket opened, or the socket was down): catch the tables up.
+        if (d.status !== this.status || d.completed + d.failed !== this.done) {
+          this.refreshOutputs(true);
+        }
         this.done = -1;
         this.state(d, true);
         this.clearCells();

@@ -20,31 +20,34 @@ def browser(user):
 @pytest.mark.django_db
 def test_the_job_page_converts_outputs_to_a_scenario(creator, finished_job):
     client = browser(creator)
+    url = f"/generation/jobs/{finished_job.pk}/to-scenario"
     page = client.get(f"/generation/jobs/{finished_job.pk}").content.decode()
-    # The main path to evaluation: a button at the top, the dialog open on a finished job.
-    assert "Evaluate these outputs: convert them to a scenario" in page
-    assert 'href="#to-scenario"' in page and 'id="to-scenario" open' not in page
-    type(finished_job).objects.filter(pk=finished_job.pk).update(status="completed")
-    done = client.get(f"/generation/jobs/{finished_job.pk}").content.decode()
-    assert 'id="to-scenario" open' in done  # a finished job opens on it
-    # Every type is offered, with its own fields (its dialog template).
+    # The main path to evaluation: a button at the top of the job, to the scenario form.
+    assert f'href="{url}"' in page and "Evaluate these outputs" in page
+    form = client.get(url).content.decode()
+    # One form for uploads and conversions: every type, each type's own settings.
+    assert 'class="card scenario-form"' in form and 'name="file"' not in form
     for kind in registry.every():
-        assert f'name="type" value="{kind.value}"' in page
-    for field in ('name="dimensions"', 'name="reverse_share"', 'name="ties"', 'name="labels"'):
-        assert field in page
+        assert f'<option value="{kind.value}"' in form
+    for field in ('name="dim-0-name"', 'name="reverse_share"', 'name="ties"', 'name="labels"'):
+        assert field in form
+    assert f'value="{finished_job.name} evaluation"' in form and "Preview the design" in form
     first_model = finished_job.models.order_by("position").first()
     response = client.post(
-        f"/generation/jobs/{finished_job.pk}/to-scenario",
+        url,
         {
-            "name": "From the dialog",
+            "name": "From the form",
             "type": "rating",
-            "dimensions": "Clarity 1-7\nTone",
+            "dim-0-name": "Clarity",
+            "dim-0-min": "1",
+            "dim-0-max": "7",
+            "dim-1-name": "Tone",
             "models": [str(first_model.pk)],
             "blind": "1",
             "overlap": "2",
         },
     )
-    scenario = Scenario.objects.get(name="From the dialog")
+    scenario = Scenario.objects.get(name="From the form")
     assert response["Location"] == f"/scenarios/{scenario.pk}"
     assert scenario.config["dimensions"][0] | {} == {
         "name": "Clarity",
@@ -57,26 +60,66 @@ def test_the_job_page_converts_outputs_to_a_scenario(creator, finished_job):
     assert scenario.config["dimensions"][1]["max"] == 5 and scenario.overlap == 2
     assert scenario.variants.count() == 24 and scenario.blind
 
-    bad = client.post(
-        f"/generation/jobs/{finished_job.pk}/to-scenario",
-        {"name": "From the dialog", "type": "labeling", "labels": "one"},
-        follow=True,
-    )
+    bad = client.post(url, {"name": "From the form", "type": "labeling", "labels": "one"})
     text = bad.content.decode()
+    assert bad.status_code == 400
     assert "No scenario was created" in text and "already has a scenario" in text
     assert Scenario.objects.count() == 1
 
 
 @pytest.mark.django_db
-def test_the_dialog_previews_its_design_and_filters_the_outputs(
+def test_a_refused_conversion_keeps_what_was_typed_and_names_the_fields(creator, finished_job):
+    client = browser(creator)
+    url = f"/generation/jobs/{finished_job.pk}/to-scenario"
+    second = finished_job.models.order_by("position").last()
+    typed = {
+        "name": "Kept name",
+        "type": "rating",
+        "instructions": "Read *both* first.",
+        "dim-0-name": "Clarity",
+        "dim-0-min": "5",
+        "dim-0-max": "1",
+        "dim-1-name": "Tone",
+        "dim-1-anchors": "1=Cold; 5=Warm",
+        "models": [str(second.pk)],
+        "overlap": "3",
+        "seed": "42",
+        "context_fields": "content, id",
+    }
+    refused = client.post(url, typed)
+    page = refused.content.decode()
+    assert refused.status_code == 400 and not Scenario.objects.exists()
+    # The error names the rubric row by its name, in the form's words, with no API path.
+    assert "Rubric row “Clarity”: min and max" in page
+    assert "config." not in page and "dimensions[" not in page
+    # Everything typed is still there, the chosen type first.
+    for kept in (
+        'value="Kept name"',
+        "Read *both* first.",
+        'value="Clarity"',
+        'value="1=Cold; 5=Warm"',
+        'value="3"',
+        'value="42"',
+        'value="content, id"',
+        f'value="{second.pk}" checked',
+        '<option value="rating" selected>',
+    ):
+        assert kept in page, kept
+    comparison = client.post(url, {"name": "Pairs", "type": "comparison", "sample": "0"})
+    assert "How many pairs" in comparison.content.decode()
+    assert "sample_count" not in comparison.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_form_previews_its_design_and_filters_the_outputs(
     creator, finished_job, team_b, member
 ):
     client = browser(creator)
-    page = client.get(f"/generation/jobs/{finished_job.pk}").content.decode()
+    url = f"/generation/jobs/{finished_job.pk}/to-scenario"
+    page = client.get(url).content.decode()
     for field in ('name="sample"', 'name="max_pairs_per_item"', 'name="pairing"', 'name="seed"'):
         assert field in page
     assert 'name="repetitions" value="1"' in page and 'name="temperatures" value="1.0"' in page
-    url = f"/generation/jobs/{finished_job.pk}/to-scenario"
     form = {
         "type": "comparison",
         "pairing": "within_item",
@@ -107,7 +150,7 @@ def test_the_dialog_previews_its_design_and_filters_the_outputs(
         client.post(url, form | {"name": f"Shown {typed}", "context_fields": typed})
         assert Scenario.objects.get(name=f"Shown {typed}").context_fields == shown
     wrong = client.post(f"{url}/preview", form | {"max_pairs_per_item": "0"}).content.decode()
-    assert "cannot be made" in wrong and "max_pairs_per_item" in wrong
+    assert "cannot be made" in wrong and "At most this many pairs of each item" in wrong
     outsider = browser(member(team_b, Role.ADMIN))
     assert outsider.post(f"{url}/preview", form).status_code == 404
 

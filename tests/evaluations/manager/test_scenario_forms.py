@@ -108,7 +108,8 @@ def test_bad_forms_show_errors_by_field_and_change_nothing(people_authors):
         },
     )
     html = bad.content.decode()
-    assert bad.status_code == 400 and "config.dimensions[0].scale" in html and "name" in html
+    assert bad.status_code == 400 and "Rubric row “Clarity”: min and max" in html
+    assert "<strong>Name</strong>: A scenario needs a name" in html and "config." not in html
     no_file = client.post("/scenarios/new", {"team": "team-a", "type": "ranking", "name": "X"})
     assert (
         no_file.status_code == 400 and "Choose a CSV or JSON lines file" in no_file.content.decode()
@@ -199,3 +200,28 @@ def test_only_managers_edit_and_only_drafts(people_authors, api):
     assert "Only a draft scenario can be edited" in late.content.decode()
     scenario.refresh_from_db()
     assert scenario.name == "Tags"
+
+
+@pytest.mark.django_db
+def test_the_upload_form_previews_its_design_and_writes_nothing(people_authors, team_b, member):
+    from evalplatform.accounts.roles import Role
+
+    client = browser(people_authors["creator"])
+    form = client.get("/scenarios/new").content.decode()
+    # The same defaults as a job's conversion: no pair asked reversed unless asked for.
+    assert 'name="reverse_share" value="0"' in form and "Preview the design" in form
+    settings = {"team": "team-a", "type": "comparison", "name": "Pairs", "reverse_share": "1"}
+    shown = client.post("/scenarios/new/preview", settings | {"file": upload()})
+    # Two items of two variants: one pair each, each also asked reversed.
+    text = shown.content.decode()
+    assert shown.status_code == 200 and "4 tasks" in text and "2 items" in text, text
+    wrong = client.post(
+        "/scenarios/new/preview", settings | {"reverse_share": "2", "file": upload()}
+    ).content.decode()
+    assert "cannot be made" in wrong and "Share also asked in reverse order" in wrong
+    missing = client.post("/scenarios/new/preview", settings).content.decode()
+    assert "Choose a CSV or JSON lines file" in missing
+    assert not Scenario.objects.exists()
+    outsider = browser(member(team_b, Role.ADMIN))
+    foreign = outsider.post("/scenarios/new/preview", settings | {"file": upload()})
+    assert "Choose one of your teams" in foreign.content.decode()
