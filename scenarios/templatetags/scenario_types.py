@@ -1,6 +1,6 @@
-"""``{% scenario_kinds as kinds %}``: every scenario type, for the pages that offer them (the
-scenario form, a generation job's "Convert to scenario" dialog), which include each type's
-settings templates (``ScenarioKind.settings_template``, ``dialog_template``)."""
+"""``{% scenario_kinds as kinds %}``: every scenario type, for the scenario form (an upload's
+and a generation job's conversion), which includes each type's settings template
+(``ScenarioKind.settings_template``)."""
 
 from __future__ import annotations
 
