@@ -205,6 +205,13 @@ def _config_from_form(request: HttpRequest, team) -> tuple[dict[str, Any], dict[
     source: dict[str, Any] = {"type": source_type, "format": fmt, "content": content}
     if source_type in sources.SOURCE_CHOICES:
         source = {"type": source_type, source_type: number_or_text(post.get(source_type))}
+    # What each step needs, said in the form's words before the plan is checked.
+    if source_type == SourceKind.MANUAL and not content.strip() and "file" not in request.FILES:
+        errors["source"] = "Upload a file or paste the items."
+    if not post.getlist("prompt_versions"):
+        errors["prompt_versions"] = "Choose at least one prompt template."
+    if not models and "models" not in errors:
+        errors["models"] = "Choose at least one model."
     config = {
         "team": team.slug,
         "name": post.get("name", ""),
@@ -245,11 +252,18 @@ def _upload(request: HttpRequest) -> tuple[bytes | None, str]:
 
 
 def _plan(request: HttpRequest, team):
+    """The job's plan from the wizard; every step's problems at once, a field's in the
+    form's words where the form has its own (they replace the API's for that field)."""
     config, errors = _config_from_form(request, team)
+    upload, filename = _upload(request)
+    try:
+        plan = planning.job_plan(user=request.user, data=config, upload=upload, filename=filename)
+    except FieldErrors as exc:
+        found = {k: v for k, v in exc.errors.items() if re.split(r"[.\[]", k)[0] not in errors}
+        raise FieldErrors(found | errors) from exc
     if errors:
         raise FieldErrors(errors)
-    upload, filename = _upload(request)
-    return planning.job_plan(user=request.user, data=config, upload=upload, filename=filename)
+    return plan
 
 
 def _error_steps(errors: dict[str, list[str]]) -> dict[int, list[tuple[str, str]]]:
@@ -306,18 +320,18 @@ def wizard_estimate(request: HttpRequest) -> HttpResponse:
     try:
         plan = _plan(request, team)
     except FieldErrors as exc:
-        context["errors"] = [m for ms in exc.errors.values() for m in ms]
+        context["errors"] = _error_steps(exc.errors)
     except MissingVariables as exc:
         context["missing"] = exc.missing
     except ApplicationError as exc:
-        context["errors"] = [exc.message]
+        context["errors"] = {4: [("", exc.message)]}
     else:
         try:
             context["estimate"] = pilot.job_estimate_with_pilot(
                 plan, request.POST, user=request.user
             )
         except FieldErrors as exc:
-            context["errors"] = [m for ms in exc.errors.values() for m in ms]
+            context["errors"] = _error_steps(exc.errors)
         context["plan"] = plan
     return render(request, "generation/_estimate.html", context)
 

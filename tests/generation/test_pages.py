@@ -93,7 +93,7 @@ def test_wizard_errors_name_the_step_and_create_nothing(creator, setup):
     html = response.content.decode()
     assert response.status_code == 400
     assert 'data-open-step="2"' in html  # the first step with an error opens
-    assert "Choose at least one prompt version" in html
+    assert "Choose at least one prompt template." in html
     assert "A list of temperatures, each from 0 to 2 or null (send none)." in html
     assert "From the wizard" in html  # what was typed is kept
     assert not GenerationJob.objects.exists()
