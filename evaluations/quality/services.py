@@ -282,6 +282,50 @@ def gold_set(*, user: Any, scenario: Scenario, data: Any) -> list[GoldTask]:
     return list(GoldTask.objects.filter(scenario=scenario, kind=GoldKind.GOLD))
 
 
+def gold_mark(*, user: Any, scenario: Scenario, task_id: Any, answer: Any) -> GoldTask:
+    """Make one task gold with ``answer`` (as an evaluator would send it, in the task's
+    presented order), or replace its gold answer: the review page's form, one task at a
+    time. The other gold tasks stay."""
+    _manage(user, scenario)
+    errors: dict[str, str] = {}
+    answers = _gold_answers(scenario, [{"task": task_id, "answer": answer}], errors)
+    found = {key.removeprefix("tasks.0."): message for key, message in errors.items()}
+    others = GoldTask.objects.filter(scenario=scenario, kind=GoldKind.GOLD).exclude(
+        task_id=task_id if isinstance(task_id, int) else None
+    )
+    if not found and others.count() >= MAX_GOLD:
+        found["task"] = f"At most {MAX_GOLD:,} gold tasks."
+    if found:
+        raise FieldErrors(found)
+    ((pk, checked),) = answers.items()
+    with transaction.atomic():
+        gold, _ = GoldTask.objects.update_or_create(
+            task_id=pk, defaults={"scenario": scenario, "kind": GoldKind.GOLD, "answer": checked}
+        )
+        audit.record(
+            user=user, team=scenario.team_id, action="scenario.gold.mark", target=scenario, task=pk
+        )
+    return gold
+
+
+def gold_unmark(*, user: Any, scenario: Scenario, task_id: int) -> bool:
+    """The task is gold no more (its answers count again); False when it was not gold."""
+    _manage(user, scenario)
+    with transaction.atomic():
+        removed, _ = GoldTask.objects.filter(
+            scenario=scenario, task_id=task_id, kind=GoldKind.GOLD
+        ).delete()
+        if removed:
+            audit.record(
+                user=user,
+                team=scenario.team_id,
+                action="scenario.gold.unmark",
+                target=scenario,
+                task=task_id,
+            )
+    return bool(removed)
+
+
 def rater(scenario: Scenario, ref: Any) -> Any:
     """An evaluator of the scenario by id or username: a member of its team, someone
     invited to it, or someone who judged it; ``NotFound`` for anyone else."""

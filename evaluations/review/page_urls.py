@@ -19,4 +19,10 @@ urlpatterns = [
         views.adjudication_delete,
         name="adjudication-delete",
     ),
+    path("scenarios/<int:scenario_id>/tasks/<int:task_id>/gold", views.gold, name="gold"),
+    path(
+        "scenarios/<int:scenario_id>/tasks/<int:task_id>/attention-check",
+        views.attention_check,
+        name="attention-check",
+    ),
 ]

@@ -23,8 +23,10 @@ from evalplatform import validation
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_VIEW_ALL, SCENARIOS_MANAGE, SCENARIOS_VIEW
 from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
+from evaluations.quality import attention
+from evaluations.quality import services as quality
 from evaluations.review import selectors, services
-from scenarios.models import Scenario, Task
+from scenarios.models import GoldKind, GoldTask, Scenario, Task
 from scenarios.types import registry
 from scenarios.types.base import ScenarioKind
 
@@ -76,9 +78,27 @@ def review_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
     page = Paginator(found, PAGE_SIZE).get_page(request.GET.get("page"))
     rows = selectors.review_rows(scenario, list(page.object_list), filters.raters)
     kind = registry.of(scenario)
+    gold = {
+        g.task_id: g.answer
+        for g in GoldTask.objects.filter(
+            task_id__in=[row["task"]["id"] for row in rows], kind=GoldKind.GOLD
+        )
+    }
     for row in rows:
         row["tally"] = _tally(row)
         row["form"] = _form(row, kind, scenario.config)
+        if row["task"]["id"] in gold:
+            # Stored in the task's own order: its keys are the task's (A shown first).
+            order = [v["id"] for v in row["variants"]]
+            answer = gold[row["task"]["id"]]
+            keys = [v["key"] for v in row["variants"]]
+            row["gold"] = {
+                "summary": kind.summary(answer, order, order),
+                "form": kind.review_form(
+                    kind.in_task_keys(answer, order, order), scenario.config, keys
+                )
+                | {"keys": keys, "json": json.dumps(kind.in_task_keys(answer, order, order))},
+            }
     query = urlencode({k: request.GET[k] for k in FILTER_KEYS if request.GET.get(k)})
     return render(
         request,
@@ -168,4 +188,73 @@ def adjudication_delete(request: HttpRequest, scenario_id: int, task_id: int) ->
         raise Http404 from exc
     if removed:
         messages.success(request, f"{_label(scenario, task_id)}: adjudicated answer removed.")
+    return _back(scenario, request.POST, task_id)
+
+
+@login_required
+@require_POST
+def gold(request: HttpRequest, scenario_id: int, task_id: int) -> HttpResponse:
+    """``action``: ``set`` (the task's gold answer, from the type's answer form) or
+    ``remove``."""
+    scenario = _scenario(request, scenario_id, SCENARIOS_MANAGE)
+    label = _label(scenario, task_id)
+    if not Task.objects.filter(scenario=scenario, pk=task_id).exists():
+        raise Http404
+    try:
+        if request.POST.get("action") == "remove":
+            if quality.gold_unmark(user=request.user, scenario=scenario, task_id=task_id):
+                messages.success(request, f"{label}: no longer gold.")
+        else:
+            quality.gold_mark(
+                user=request.user,
+                scenario=scenario,
+                task_id=task_id,
+                answer=_answer(scenario, request.POST),
+            )
+            messages.success(
+                request,
+                f"{label}: gold answer saved (mixed in at the gold rate, "
+                f"{scenario.gold_rate:g}; set it on the scenario's page).",
+            )
+    except FieldErrors as exc:
+        messages.error(
+            request,
+            f"{label}: the gold answer was not saved. "
+            + " ".join(m for ms in exc.errors.values() for m in ms),
+        )
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    return _back(scenario, request.POST, task_id)
+
+
+@login_required
+@require_POST
+def attention_check(request: HttpRequest, scenario_id: int, task_id: int) -> HttpResponse:
+    """An attention check built from this task's item and variants: ``instruction`` and
+    the expected answer from the type's answer form."""
+    scenario = _scenario(request, scenario_id, SCENARIOS_MANAGE)
+    label = _label(scenario, task_id)
+    if not Task.objects.filter(scenario=scenario, pk=task_id).exists():
+        raise Http404
+    data = {
+        "instruction": request.POST.get("instruction", ""),
+        "answer": _answer(scenario, request.POST),
+        "task": task_id,
+    }
+    try:
+        attention.attention_add(user=request.user, scenario=scenario, data=data)
+    except FieldErrors as exc:
+        messages.error(
+            request,
+            f"{label}: no attention check was added. "
+            + " ".join(m for ms in exc.errors.values() for m in ms),
+        )
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(
+            request,
+            f"{label}: attention check added (mixed in at the attention rate, "
+            f"{scenario.attention_rate:g}; set it on the scenario's page).",
+        )
     return _back(scenario, request.POST, task_id)

@@ -653,3 +653,50 @@ def test_the_page_forms_of_ratings_and_rankings(manager, team_a):
     }
     html = client.get(f"/scenarios/{ranking.pk}/review").content.decode()
     assert "adjudicated: B &gt; C &gt; A" in html
+
+
+def test_gold_and_attention_checks_from_the_review_page(api, manager, team_a, member, pairs):
+    from scenarios.models import GoldKind, GoldTask
+
+    scenario, tasks = pairs
+    client = Client()
+    client.force_login(manager)
+    html = client.get(f"/scenarios/{scenario.pk}/review").content.decode()
+    assert "Make this task gold with this answer" in html and "Add the attention check" in html
+    gold_url = f"/scenarios/{scenario.pk}/tasks/{tasks[1].pk}/gold"
+    # The type's own form: the winner under the task's keys, as evaluators answer.
+    refused = client.post(gold_url, {"action": "set", "winner": "C"}, follow=True)
+    assert f"Task {tasks[1].position}: the gold answer was not saved" in refused.content.decode()
+    assert not GoldTask.objects.exists()
+    done = client.post(gold_url, {"action": "set", "winner": "B"}, follow=True)
+    page = done.content.decode()
+    assert f"Task {tasks[1].position}: gold answer saved" in page and "gold: B" in page
+    gold = GoldTask.objects.get()
+    assert (gold.task_id, gold.kind) == (tasks[1].pk, GoldKind.GOLD)
+    # Stored in the task's own order: B is its second variant.
+    assert gold.answer == {"winner": "B"}
+    client.post(gold_url, {"action": "set", "winner": "tie"})
+    assert GoldTask.objects.get().answer == {"winner": "tie"}  # replaced, not added
+    # Another task's gold stays when one more is marked (unlike a gold file, which replaces).
+    client.post(f"/scenarios/{scenario.pk}/tasks/{tasks[2].pk}/gold", {"winner": "A"})
+    assert GoldTask.objects.filter(kind=GoldKind.GOLD).count() == 2
+    client.post(gold_url, {"action": "remove"})
+    assert list(GoldTask.objects.values_list("task_id", flat=True)) == [tasks[2].pk]
+
+    check_url = f"/scenarios/{scenario.pk}/tasks/{tasks[0].pk}/attention-check"
+    blank = client.post(check_url, {"instruction": "", "winner": "B"}, follow=True)
+    assert "no attention check was added" in blank.content.decode()
+    added = client.post(
+        check_url, {"instruction": "This is an attention check: choose B.", "winner": "B"}
+    )
+    assert added.status_code == 302
+    check = GoldTask.objects.get(kind=GoldKind.ATTENTION)
+    assert check.instruction == "This is an attention check: choose B."
+    assert check.task.item_id == tasks[0].item_id and check.task_id != tasks[0].pk
+    actions = set(AuditEvent.objects.values_list("action", flat=True))
+    assert {"scenario.gold.mark", "scenario.gold.unmark"} <= actions
+
+    viewer = Client()
+    viewer.force_login(member(team_a, Role.VIEWER))
+    assert viewer.post(gold_url, {"winner": "A"}).status_code == 403
+    assert client.post(f"/scenarios/{scenario.pk}/tasks/999999/gold", {}).status_code == 404
