@@ -92,3 +92,79 @@ def links(page) -> list[str]:
             a.getAttribute("href") ||
             a.getAttributeNS("http://www.w3.org/1999/xlink", "href") || "")"""
     )
+
+
+LONG = "An unusually long model name, version 2025-11-30, with thinking"
+
+
+@pytest.fixture
+def long_named(transactional_db, team_a, member):
+    manager = member(team_a, Role.MANAGER, username="mara")
+    rows = [
+        {
+            "item_id": f"q{i}",
+            "variant_id": f"q{i}-v{v}",
+            "content": f"answer {v}",
+            "model": f"{LONG} {v}",
+        }
+        for i in range(3)
+        for v in range(3)
+    ]
+    scenario = services.scenario_from_upload(
+        user=manager,
+        team=team_a,
+        data={"name": "Long", "type": "comparison", "config": {"ties": True}, "format": "jsonl"},
+        raw="\n".join(json.dumps(r) for r in rows).encode(),
+    )
+    scenario = services.scenario_open(user=manager, scenario=scenario)
+    ann = member(team_a, Role.EVALUATOR, username="ann")
+    for n, task in enumerate(scenario.tasks.order_by("position")):
+        Judgment.objects.create(
+            scenario=scenario,
+            task=task,
+            rater_kind=RaterKind.HUMAN,
+            evaluator=ann,
+            presented=[task.variant_a_id, task.variant_b_id],
+            payload={"winner": "AB"[n % 2]},
+        )
+    return scenario
+
+
+def test_the_summary_first_then_sections_in_tabs_with_whole_labels(page, long_named):
+    from playwright.sync_api import expect
+
+    scenario = long_named
+    page.goto(f"/login/?next=/scenarios/{scenario.pk}/analytics")
+    page.get_by_label("Username").fill("mara")
+    page.get_by_label("Password").fill("pw-Secret-123")
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"**/scenarios/{scenario.pk}/analytics")
+    summary = page.locator("#summary")
+    expect(summary).to_be_visible()
+    expect(summary.locator(".summary-ranking li")).to_have_count(3)
+    tabs = page.get_by_role("tab")
+    names = tabs.all_text_contents()
+    assert names[0] == "Rankings" and names[-1] == "All" and "Agreement" in names, names
+    # The first tab opens: the rankings, not the agreement.
+    expect(page.locator("#models")).to_be_visible()
+    expect(page.locator("#agreement")).to_be_hidden()
+    page.get_by_role("tab", name="Agreement").click()
+    expect(page.locator("#agreement")).to_be_visible()
+    expect(page.locator("#models")).to_be_hidden()
+    expect(summary).to_be_visible()
+    page.get_by_role("tab", name="All").click()
+    expect(page.locator("#models")).to_be_visible()
+    expect(page.locator("#agreement")).to_be_visible()
+    # A long model name is drawn whole: its tick label inside the plot, none cut at the left.
+    page.get_by_role("tab", name="Rankings").click()
+    heatmap = page.locator("#plot-heatmap")
+    expect(heatmap.locator(".ytick text").first).to_be_visible()
+    left = heatmap.bounding_box()["x"]
+    for tick in heatmap.locator(".ytick text").all():
+        box = tick.bounding_box()
+        assert box["x"] >= left - 1, (box, left)
+    assert LONG in heatmap.locator(".ytick text").first.text_content()
+    # A link to a section opens its tab (the search box and the pagers end in one).
+    page.goto(f"/scenarios/{scenario.pk}/analytics?q=q1#agreement")
+    expect(page.locator("#agreement")).to_be_visible()
+    expect(page.locator("#models")).to_be_hidden()

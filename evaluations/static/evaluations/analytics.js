@@ -6,19 +6,71 @@
  * characters themselves. A variant id "<a href=...>" is shown, never followed. */
 (function () {
   "use strict";
-  // "On this page": a link to each section the page has (titles as text, never HTML).
+  // The sections in tabs (rankings, bias, agreement, judges, stability, or all), under the
+  // summary, which stays. Without JavaScript every section shows. A link to a section (the
+  // search and the pagers end in #outputs, #elo, ...) opens its tab; titles are text.
+  var TABS = [
+    ["Rankings", ["models", "outputs", "elo", "ratings", "ranks", "labels"]],
+    ["Bias", ["joint", "position"]],
+    ["Agreement", ["agreement"]],
+    ["Judges", ["judges-compared", "judge-cards"]],
+    ["Stability", ["stability"]]
+  ];
   document.addEventListener("DOMContentLoaded", function () {
-    var toc = document.querySelector("[data-toc]");
-    if (!toc) return;
-    document.querySelectorAll("section.card[id]").forEach(function (section) {
-      var title = section.querySelector("h2");
-      if (!title || section.id === "summary") return;
-      var link = document.createElement("a");
-      link.href = "#" + section.id;
-      link.textContent = title.textContent;
-      toc.appendChild(link);
+    var bar = document.querySelector("[data-toc]");
+    if (!bar) return;
+    var sections = Array.prototype.slice.call(document.querySelectorAll("section.card[id]"))
+      .filter(function (s) { return s.id !== "summary"; });
+    var tabOf = {};
+    var tabs = [];
+    TABS.forEach(function (entry) {
+      var mine = sections.filter(function (s) { return entry[1].indexOf(s.id) >= 0; });
+      if (mine.length) tabs.push({ name: entry[0], sections: mine });
     });
-    toc.hidden = toc.children.length === 0;
+    var placed = tabs.reduce(function (all, t) { return all.concat(t.sections); }, []);
+    var rest = sections.filter(function (s) { return placed.indexOf(s) < 0; });
+    if (rest.length) tabs.push({ name: "More", sections: rest });
+    tabs.push({ name: "All", sections: sections });
+    if (tabs.length < 3) return; // one group of sections: nothing to choose
+    bar.setAttribute("role", "tablist");
+    var buttons = tabs.map(function (tab, index) {
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "tab";
+      button.setAttribute("role", "tab");
+      button.textContent = tab.name;
+      button.addEventListener("click", function () { choose(index, true); });
+      bar.appendChild(button);
+      tab.sections.forEach(function (s) { if (tab.name !== "All" && !(s.id in tabOf)) tabOf[s.id] = index; });
+      return button;
+    });
+    function choose(index, byHand) {
+      tabs.forEach(function (tab, k) {
+        buttons[k].setAttribute("aria-selected", k === index ? "true" : "false");
+        buttons[k].classList.toggle("current", k === index);
+      });
+      sections.forEach(function (s) { s.hidden = tabs[index].sections.indexOf(s) < 0; });
+      // Plots drawn while hidden have no width: let them fit now.
+      window.dispatchEvent(new Event("resize"));
+      if (byHand && history.replaceState) {
+        history.replaceState(null, "", "#tab-" + tabs[index].name.toLowerCase());
+      }
+    }
+    function fromHash() {
+      var hash = decodeURIComponent(location.hash.slice(1));
+      if (hash.indexOf("tab-") === 0) {
+        var named = tabs.map(function (t) { return t.name.toLowerCase(); }).indexOf(hash.slice(4));
+        return named >= 0 ? named : 0;
+      }
+      var target = hash && document.getElementById(hash);
+      var section = target && target.closest && target.closest("section.card[id]");
+      return section && section.id in tabOf ? tabOf[section.id] : 0;
+    }
+    bar.hidden = false;
+    choose(fromHash(), false);
+    var target = location.hash && document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    if (target) target.scrollIntoView();
+    window.addEventListener("hashchange", function () { choose(fromHash(), false); });
   });
   document.addEventListener("DOMContentLoaded", function () {
     var node = document.getElementById("analytics-data");
@@ -30,8 +82,13 @@
       return value.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
     };
     var config = { displaylogo: false, responsive: true };
+    // Axes make room for their labels (automargin): a long model or prompt name is never cut.
     var layout = function (extra) {
-      return Object.assign({ margin: { l: 160, r: 20, t: 30, b: 40 }, height: 360 }, extra || {});
+      extra = extra || {};
+      var found = Object.assign({ margin: { l: 60, r: 20, t: 40, b: 40 }, height: 360 }, extra);
+      found.xaxis = Object.assign({ automargin: true }, extra.xaxis || {});
+      found.yaxis = Object.assign({ automargin: true }, extra.yaxis || {});
+      return found;
     };
 
     function plot(kind, draw) {
