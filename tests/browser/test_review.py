@@ -72,7 +72,7 @@ def test_a_manager_adjudicates_a_disagreement(page, disputed):
     first = rows.nth(0)
     assert first.get_attribute("id") == f"task-{task.pk}"
     assert first.locator(".disagreement").inner_text() == "0.50"
-    first.locator("summary").click()
+    first.locator(":scope > summary").click()
     answers = first.locator("table.answers")
     assert answers.is_visible()
     text = answers.inner_text()
@@ -80,15 +80,41 @@ def test_a_manager_adjudicates_a_disagreement(page, disputed):
     assert SCRIPT in text  # the rationale's script is text, not an element
     assert page.locator("script", has_text="alert('xss')").count() == 0
 
-    first.get_by_label("B is better").check()
-    first.get_by_label("Note (optional)").fill("B answers what was asked.")
-    first.get_by_role("button", name="Set the adjudicated answer").click()
+    adjudicate = first.locator("form.adjudicate")
+    adjudicate.get_by_label("B is better").check()
+    adjudicate.get_by_label("Note (optional)").fill("B answers what was asked.")
+    adjudicate.get_by_role("button", name="Set the adjudicated answer").click()
     page.wait_for_url(f"**/review#task-{task.pk}")
-    assert page.get_by_text("adjudicated answer saved").is_visible()
-    assert "adjudicated: B" in page.locator(f"#task-{task.pk} summary").inner_text()
+    # One number for the task everywhere: the message names it as its row does.
+    number = page.locator(f"#task-{task.pk} > summary strong").inner_text()
+    assert number == f"Task {task.position}"
+    assert page.get_by_text(f"{number}: adjudicated answer saved").is_visible()
+    assert "adjudicated: B" in page.locator(f"#task-{task.pk} > summary").inner_text()
 
     adjudication = Adjudication.objects.get()
     assert adjudication.task_id == task.pk
     assert adjudication.payload == {"winner": "B"}
     assert adjudication.note == "B answers what was asked."
     assert adjudication.set_by.username == "mara"
+
+
+def test_a_manager_marks_gold_from_the_review(page, disputed):
+    from playwright.sync_api import expect
+
+    from scenarios.models import GoldTask
+
+    scenario, task = disputed
+    page.goto(f"/login/?next=/scenarios/{scenario.pk}/review")
+    page.get_by_label("Username").fill("mara")
+    page.get_by_label("Password").fill("pw-Secret-123")
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"**/scenarios/{scenario.pk}/review")
+    row = page.locator(f"#task-{task.pk}")
+    row.locator(":scope > summary").click()
+    row.get_by_text("Quality control: gold answer, attention check").click()
+    gold = row.locator("form.gold")
+    gold.get_by_label("A is better").check()
+    gold.get_by_role("button", name="Make this task gold with this answer").click()
+    page.wait_for_url(f"**/review#task-{task.pk}")
+    expect(page.get_by_text(f"Task {task.position}: gold answer saved")).to_be_visible()
+    assert GoldTask.objects.get().answer == {"winner": "A"}
