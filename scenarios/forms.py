@@ -50,6 +50,29 @@ _FORM_NAMES = {
 }
 
 
+# The form's own fields: a service error keyed by one of them (or by ``config.…`` for the
+# type's settings, ``outputs.…`` for which outputs) is also shown beside it.
+_BESIDE = ("name", "instructions", "overlap", "seed", "context_fields", "team", "file", "type")
+
+
+def errors_beside(
+    errors: Mapping[str, Sequence[str] | str], kind: str, config: Mapping[str, Any]
+) -> dict[str, str]:
+    """The errors by the form field they are shown beside (``config``: the type's settings
+    fieldset, each named as ``error_labels`` names it)."""
+    found: dict[str, str] = {}
+    kind_of = registry.find(kind)
+    for key, messages in errors.items():
+        text = messages if isinstance(messages, str) else " ".join(messages)
+        head = key.split(".", 1)[0].split("[", 1)[0]
+        if head == "config" and kind_of is not None:
+            text = f"{kind_of.form_label(key[len('config.') :], config)}: {text}"
+        elif head not in (*_BESIDE, "outputs"):
+            continue
+        found[head] = f"{found[head]} {text}" if head in found else text
+    return found
+
+
 def error_labels(
     errors: Mapping[str, Sequence[str] | str], kind: str, config: Mapping[str, Any]
 ) -> dict[str, str]:

@@ -109,6 +109,7 @@ def from_job(request: HttpRequest, job_id: int) -> HttpResponse:
     if not may_convert(request.user, job):
         raise PermissionDenied
     errors: dict[str, str] = {}
+    beside: dict[str, str] = {}
     if request.method == "POST":
         data = form_to_data(request.POST)
         kind, config = data["type"], data["config"]
@@ -116,6 +117,7 @@ def from_job(request: HttpRequest, job_id: int) -> HttpResponse:
             scenario = services.scenario_from_job(user=request.user, job=job, data=data)
         except FieldErrors as exc:
             errors = forms.error_labels(exc.errors, kind, config)
+            beside = forms.errors_beside(exc.errors, kind, config)
         except ApplicationError as exc:
             errors = {"": exc.message}
         else:
@@ -144,6 +146,7 @@ def from_job(request: HttpRequest, job_id: int) -> HttpResponse:
             "job": job,
             "values": forms.form_values(kind, fields, config),
             "errors": errors,
+            "beside": beside,
             "editing": False,
             "chosen": chosen,
             "repetitions": [(r, str(r)) for r in range(job.repetitions)],

@@ -110,6 +110,7 @@ def scenario_edit(request: HttpRequest, scenario_id: int) -> HttpResponse:
         messages.error(request, "Only a draft scenario can be edited.")
         return redirect("manager:scenario-page", scenario_id=scenario.pk)
     errors: dict[str, str] = {}
+    beside: dict[str, str] = {}
     if request.method == "POST":
         fields = forms.scenario_fields(request.POST)
         config = forms.config_from_post(scenario.type, request.POST, scenario.config)
@@ -119,6 +120,7 @@ def scenario_edit(request: HttpRequest, scenario_id: int) -> HttpResponse:
             )
         except FieldErrors as exc:
             errors = forms.error_labels(exc.errors, scenario.type, config)
+            beside = forms.errors_beside(exc.errors, scenario.type, config)
         except ApplicationError as exc:
             errors = {"": exc.message}
         else:
@@ -134,7 +136,13 @@ def scenario_edit(request: HttpRequest, scenario_id: int) -> HttpResponse:
     return render(
         request,
         "evaluations/scenario_form.html",
-        {"scenario": scenario, "values": values, "errors": errors, "editing": True},
+        {
+            "scenario": scenario,
+            "values": values,
+            "errors": errors,
+            "beside": beside,
+            "editing": True,
+        },
         status=400 if errors else 200,
     )
 
@@ -170,6 +178,7 @@ def scenario_new(request: HttpRequest) -> HttpResponse:
     if not teams:
         raise PermissionDenied
     errors: dict[str, str] = {}
+    beside: dict[str, str] = {}
     kind, fields, config = registry.DEFAULT, forms.INITIAL_FIELDS, forms.initial_config()
     if request.method == "POST":
         team, data = _upload_form(request, teams)
@@ -182,6 +191,7 @@ def scenario_new(request: HttpRequest) -> HttpResponse:
             )
         except FieldErrors as exc:
             errors = forms.error_labels(exc.errors, kind, config)
+            beside = forms.errors_beside(exc.errors, kind, config)
         except ApplicationError as exc:
             errors = {"": exc.message}
         else:
@@ -195,6 +205,7 @@ def scenario_new(request: HttpRequest) -> HttpResponse:
         {
             "values": forms.form_values(kind, fields, config),
             "errors": errors,
+            "beside": beside,
             "editing": False,
             "teams": teams,
             "team": request.POST.get("team", teams[0].slug),

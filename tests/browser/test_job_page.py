@@ -119,7 +119,9 @@ def test_the_conversion_form_keeps_what_was_typed(page, api, creator, setup):
     page.get_by_role("button", name="Preview the design").click()
     expect(page.locator("#scenario-preview")).to_contain_text("Rubric row “Clarity”: min and max")
     page.get_by_role("button", name="Create scenario").click()
-    expect(page.get_by_role("alert")).to_contain_text("Rubric row “Clarity”: min and max")
+    expect(page.locator(".card.error")).to_contain_text("Rubric row “Clarity”: min and max")
+    # and beside the type's settings it is about
+    expect(page.locator("p.field-error")).to_contain_text("Rubric row “Clarity”: min and max")
     # The form came back as it was sent: the type, its settings, the other fields.
     expect(page.get_by_label("Type")).to_have_value("rating")
     expect(page.locator('fieldset[data-for="rating"]')).to_be_visible()

@@ -105,6 +105,12 @@ def test_a_refused_conversion_keeps_what_was_typed_and_names_the_fields(creator,
         '<option value="rating" selected>',
     ):
         assert kept in page, kept
+    # Beside the field too: the rubric's problem above the type's settings, the overlap's
+    # under its box.
+    assert '<p class="field-error" role="alert">Rubric row “Clarity”: min and max' in page
+    odd = client.post(url, typed | {"overlap": "999", "dim-0-min": "1", "dim-0-max": "5"})
+    beside = odd.content.decode().split('name="overlap"')[1].split("</label>")[0]
+    assert 'class="field-error"' in beside and "1 to 50" in beside
     comparison = client.post(url, {"name": "Pairs", "type": "comparison", "sample": "0"})
     assert "How many pairs" in comparison.content.decode()
     assert "sample_count" not in comparison.content.decode()
