@@ -259,7 +259,9 @@ def _plan(request: HttpRequest, team):
     try:
         plan = planning.job_plan(user=request.user, data=config, upload=upload, filename=filename)
     except FieldErrors as exc:
-        found = {k: v for k, v in exc.errors.items() if re.split(r"[.\[]", k)[0] not in errors}
+        found: dict[str, Any] = {
+            k: v for k, v in exc.errors.items() if re.split(r"[.\[]", k)[0] not in errors
+        }
         raise FieldErrors(found | errors) from exc
     if errors:
         raise FieldErrors(errors)

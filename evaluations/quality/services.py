@@ -290,9 +290,9 @@ def gold_mark(*, user: Any, scenario: Scenario, task_id: Any, answer: Any) -> Go
     errors: dict[str, str] = {}
     answers = _gold_answers(scenario, [{"task": task_id, "answer": answer}], errors)
     found = {key.removeprefix("tasks.0."): message for key, message in errors.items()}
-    others = GoldTask.objects.filter(scenario=scenario, kind=GoldKind.GOLD).exclude(
-        task_id=task_id if isinstance(task_id, int) else None
-    )
+    others = GoldTask.objects.filter(scenario=scenario, kind=GoldKind.GOLD)
+    if isinstance(task_id, int):
+        others = others.exclude(task_id=task_id)
     if not found and others.count() >= MAX_GOLD:
         found["task"] = f"At most {MAX_GOLD:,} gold tasks."
     if found:
