@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -69,13 +70,46 @@ def validate_instance(instance: Any, *, unique_field: str | None = None) -> None
         raise FieldErrors(errors) from exc
 
 
-def report_on_page(request: Any, exc: ApplicationError) -> None:
-    """Show an expected failure of a page's form as messages: one per field problem."""
+_HEAD = re.compile(r"[^.\[]+")
+_INDEX = re.compile(r"\[(\d+)\]|\.(\d+)(?=[.\[]|$)")
+
+
+def readable(key: str, labels: Mapping[str, str] | None = None) -> str:
+    """An error's key in words, as a page names the field: the form's label where it gives
+    one, else the name with spaces ("gold_rate" is "Gold rate"), an index counted from 1
+    ("tasks.1.answer" is "Tasks #2 answer"); "" for the form as a whole. A page never shows
+    the API's key itself."""
+    labels = labels or {}
+    if key in ("", NON_FIELD_ERRORS, "non_field_errors"):
+        return ""
+    if key in labels:
+        return labels[key]
+    head = _HEAD.match(key)
+    name = head.group() if head else key
+    label = labels.get(name) or name.replace("_", " ").capitalize()
+    rest = _INDEX.sub(lambda m: f" #{int(m.group(1) or m.group(2)) + 1}", key[len(name) :])
+    return (label + rest.replace(".", " ").replace("_", " ")).strip()
+
+
+def in_words(errors: Mapping[str, Sequence[str]], labels: Mapping[str, str] | None = None) -> str:
+    """Field errors in one line for a page's message: "Gold rate: …; Tasks #2 answer: …"."""
+    return "; ".join(
+        f"{name}: {' '.join(problems)}" if (name := readable(key, labels)) else " ".join(problems)
+        for key, problems in errors.items()
+    )
+
+
+def report_on_page(
+    request: Any, exc: ApplicationError, labels: Mapping[str, str] | None = None
+) -> None:
+    """Show an expected failure of a page's form as messages: one per field problem, the
+    field named in words (``readable``; ``labels``: the form's own labels of its fields)."""
     from django.contrib import messages
 
     if isinstance(exc, FieldErrors):
         for field, problems in exc.errors.items():
+            name = readable(field, labels)
             for problem in problems:
-                messages.error(request, f"{field}: {problem}")
+                messages.error(request, f"{name}: {problem}" if name else problem)
     else:
         messages.error(request, exc.message)

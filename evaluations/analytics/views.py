@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 
 from evalplatform.accounts import policy
 from evalplatform.accounts.roles import EVALUATIONS_EXPORT, EVALUATIONS_VIEW_ALL, SCENARIOS_MANAGE
-from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound
+from evalplatform.errors import ApplicationError, FieldErrors, Forbidden, NotFound, in_words
 from evalplatform.web.fields import number_or_text
 from evaluations.analytics import cards, results, tables, trust
 from evaluations.analytics.api import options_from, scenario_for, team_for, with_cards_now
@@ -296,6 +296,16 @@ GATE_FORM_FIELDS = (
     "min_self_consistency",
     "min_adjudicated_accuracy",
 )
+# The gate forms' labels of its fields (their errors are named by them).
+GATE_LABELS = {
+    "min_kappa": "Least κ with people",
+    "min_shared_items": "Shared items",
+    "max_flip_rate": "Most flip rate",
+    "max_parse_failure_rate": "Most parse-failure rate",
+    "min_self_consistency": "Least self-consistency",
+    "min_adjudicated_accuracy": "Least adjudicated accuracy",
+    "include_untrusted": "Count untrusted judges anyway",
+}
 
 
 @login_required
@@ -319,8 +329,7 @@ def trust_gate(request: HttpRequest, scenario_id: int) -> HttpResponse:
     except FieldErrors as exc:
         messages.error(
             request,
-            "The gate was not saved. "
-            + "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.errors.items()),
+            "The gate was not saved. " + in_words(exc.errors, GATE_LABELS),
         )
     return redirect(f"/scenarios/{scenario_id}/analytics#judge-cards")
 
@@ -360,8 +369,7 @@ def team_trust_gate(request: HttpRequest, team: str) -> HttpResponse:
         except FieldErrors as exc:
             messages.error(
                 request,
-                "The gate was not saved. "
-                + "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.errors.items()),
+                "The gate was not saved. " + in_words(exc.errors, GATE_LABELS),
             )
         return redirect("analytics:team-trust-gate", team=found.slug)
     own = (

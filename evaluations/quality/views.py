@@ -50,7 +50,7 @@ def assignees(request: HttpRequest, scenario_id: int) -> HttpResponse:
     try:
         services.assignees_set(user=request.user, scenario=scenario, data=data)
     except ApplicationError as exc:
-        report_on_page(request, exc)
+        report_on_page(request, exc, {"assignees": "Evaluator", "groups": "Group"})
     else:
         messages.success(
             request,

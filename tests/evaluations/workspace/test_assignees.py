@@ -223,7 +223,8 @@ def test_the_scenario_page_chooses_who_evaluates(client, team_a, people_named_an
         },
         follow=True,
     )
-    assert "assignees.0.quota" in bad.content.decode()
+    assert "Evaluator #1 quota" in bad.content.decode()  # in words, not the API's key
+    assert "assignees.0.quota" not in bad.content.decode()
     assert list(ScenarioAssignee.objects.values_list("user__username", "quota")) == [("eve", 4)]
 
 
