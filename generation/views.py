@@ -255,14 +255,18 @@ def _plan(request: HttpRequest, team):
     """The job's plan from the wizard; every step's problems at once, a field's in the
     form's words where the form has its own (they replace the API's for that field)."""
     config, errors = _config_from_form(request, team)
-    upload, filename = _upload(request)
     try:
+        upload, filename = _upload(request)
         plan = planning.job_plan(user=request.user, data=config, upload=upload, filename=filename)
     except FieldErrors as exc:
         found: dict[str, Any] = {
             k: v for k, v in exc.errors.items() if re.split(r"[.\[]", k)[0] not in errors
         }
         raise FieldErrors(found | errors) from exc
+    except ApplicationError:
+        if errors:  # the form's own problems first (missing variables, a refused upload)
+            raise FieldErrors(errors) from None
+        raise
     if errors:
         raise FieldErrors(errors)
     return plan

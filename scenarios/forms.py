@@ -65,7 +65,7 @@ def errors_beside(
     for key, messages in errors.items():
         text = messages if isinstance(messages, str) else " ".join(messages)
         head = key.split(".", 1)[0].split("[", 1)[0]
-        if head == "config" and kind_of is not None:
+        if head == "config" and kind_of is not None and key.startswith("config."):
             text = f"{kind_of.form_label(key[len('config.') :], config)}: {text}"
         elif head not in (*_BESIDE, "outputs"):
             continue

@@ -553,8 +553,8 @@ def _check_size(kind: str, config: Mapping[str, Any], sizes: Sequence[int]) -> i
         raise FieldErrors(
             {
                 "config": f"This design makes {tasks:,} tasks; the limit is {limit:,}. Sample "
-                "the pairs (sample_count, sample_share, max_pairs_per_item) or choose fewer "
-                "outputs."
+                "the pairs (a number or a share of them, or at most so many of each item) or "
+                "choose fewer outputs."
             }
         )
     return tasks

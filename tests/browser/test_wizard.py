@@ -87,3 +87,14 @@ def test_the_summarys_errors_lead_to_their_step(page, creator, setup):
     expect(_step(page, 3)).to_be_visible()
     expect(_step(page, 5)).to_be_hidden()
     assert not GenerationJob.objects.exists()
+
+
+def test_a_prompt_only_job_passes_the_first_step(page, creator, setup):
+    from playwright.sync_api import expect
+
+    sign_in_as(page, creator.username)
+    page.goto("/generation/new")
+    page.get_by_label("Prompt only").check()
+    page.get_by_role("button", name="Next >").click()
+    expect(_step(page, 2)).to_be_visible()
+    expect(_step(page, 1).locator("[data-step-problem]")).to_be_hidden()

@@ -236,3 +236,17 @@ def test_the_wizard_opens_on_a_team_with_work(creator, setup, team_a, member):
         assert f'value="{version.pk}"' in page
     asked = client.get("/generation/new", {"team": "aaa-empty"}).content.decode()
     assert 'value="aaa-empty" selected' in asked
+
+
+@pytest.mark.django_db
+def test_the_wizards_own_errors_come_first_when_the_plan_also_fails(creator, setup):
+    client = browser(creator)
+    form = wizard_form(
+        setup,
+        content=json.dumps([{"id": "x1", "other": 1}]),  # lacks {{content}}
+        models=[],
+        model_configs="not json",
+    )
+    html = client.post("/generation/new", form).content.decode()
+    assert "Extra configurations are a JSON list" in html
+    assert not GenerationJob.objects.exists()

@@ -56,8 +56,16 @@
         history.replaceState(null, "", "#tab-" + tabs[index].name.toLowerCase());
       }
     }
+    // The hash as text; a malformed one (a stray %) names nothing.
+    function hashText() {
+      try {
+        return decodeURIComponent(location.hash.slice(1));
+      } catch (e) {
+        return "";
+      }
+    }
     function fromHash() {
-      var hash = decodeURIComponent(location.hash.slice(1));
+      var hash = hashText();
       if (hash.indexOf("tab-") === 0) {
         var named = tabs.map(function (t) { return t.name.toLowerCase(); }).indexOf(hash.slice(4));
         return named >= 0 ? named : 0;
@@ -68,7 +76,7 @@
     }
     bar.hidden = false;
     choose(fromHash(), false);
-    var target = location.hash && document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    var target = hashText() && document.getElementById(hashText());
     if (target) target.scrollIntoView();
     window.addEventListener("hashchange", function () { choose(fromHash(), false); });
   });

@@ -37,8 +37,8 @@
           var file = form.querySelector('input[name="file"]');
           var chosen = file && file.files && file.files.length > 0;
           if (!chosen && blank("content")) return "Upload a file or paste the items.";
-        } else if (blank(source.value)) {
-          return "Choose one.";
+        } else if (form.querySelector('[name="' + source.value + '"]') && blank(source.value)) {
+          return "Choose one."; // a source with a list to choose from (prompt only has none)
         }
         return "";
       },
