@@ -154,6 +154,15 @@ def _label(scenario: Scenario, task_id: int) -> str:
     return f"Task {position if position is not None else task_id}"
 
 
+def _refused(request: HttpRequest, exc: ApplicationError, what: str) -> None:
+    """A refused form of the review page as a message: ``what`` was not done, and why."""
+    if isinstance(exc, FieldErrors):
+        problems = " ".join(m for ms in exc.errors.values() for m in ms)
+        messages.error(request, f"{what} {problems}")
+    else:
+        messages.error(request, exc.message)
+
+
 @login_required
 @require_POST
 def adjudicate(request: HttpRequest, scenario_id: int, task_id: int) -> HttpResponse:
@@ -163,14 +172,8 @@ def adjudicate(request: HttpRequest, scenario_id: int, task_id: int) -> HttpResp
         services.adjudication_set(user=request.user, scenario=scenario, task_id=task_id, data=data)
     except NotFound as exc:
         raise Http404 from exc
-    except FieldErrors as exc:
-        messages.error(
-            request,
-            f"{_label(scenario, task_id)}: the answer was not saved. "
-            + " ".join(m for ms in exc.errors.values() for m in ms),
-        )
     except ApplicationError as exc:
-        messages.error(request, exc.message)
+        _refused(request, exc, f"{_label(scenario, task_id)}: the answer was not saved.")
     else:
         messages.success(request, f"{_label(scenario, task_id)}: adjudicated answer saved.")
     return _back(scenario, request.POST, task_id)
@@ -216,14 +219,8 @@ def gold(request: HttpRequest, scenario_id: int, task_id: int) -> HttpResponse:
                 f"{label}: gold answer saved (mixed in at the gold rate, "
                 f"{scenario.gold_rate:g}; set it on the scenario's page).",
             )
-    except FieldErrors as exc:
-        messages.error(
-            request,
-            f"{label}: the gold answer was not saved. "
-            + " ".join(m for ms in exc.errors.values() for m in ms),
-        )
     except ApplicationError as exc:
-        messages.error(request, exc.message)
+        _refused(request, exc, f"{label}: the gold answer was not saved.")
     return _back(scenario, request.POST, task_id)
 
 
@@ -243,14 +240,8 @@ def attention_check(request: HttpRequest, scenario_id: int, task_id: int) -> Htt
     }
     try:
         attention.attention_add(user=request.user, scenario=scenario, data=data)
-    except FieldErrors as exc:
-        messages.error(
-            request,
-            f"{label}: no attention check was added. "
-            + " ".join(m for ms in exc.errors.values() for m in ms),
-        )
     except ApplicationError as exc:
-        messages.error(request, exc.message)
+        _refused(request, exc, f"{label}: no attention check was added.")
     else:
         messages.success(
             request,

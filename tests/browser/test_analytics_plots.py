@@ -18,26 +18,17 @@ pytestmark = pytest.mark.slow
 LINK = '<a href="https://evil.example/">{}</a>'
 
 
-@pytest.fixture
-def hostile_scenario(transactional_db, team_a, member):
-    manager = member(team_a, Role.MANAGER, username="mara")
-    rows = [
-        {
-            "item_id": LINK.format("item"),
-            "variant_id": LINK.format(f"v{v}"),
-            "content": f"answer {v}",
-            "model": LINK.format(f"m{v}") if v == 0 else f"<b>m{v}</b> & co",
-        }
-        for v in range(3)
-    ]
+def _judged(team, member, rows, name):
+    """An open comparison of ``rows`` by mara, every task judged by ann (A, B, A, ...)."""
+    manager = member(team, Role.MANAGER, username="mara")
     scenario = services.scenario_from_upload(
         user=manager,
-        team=team_a,
-        data={"name": "Links", "type": "comparison", "config": {"ties": True}, "format": "jsonl"},
+        team=team,
+        data={"name": name, "type": "comparison", "config": {"ties": True}, "format": "jsonl"},
         raw="\n".join(json.dumps(r) for r in rows).encode(),
     )
     scenario = services.scenario_open(user=manager, scenario=scenario)
-    ann = member(team_a, Role.EVALUATOR, username="ann")
+    ann = member(team, Role.EVALUATOR, username="ann")
     for n, task in enumerate(scenario.tasks.order_by("position")):
         Judgment.objects.create(
             scenario=scenario,
@@ -50,13 +41,31 @@ def hostile_scenario(transactional_db, team_a, member):
     return scenario
 
 
-def test_plot_labels_and_hovers_are_text_not_links(page, hostile_scenario):
-    scenario = hostile_scenario
+@pytest.fixture
+def hostile_scenario(transactional_db, team_a, member):
+    rows = [
+        {
+            "item_id": LINK.format("item"),
+            "variant_id": LINK.format(f"v{v}"),
+            "content": f"answer {v}",
+            "model": LINK.format(f"m{v}") if v == 0 else f"<b>m{v}</b> & co",
+        }
+        for v in range(3)
+    ]
+    return _judged(team_a, member, rows, "Links")
+
+
+def _sign_in_to_analytics(page, scenario):
     page.goto(f"/login/?next=/scenarios/{scenario.pk}/analytics")
     page.get_by_label("Username").fill("mara")
     page.get_by_label("Password").fill("pw-Secret-123")
     page.get_by_role("button", name="Sign in").click()
     page.wait_for_url(f"**/scenarios/{scenario.pk}/analytics")
+
+
+def test_plot_labels_and_hovers_are_text_not_links(page, hostile_scenario):
+    scenario = hostile_scenario
+    _sign_in_to_analytics(page, scenario)
     for plot in ("#plot-bt", "#plot-heatmap"):
         page.locator(f"{plot} .main-svg").first.wait_for()
 
@@ -99,7 +108,6 @@ LONG = "An unusually long model name, version 2025-11-30, with thinking"
 
 @pytest.fixture
 def long_named(transactional_db, team_a, member):
-    manager = member(team_a, Role.MANAGER, username="mara")
     rows = [
         {
             "item_id": f"q{i}",
@@ -110,35 +118,14 @@ def long_named(transactional_db, team_a, member):
         for i in range(3)
         for v in range(3)
     ]
-    scenario = services.scenario_from_upload(
-        user=manager,
-        team=team_a,
-        data={"name": "Long", "type": "comparison", "config": {"ties": True}, "format": "jsonl"},
-        raw="\n".join(json.dumps(r) for r in rows).encode(),
-    )
-    scenario = services.scenario_open(user=manager, scenario=scenario)
-    ann = member(team_a, Role.EVALUATOR, username="ann")
-    for n, task in enumerate(scenario.tasks.order_by("position")):
-        Judgment.objects.create(
-            scenario=scenario,
-            task=task,
-            rater_kind=RaterKind.HUMAN,
-            evaluator=ann,
-            presented=[task.variant_a_id, task.variant_b_id],
-            payload={"winner": "AB"[n % 2]},
-        )
-    return scenario
+    return _judged(team_a, member, rows, "Long")
 
 
 def test_the_summary_first_then_sections_in_tabs_with_whole_labels(page, long_named):
     from playwright.sync_api import expect
 
     scenario = long_named
-    page.goto(f"/login/?next=/scenarios/{scenario.pk}/analytics")
-    page.get_by_label("Username").fill("mara")
-    page.get_by_label("Password").fill("pw-Secret-123")
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"**/scenarios/{scenario.pk}/analytics")
+    _sign_in_to_analytics(page, scenario)
     summary = page.locator("#summary")
     expect(summary).to_be_visible()
     expect(summary.locator(".summary-ranking li")).to_have_count(3)

@@ -11,6 +11,7 @@ import pytest
 from evalplatform.accounts.roles import Role
 from evaluations.models import Adjudication, Judgment, RaterKind
 from scenarios import services
+from tests.helpers.browser import sign_in_as
 
 SCRIPT = "<script>alert('xss')</script> A is kinder"
 
@@ -104,11 +105,8 @@ def test_a_manager_marks_gold_from_the_review(page, disputed):
     from scenarios.models import GoldTask
 
     scenario, task = disputed
-    page.goto(f"/login/?next=/scenarios/{scenario.pk}/review")
-    page.get_by_label("Username").fill("mara")
-    page.get_by_label("Password").fill("pw-Secret-123")
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"**/scenarios/{scenario.pk}/review")
+    sign_in_as(page, "mara")
+    page.goto(f"/scenarios/{scenario.pk}/review")
     row = page.locator(f"#task-{task.pk}")
     row.locator(":scope > summary").click()
     row.get_by_text("Quality control: gold answer, attention check").click()
