@@ -55,44 +55,37 @@ _FORM_NAMES = {
 _BESIDE = ("name", "instructions", "overlap", "seed", "context_fields", "team", "file", "type")
 
 
-def errors_beside(
+def named_errors(
     errors: Mapping[str, Sequence[str] | str], kind: str, config: Mapping[str, Any]
-) -> dict[str, str]:
-    """The errors by the form field they are shown beside (``config``: the type's settings
-    fieldset, each named as ``error_labels`` names it)."""
-    found: dict[str, str] = {}
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The services' errors (keys such as ``config.dimensions[0].scale``) as the form shows
+    them, no API path anywhere: by what the form calls the field ("Rubric row “Clarity”: min
+    and max"), in their order, for the list on top; and by the form field they are shown
+    beside (``config``: the type's settings fieldset, each prefixed with its label)."""
+    labelled: dict[str, str] = {}
+    beside: dict[str, str] = {}
     kind_of = registry.find(kind)
     for key, messages in errors.items():
         text = messages if isinstance(messages, str) else " ".join(messages)
         head = key.split(".", 1)[0].split("[", 1)[0]
-        if head == "config" and kind_of is not None and key.startswith("config."):
-            text = f"{kind_of.form_label(key[len('config.') :], config)}: {text}"
-        elif head not in (*_BESIDE, "outputs"):
-            continue
-        found[head] = f"{found[head]} {text}" if head in found else text
-    return found
-
-
-def error_labels(
-    errors: Mapping[str, Sequence[str] | str], kind: str, config: Mapping[str, Any]
-) -> dict[str, str]:
-    """The services' errors (keys such as ``config.dimensions[0].scale``) keyed by what the
-    form calls the field ("Rubric row “Clarity”: min and max"), in their order; no API
-    path is shown."""
-    found: dict[str, str] = {}
-    kind_of = registry.find(kind)
-    for key, messages in errors.items():
-        text = messages if isinstance(messages, str) else " ".join(messages)
         if key in ("non_field_errors", ""):
             label = ""
         elif key.startswith("config.") and kind_of is not None:
             label = kind_of.form_label(key[len("config.") :], config)
-        elif (head := key.split(".", 1)[0].split("[", 1)[0]) in _FORM_NAMES:
+        elif head in _FORM_NAMES:
             label = _FORM_NAMES[head]
         else:
             label = inputs.shown(key, ScenarioFromJobInput)
-        found[label] = f"{found[label]} {text}" if label in found else text
-    return found
+        labelled[label] = f"{labelled[label]} {text}" if label in labelled else text
+        if head in (*_BESIDE, "outputs", "config"):
+            shown = f"{label}: {text}" if head == "config" and label else text
+            beside[head] = f"{beside[head]} {shown}" if head in beside else shown
+    return labelled, beside
+
+
+def created(scenario: Any) -> str:
+    """The message a form shows once it made a scenario."""
+    return f"Scenario “{scenario.name}” created ({scenario.tasks.count()} tasks)."
 
 
 def config_from_post(kind: str, post: Any, current: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -92,7 +92,7 @@ def preview_job(request: HttpRequest, job_id: int) -> HttpResponse:
     try:
         preview = services.preview_from_job(user=request.user, job=job, data=data)
     except FieldErrors as exc:
-        errors = forms.error_labels(exc.errors, data["type"], data["config"])
+        errors = forms.named_errors(exc.errors, data["type"], data["config"])[0]
         return render(request, "scenarios/_preview.html", {"errors": errors})
     except Forbidden as exc:
         raise PermissionDenied from exc
@@ -116,14 +116,11 @@ def from_job(request: HttpRequest, job_id: int) -> HttpResponse:
         try:
             scenario = services.scenario_from_job(user=request.user, job=job, data=data)
         except FieldErrors as exc:
-            errors = forms.error_labels(exc.errors, kind, config)
-            beside = forms.errors_beside(exc.errors, kind, config)
+            errors, beside = forms.named_errors(exc.errors, kind, config)
         except ApplicationError as exc:
             errors = {"": exc.message}
         else:
-            messages.success(
-                request, f"Scenario “{scenario.name}” created ({scenario.tasks.count()} tasks)."
-            )
+            messages.success(request, forms.created(scenario))
             return redirect("manager:scenario-page", scenario_id=scenario.pk)
         fields = forms.scenario_fields(request.POST)
         fields["context_fields_text"] = request.POST.get("context_fields", "")

@@ -119,8 +119,7 @@ def scenario_edit(request: HttpRequest, scenario_id: int) -> HttpResponse:
                 user=request.user, scenario=scenario, data={**fields, "config": config}
             )
         except FieldErrors as exc:
-            errors = forms.error_labels(exc.errors, scenario.type, config)
-            beside = forms.errors_beside(exc.errors, scenario.type, config)
+            errors, beside = forms.named_errors(exc.errors, scenario.type, config)
         except ApplicationError as exc:
             errors = {"": exc.message}
         else:
@@ -190,14 +189,11 @@ def scenario_new(request: HttpRequest) -> HttpResponse:
                 user=request.user, team=team, data=data, raw=raw, filename=filename
             )
         except FieldErrors as exc:
-            errors = forms.error_labels(exc.errors, kind, config)
-            beside = forms.errors_beside(exc.errors, kind, config)
+            errors, beside = forms.named_errors(exc.errors, kind, config)
         except ApplicationError as exc:
             errors = {"": exc.message}
         else:
-            messages.success(
-                request, f"Scenario “{scenario.name}” created ({scenario.tasks.count()} tasks)."
-            )
+            messages.success(request, forms.created(scenario))
             return redirect("manager:scenario-page", scenario_id=scenario.pk)
     return render(
         request,
@@ -230,7 +226,7 @@ def scenario_new_preview(request: HttpRequest) -> HttpResponse:
             user=request.user, team=team, data=data, raw=raw, filename=filename
         )
     except FieldErrors as exc:
-        errors = forms.error_labels(exc.errors, data["type"], data["config"])
+        errors = forms.named_errors(exc.errors, data["type"], data["config"])[0]
         return render(request, "scenarios/_preview.html", {"errors": errors})
     except ApplicationError as exc:
         return render(request, "scenarios/_preview.html", {"errors": {"": exc.message}})

@@ -55,10 +55,12 @@ def _tally(row: dict[str, Any]) -> str:
     return " · ".join(f"{text} ({n})" if n > 1 else text for text, n in counts.most_common())
 
 
-def _form(row: dict[str, Any], kind: ScenarioKind, config: Mapping[str, Any]) -> dict[str, Any]:
-    """What a row's answer form starts with: the adjudicated answer, when there is one (the
-    type's fields of it, ``review_form``), its keys and the answer as JSON."""
-    current = (row["adjudication"] or {}).get("answer") or {}
+def _form(
+    answer: Mapping[str, Any] | None, row: dict[str, Any], kind: ScenarioKind, config: Any
+) -> dict[str, Any]:
+    """What a row's answer form starts with: ``answer`` under the task's keys, when there is
+    one (the type's fields of it, ``review_form``), the keys and the answer as JSON."""
+    current = answer or {}
     keys = [v["key"] for v in row["variants"]]
     return kind.review_form(current, config, keys) | {
         "keys": keys,
@@ -86,18 +88,15 @@ def review_page(request: HttpRequest, scenario_id: int) -> HttpResponse:
     }
     for row in rows:
         row["tally"] = _tally(row)
-        row["form"] = _form(row, kind, scenario.config)
+        adjudicated = (row["adjudication"] or {}).get("answer")
+        row["form"] = _form(adjudicated, row, kind, scenario.config)
         if row["task"]["id"] in gold:
             # Stored in the task's own order: its keys are the task's (A shown first).
             order = [v["id"] for v in row["variants"]]
             answer = gold[row["task"]["id"]]
-            keys = [v["key"] for v in row["variants"]]
             row["gold"] = {
                 "summary": kind.summary(answer, order, order),
-                "form": kind.review_form(
-                    kind.in_task_keys(answer, order, order), scenario.config, keys
-                )
-                | {"keys": keys, "json": json.dumps(kind.in_task_keys(answer, order, order))},
+                "form": _form(kind.in_task_keys(answer, order, order), row, kind, scenario.config),
             }
     query = urlencode({k: request.GET[k] for k in FILTER_KEYS if request.GET.get(k)})
     return render(
